@@ -1,0 +1,57 @@
+// Selector: the policy that chooses which stored item a sample (or an eviction) takes.
+// A table owns one selector for sampling and a second one, the "remover", for eviction.
+// Selectors see only slot numbers and priorities; the table owns the data.
+// Not thread-safe; every method runs on the table's owner thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "core/result.h"
+#include "core/rng.h"
+
+namespace replayd {
+
+enum class SelectorKind { uniform, prioritized, fifo, lifo };
+
+struct SelectorConfig {
+  SelectorKind kind = SelectorKind::uniform;
+  double priority_exponent = 0.6;  // prioritized only: sampling mass is priority^alpha, >= 0
+};
+
+std::string_view selector_kind_name(SelectorKind kind);
+Result<SelectorKind> parse_selector_kind(std::string_view name);
+
+// One choice: the slot, the probability it had of being chosen on this draw, and its
+// importance weight for the beta passed to sample(): (N*P)^-beta / max over items of
+// (N*P)^-beta. Selectors whose choice is deterministic or uniform report weight 1.
+struct Pick {
+  std::uint32_t slot;
+  double probability;
+  double weight;
+};
+
+class Selector {
+ public:
+  virtual ~Selector() = default;
+
+  // Adds an occupied slot with its priority (finite, >= 0). Precondition: slot absent.
+  virtual void insert(std::uint32_t slot, double priority) = 0;
+  // Changes a present slot's priority. Precondition: slot present.
+  virtual void update(std::uint32_t slot, double priority) = 0;
+  // Removes a present slot. Precondition: slot present.
+  virtual void remove(std::uint32_t slot) = 0;
+  // Removes every slot.
+  virtual void clear() = 0;
+  // Chooses one present slot. Precondition: at least one slot present. O(1) or O(log n).
+  virtual Pick sample(Rng& rng, double beta) const = 0;
+  virtual SelectorKind kind() const = 0;
+};
+
+// Validates the configuration (names the bad parameter) and builds a selector for slots
+// [0, capacity).
+Result<std::unique_ptr<Selector>> make_selector(const SelectorConfig& config,
+                                                std::uint32_t capacity);
+
+}  // namespace replayd

@@ -1,0 +1,39 @@
+// PrioritizedSelector: P(i) = p_i^alpha / sum_j p_j^alpha (proportional prioritized replay).
+// A SumTree holds the masses p^alpha; a MinTree holds the smallest positive mass, which
+// gives the largest importance weight in O(1): w_i = (N*P_i)^-beta / max_j (N*P_j)^-beta
+// = (m_i / m_min)^-beta, where only items that can be drawn (mass > 0) count.
+// When every mass is 0 the selector falls back to uniform (P = 1/N, w = 1).
+// Costs: insert/update/remove O(log capacity), sample O(log capacity).
+// Rounding: a draw that lands past the last positive leaf is clamped to a positive leaf,
+// so a zero-priority item is never returned while any item has positive priority.
+#pragma once
+
+#include "core/min_tree.h"
+#include "core/selector.h"
+#include "core/slot_set.h"
+#include "core/sum_tree.h"
+
+namespace replayd {
+
+class PrioritizedSelector final : public Selector {
+ public:
+  PrioritizedSelector(std::uint32_t capacity, double priority_exponent);
+
+  void insert(std::uint32_t slot, double priority) override;
+  void update(std::uint32_t slot, double priority) override;
+  void remove(std::uint32_t slot) override;
+  void clear() override;
+  Pick sample(Rng& rng, double beta) const override;
+  SelectorKind kind() const override { return SelectorKind::prioritized; }
+
+ private:
+  double mass_of(double priority) const;
+  void set_mass(std::uint32_t slot, double mass);
+
+  double exponent_;
+  SumTree masses_;
+  MinTree positive_masses_;  // mass of each slot with mass > 0, else empty
+  SlotSet present_;          // for the all-zero uniform fallback and N
+};
+
+}  // namespace replayd

@@ -1,0 +1,24 @@
+// UniformSelector: every present slot equally likely, P = 1/N, weight 1. O(1) per call.
+#pragma once
+
+#include "core/selector.h"
+#include "core/slot_set.h"
+
+namespace replayd {
+
+class UniformSelector final : public Selector {
+ public:
+  explicit UniformSelector(std::uint32_t capacity) : slots_(capacity) {}
+
+  void insert(std::uint32_t slot, double) override { slots_.insert(slot); }
+  void update(std::uint32_t, double) override {}
+  void remove(std::uint32_t slot) override { slots_.erase(slot); }
+  void clear() override { slots_.clear(); }
+  Pick sample(Rng& rng, double beta) const override;
+  SelectorKind kind() const override { return SelectorKind::uniform; }
+
+ private:
+  SlotSet slots_;
+};
+
+}  // namespace replayd

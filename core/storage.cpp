@@ -1,0 +1,58 @@
+#include "core/storage.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace replayd {
+
+Storage::Storage(const Schema& schema, std::uint32_t capacity)
+    : capacity_(capacity),
+      slot_bits_(std::max<std::uint64_t>(1, std::bit_width(capacity - 1))),
+      keys_(capacity, 0),
+      generations_(capacity, 0),
+      priorities_(capacity, 0.0),
+      times_sampled_(capacity, 0),
+      occupied_(capacity, 0) {
+  for (const auto& field : schema.fields()) {
+    item_bytes_.push_back(field.item_bytes());
+    columns_.push_back(std::make_unique_for_overwrite<std::byte[]>(field.item_bytes() * capacity));
+  }
+  clear();
+}
+
+std::uint32_t Storage::acquire() {
+  const std::uint32_t slot = free_.back();  // occupy_with_key pops it in O(1)
+  occupy_with_key(slot, (++generations_[slot] << slot_bits_) | slot);
+  return slot;
+}
+
+void Storage::occupy_with_key(std::uint32_t slot, std::uint64_t key) {
+  if (!free_.empty() && free_.back() == slot) {
+    free_.pop_back();
+  } else if (auto it = std::find(free_.begin(), free_.end(), slot); it != free_.end()) {
+    free_.erase(it);  // restore path only
+  }
+  keys_[slot] = key;
+  occupied_[slot] = 1;
+  priorities_[slot] = 0.0;
+  times_sampled_[slot] = 0;
+}
+
+void Storage::release(std::uint32_t slot) {
+  occupied_[slot] = 0;
+  free_.push_back(slot);
+}
+
+void Storage::clear() {
+  std::fill(occupied_.begin(), occupied_.end(), 0);
+  free_.resize(capacity_);
+  for (std::uint32_t i = 0; i < capacity_; ++i) free_[i] = capacity_ - 1 - i;
+}
+
+std::optional<std::uint32_t> Storage::find(std::uint64_t key) const {
+  const std::uint64_t slot = key & ((std::uint64_t{1} << slot_bits_) - 1);
+  if (slot >= capacity_ || !occupied_[slot] || keys_[slot] != key) return std::nullopt;
+  return static_cast<std::uint32_t>(slot);
+}
+
+}  // namespace replayd

@@ -1,0 +1,84 @@
+// Storage: the columnar item store of one table. One contiguous array per field holds that
+// field for every slot (capacity * item_bytes, allocated once, never per item); beside it,
+// per-slot metadata: key, priority, times sampled. Not thread-safe.
+//
+// Keys: each acquire() gives the slot a key never used before in this Storage:
+//   key = (generation << slot_bits) | slot, generation = times this slot was acquired.
+// A key therefore finds its slot in O(1) without a map, and a key whose item was evicted
+// or deleted no longer matches (its slot is free or carries a newer generation): it is
+// recognised as stale. Generations survive clear(), so keys stay unique across resets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/schema.h"
+
+namespace replayd {
+
+class Storage {
+ public:
+  // Allocates capacity * schema.item_bytes() bytes (untouched pages cost no memory until
+  // written). Precondition: 1 <= capacity <= kMaxCapacity.
+  Storage(const Schema& schema, std::uint32_t capacity);
+
+  static constexpr std::uint32_t kMaxCapacity = 1u << 31;
+
+  std::uint32_t capacity() const { return capacity_; }
+  std::uint32_t size() const { return capacity_ - static_cast<std::uint32_t>(free_.size()); }
+  bool full() const { return free_.empty(); }
+
+  // Takes a free slot and gives it a fresh key. Precondition: !full(). O(1).
+  std::uint32_t acquire();
+  // Frees an occupied slot; its key becomes stale. O(1).
+  void release(std::uint32_t slot);
+  // Frees every slot. O(capacity).
+  void clear();
+
+  // The slot holding `key`, or nullopt when the key is stale or was never issued. O(1).
+  std::optional<std::uint32_t> find(std::uint64_t key) const;
+  bool occupied(std::uint32_t slot) const { return occupied_[slot] != 0; }
+
+  std::uint64_t key(std::uint32_t slot) const { return keys_[slot]; }
+  double priority(std::uint32_t slot) const { return priorities_[slot]; }
+  void set_priority(std::uint32_t slot, double priority) { priorities_[slot] = priority; }
+  std::uint32_t times_sampled(std::uint32_t slot) const { return times_sampled_[slot]; }
+  void set_times_sampled(std::uint32_t slot, std::uint32_t n) { times_sampled_[slot] = n; }
+
+  // Address of field `field`'s value for `slot`; valid while this Storage lives.
+  std::byte* cell(std::size_t field, std::uint32_t slot) {
+    return columns_[field].get() + slot * item_bytes_[field];
+  }
+  const std::byte* cell(std::size_t field, std::uint32_t slot) const {
+    return columns_[field].get() + slot * item_bytes_[field];
+  }
+  std::uint64_t item_bytes(std::size_t field) const { return item_bytes_[field]; }
+
+  // Snapshot support: the generation counter of each slot, and forcing a slot to hold a
+  // given key (used only when restoring; the key's slot bits must name `slot`).
+  std::uint64_t slot_bits() const { return slot_bits_; }
+  std::uint64_t generation(std::uint32_t slot) const { return generations_[slot]; }
+  void set_generation(std::uint32_t slot, std::uint64_t generation) {
+    generations_[slot] = generation;
+  }
+  // Occupies the free `slot` with exactly `key`. Precondition: slot free, key's slot bits
+  // equal slot.
+  void occupy_with_key(std::uint32_t slot, std::uint64_t key);
+
+ private:
+  std::uint32_t capacity_;
+  std::uint64_t slot_bits_;
+  std::vector<std::uint64_t> item_bytes_;
+  std::vector<std::unique_ptr<std::byte[]>> columns_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint64_t> generations_;
+  std::vector<double> priorities_;
+  std::vector<std::uint32_t> times_sampled_;
+  std::vector<std::uint8_t> occupied_;
+  std::vector<std::uint32_t> free_;  // stack of free slots; lowest slot on top
+};
+
+}  // namespace replayd

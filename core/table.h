@@ -1,0 +1,136 @@
+// Table: one named replay table: schema, columnar storage, a sampling selector, a remover
+// for eviction, max_times_sampled, a rate limiter and a seeded RNG.
+// Threading: not thread-safe. The server calls every method from its io_context thread.
+// Blocking: never. When the rate limiter does not admit an insert or a sample, the call
+// fails with ErrorCode::would_block and changes nothing; the caller decides to wait
+// (may_insert / may_sample tell in advance).
+// Failure atomicity: every error leaves the table exactly as it was; input is validated
+// completely before anything is stored.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/rate_limiter.h"
+#include "core/result.h"
+#include "core/rng.h"
+#include "core/selector.h"
+#include "core/storage.h"
+#include "core/table_config.h"
+
+namespace replayd {
+
+struct TableCounters {
+  std::uint64_t inserts = 0;          // items inserted
+  std::uint64_t samples = 0;          // items sampled (a batch of n counts n)
+  std::uint64_t priority_updates = 0; // updates applied
+  std::uint64_t stale_updates = 0;    // updates aimed at keys no longer stored (ignored)
+  std::uint64_t deletes = 0;          // items deleted by request
+  std::uint64_t stale_deletes = 0;    // deletes aimed at keys no longer stored (ignored)
+  std::uint64_t evictions = 0;        // items removed to make room
+  std::uint64_t expirations = 0;      // items removed after max_times_sampled samples
+  bool operator==(const TableCounters&) const = default;
+};
+
+struct TableInfo {
+  std::uint64_t size = 0;
+  std::uint64_t capacity = 0;
+  TableCounters counters;
+  RateLimiterCounters rate_limiter;
+  double max_priority = 1.0;
+};
+
+// Caller-owned destination for a sample of n items. Every span holds exactly n values;
+// columns holds one span per schema field, in schema order, of n * item_bytes bytes.
+// The spans are only borrowed for the duration of sample().
+struct SampleBuffers {
+  std::span<std::uint64_t> keys;
+  std::span<double> probabilities;
+  std::span<double> weights;
+  std::span<std::uint32_t> times_sampled;  // count after this sample, so >= 1
+  std::span<const std::span<std::byte>> columns;
+};
+
+struct UpdateOutcome {
+  std::uint64_t applied = 0;
+  std::uint64_t stale = 0;
+};
+
+struct DeleteOutcome {
+  std::uint64_t deleted = 0;
+  std::uint64_t stale = 0;
+};
+
+class Table {
+ public:
+  // Validates `config` (see validate_table_config, selector and rate limiter rules) and
+  // allocates storage for `capacity` items.
+  static Result<std::unique_ptr<Table>> create(TableConfig config,
+                                               std::uint64_t max_table_bytes = kDefaultMaxTableBytes);
+  static constexpr std::uint64_t kDefaultMaxTableBytes = std::uint64_t{64} << 30;
+
+  const TableConfig& config() const { return config_; }
+  const std::string& name() const { return config_.name; }
+  const Schema& schema() const { return config_.schema; }
+  std::uint32_t size() const { return storage_.size(); }
+
+  // Whether the rate limiter and the stored items admit an insert / a sample of n now.
+  bool may_insert(std::uint64_t n) const;
+  bool may_sample(std::uint64_t n) const;
+
+  // Stores n items. columns: one span per field in schema order, each n * item_bytes bytes,
+  // C order. priorities: empty (every item gets the largest priority seen so far) or n
+  // finite values >= 0. keys_out: n slots that receive the new keys in order.
+  // When full, the remover evicts one item per new item. n must not exceed capacity.
+  // Errors: invalid_argument (shape of input, bad priority, n out of range, a batch the
+  // rate limiter could never admit), would_block. Cost: O(n * (item bytes + log capacity)).
+  Status insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                std::span<const double> priorities, std::span<std::uint64_t> keys_out);
+
+  // Draws n items one after another (with replacement unless max_times_sampled removes an
+  // item mid-batch) and copies each row straight into `out`. beta: importance-sampling
+  // exponent, finite, >= 0. Errors: invalid_argument, would_block.
+  // Cost: O(n * (item bytes + log capacity)), no allocation.
+  Status sample(std::uint64_t n, double beta, const SampleBuffers& out);
+
+  // Sets priorities (finite, >= 0) of the items whose keys are still stored; stale keys are
+  // counted and ignored. All priorities are validated first: one bad value rejects the call.
+  Result<UpdateOutcome> update_priorities(std::span<const std::uint64_t> keys,
+                                          std::span<const double> priorities);
+
+  // Removes the items whose keys are still stored; stale keys are counted and ignored.
+  DeleteOutcome delete_keys(std::span<const std::uint64_t> keys);
+
+  // Removes every item and resets the rate limiter; counters and keys issued so far are kept
+  // (keys stay unique). O(capacity).
+  void reset();
+
+  TableInfo info() const;
+
+  // Read access for snapshots and tests.
+  const Storage& storage() const { return storage_; }
+  const Rng& rng() const { return rng_; }
+  const RateLimiter& rate_limiter() const { return rate_limiter_; }
+
+ private:
+  Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
+        std::unique_ptr<Selector> remover);
+  void remove_item(std::uint32_t slot);
+  std::uint64_t draws_left(std::uint32_t slot) const;
+
+  TableConfig config_;
+  Storage storage_;
+  RateLimiter rate_limiter_;
+  std::unique_ptr<Selector> sampler_;
+  std::unique_ptr<Selector> remover_;
+  Rng rng_;
+  TableCounters counters_;
+  double max_priority_ = 1.0;
+  // Sum over stored items of (max_times_sampled - times_sampled); only kept when
+  // max_times_sampled > 0. A sample of n needs n draws left.
+  std::uint64_t draws_left_ = 0;
+};
+
+}  // namespace replayd

@@ -1,0 +1,34 @@
+// TableConfig: everything that defines a table, as given in the config file or by a
+// client's create_table. Plain data; validate_table_config() checks it as a whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/rate_limiter.h"
+#include "core/result.h"
+#include "core/schema.h"
+#include "core/selector.h"
+
+namespace replayd {
+
+struct TableConfig {
+  std::string name;                  // 1..64 characters of [A-Za-z0-9_.-]
+  Schema schema;                     // fields of every item
+  std::uint32_t capacity = 0;        // items, 1 .. 2^31
+  SelectorConfig sampler;            // default uniform
+  SelectorKind remover = SelectorKind::fifo;  // eviction when full: fifo, lifo or uniform
+  std::uint32_t max_times_sampled = 0;        // remove an item after k samples; 0 = never
+  RateLimiterConfig rate_limiter;    // default: min_size 1, no ratio
+  std::uint64_t seed = 0;            // RNG seed for sampling and uniform eviction
+};
+
+// Checks what no single component can: the name, the capacity against its bounds and
+// against `max_table_bytes` (data bytes = capacity * schema.item_bytes()), a remover kind
+// that can evict, and min_size_to_sample <= capacity. Errors name the key at fault.
+Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes);
+
+// Whether a name is acceptable for a table (same rule as field names).
+bool is_valid_table_name(std::string_view name);
+
+}  // namespace replayd
