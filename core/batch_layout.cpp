@@ -10,7 +10,7 @@ Result<ColumnLayout> layout_columns(std::span<const std::uint64_t> bytes_per_ite
   for (auto item_bytes : bytes_per_item) {
     std::uint64_t column_bytes = 0;
     if (__builtin_mul_overflow(item_bytes, items, &column_bytes) ||
-        column_bytes > UINT64_MAX - offset - kColumnAlignment) {
+        column_bytes > UINT64_MAX - offset - (kColumnAlignment - 1)) {
       return make_error(ErrorCode::invalid_argument,
                         "batch of " + std::to_string(items) + " items is too large to lay out");
     }

@@ -74,7 +74,8 @@ Result<RateLimiter> RateLimiter::create(const RateLimiterConfig& config) {
                    number(config.max_diff) + ")");
   }
   const double width = config.max_diff - config.min_diff;
-  if (width < std::max(1.0, spi)) {
+  // Negated so that [inf, inf] and [-inf, -inf] (width NaN) count as empty, not as wide.
+  if (!(width >= std::max(1.0, spi))) {
     return invalid("the error buffer [min_diff, max_diff] = [" + number(config.min_diff) + ", " +
                    number(config.max_diff) + "] is narrower than max(1, samples_per_insert) = " +
                    number(std::max(1.0, spi)) + ": inserts and samples could both block forever");
@@ -93,22 +94,30 @@ Result<RateLimiter> RateLimiter::create(const RateLimiterConfig& config) {
 
 Status RateLimiter::check_insert_batch(std::uint64_t n) const {
   // Below min size any batch that keeps size <= min_size is free; above it, the diff must
-  // fit between the lowest reachable diff (min_diff) and max_diff.
+  // fit between the lowest reachable diff and max_diff. The lowest reachable diff is 0
+  // before the first sample, and never below min_diff after one.
   if (n <= static_cast<std::uint64_t>(config_.min_size_to_sample)) return Ok{};
   const double needed = static_cast<double>(n) * config_.samples_per_insert;
-  if (needed > config_.max_diff - config_.min_diff) {
+  const double span = config_.max_diff - std::min(0.0, config_.min_diff);
+  if (needed > span) {
     return invalid("an insert of " + std::to_string(n) + " items needs a diff range of " +
-                   number(needed) + " but [min_diff, max_diff] spans " +
-                   number(config_.max_diff - config_.min_diff) + ": it could never proceed");
+                   number(needed) + " but [min(0, min_diff), max_diff] spans " + number(span) +
+                   ": it could never proceed");
   }
   return Ok{};
 }
 
 Status RateLimiter::check_sample_batch(std::uint64_t n) const {
-  if (static_cast<double>(n) > config_.max_diff - config_.min_diff) {
+  // The highest reachable diff is max_diff, or spi * min_size_to_sample right after the free
+  // inserts below min size when that is higher.
+  const double highest =
+      std::max(config_.max_diff,
+               config_.samples_per_insert * static_cast<double>(config_.min_size_to_sample));
+  const double span = highest - config_.min_diff;
+  if (static_cast<double>(n) > span) {
     return invalid("a sample of " + std::to_string(n) + " items needs a diff range of " +
-                   std::to_string(n) + " but [min_diff, max_diff] spans " +
-                   number(config_.max_diff - config_.min_diff) + ": it could never proceed");
+                   std::to_string(n) + " but [min_diff, max(max_diff, spi * min_size)] spans " +
+                   number(span) + ": it could never proceed");
   }
   return Ok{};
 }

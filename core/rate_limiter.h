@@ -55,7 +55,10 @@ class RateLimiter {
   bool may_sample(std::uint64_t n) const;
 
   // A batch of n that no reachable state would ever admit (n too large for the error
-  // buffer) is an invalid_argument error naming the limit; otherwise Ok.
+  // buffer) is an invalid_argument error naming the limit; otherwise Ok. Reachable means
+  // without deletes (deletes let inserts below min size raise the diff without bound). A
+  // batch that may_insert / may_sample admits now always passes, so one admissible only in
+  // an early state (empty, or right after the free inserts) passes and may wait forever later.
   Status check_insert_batch(std::uint64_t n) const;
   Status check_sample_batch(std::uint64_t n) const;
 
