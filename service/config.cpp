@@ -1,0 +1,120 @@
+#include "service/config.h"
+
+#include <charconv>
+#include <set>
+
+#include "service/json_reader.h"
+#include "service/table_description.h"
+
+namespace replayd::service {
+namespace json = boost::json;
+namespace {
+
+template <typename T>
+Status read_limit(JsonReader& reader, std::string_view key, T& target, std::uint64_t min_value,
+                  std::uint64_t max_value) {
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t value, reader.uint_or(key, target));
+  if (value < min_value || value > max_value) {
+    return reader.error(key, "must be between " + std::to_string(min_value) + " and " +
+                                 std::to_string(max_value));
+  }
+  target = static_cast<T>(value);
+  return Ok{};
+}
+
+Status parse_limits(const json::value& value, Limits& limits) {
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, "limits"));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_frame_bytes", limits.max_frame_bytes, 4096,
+                                     std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_meta_bytes", limits.max_meta_bytes, 256, std::uint64_t{1} << 26));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_batch_items", limits.max_batch_items, 1,
+                                     std::uint64_t{1} << 31));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_waiting_per_connection",
+                                     limits.max_waiting_per_connection, 1, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_queued_reply_bytes",
+                                     limits.max_queued_reply_bytes, 4096, std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_connections", limits.max_connections, 1, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1,
+                                     std::uint64_t{1} << 50));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables", limits.max_tables, 1, 1u << 16));
+  return reader.finish();
+}
+
+}  // namespace
+
+Result<HostPort> parse_host_port(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      "address '" + std::string(text) + "': expected HOST:PORT");
+  }
+  HostPort result;
+  result.host = std::string(text.substr(0, colon));
+  if (result.host.size() >= 2 && result.host.front() == '[' && result.host.back() == ']') {
+    result.host = result.host.substr(1, result.host.size() - 2);
+  }
+  const auto port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
+    return make_error(ErrorCode::invalid_argument,
+                      "address '" + std::string(text) + "': port must be a number 0-65535");
+  }
+  result.port = static_cast<std::uint16_t>(port);
+  return result;
+}
+
+Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*seed_source)()) {
+  REPLAYD_ASSIGN_OR_RETURN(json::value document, parse_json(text, "the config file"));
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(document, ""));
+  ServerConfig config;
+  if (const json::value* listen = reader.value("listen"); listen && !listen->is_null()) {
+    REPLAYD_ASSIGN_OR_RETURN(JsonReader listen_reader, JsonReader::of(*listen, "listen"));
+    REPLAYD_ASSIGN_OR_RETURN(auto unix_path, listen_reader.optional_string("unix"));
+    if (unix_path) config.unix_path = *unix_path;
+    if (listen_reader.has("unix") && listen_reader.value("unix")->is_null()) config.unix_path = "";
+    REPLAYD_ASSIGN_OR_RETURN(auto tcp, listen_reader.optional_string("tcp"));
+    if (tcp) config.tcp_address = *tcp;
+    if (listen_reader.has("tcp") && listen_reader.value("tcp")->is_null()) config.tcp_address = "";
+    if (!config.tcp_address.empty()) {
+      auto parsed = parse_host_port(config.tcp_address);
+      if (!parsed) return listen_reader.error("tcp", parsed.error().message);
+    }
+    REPLAYD_RETURN_IF_ERROR(listen_reader.finish());
+  }
+  REPLAYD_ASSIGN_OR_RETURN(auto log_level, reader.optional_string("log_level"));
+  if (log_level) {
+    static const std::set<std::string> kLevels{"trace", "debug", "info", "warn",
+                                               "error", "critical", "off"};
+    if (!kLevels.contains(*log_level)) {
+      return reader.error("log_level", "expected trace, debug, info, warn, error, critical or off");
+    }
+    config.log_level = *log_level;
+  }
+  if (const json::value* limits = reader.value("limits"); limits && !limits->is_null()) {
+    REPLAYD_RETURN_IF_ERROR(parse_limits(*limits, config.limits));
+  }
+  if (const json::value* tables = reader.value("tables"); tables && !tables->is_null()) {
+    if (!tables->is_array()) return reader.error("tables", "expected an array of tables");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < tables->get_array().size(); ++i) {
+      const std::string path = "tables[" + std::to_string(i) + "]";
+      REPLAYD_ASSIGN_OR_RETURN(TableConfig table, parse_table_description(tables->get_array()[i],
+                                                                          path, seed_source()));
+      if (!names.insert(table.name).second) {
+        return make_error(ErrorCode::invalid_argument,
+                          path + ".name: table '" + table.name + "' is defined twice");
+      }
+      config.tables.push_back(std::move(table));
+    }
+    if (config.tables.size() > config.limits.max_tables) {
+      return reader.error("tables", "more tables than limits.max_tables");
+    }
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.finish());
+  return config;
+}
+
+}  // namespace replayd::service

@@ -1,0 +1,45 @@
+// Server configuration: listeners, limits and tables, read from a JSON file
+// (docs/CONFIG.md documents every key with its default and unit) and overridden by flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/table_config.h"
+
+namespace replayd::service {
+
+struct Limits {
+  std::uint64_t max_frame_bytes = std::uint64_t{256} << 20;      // bytes, header+meta+payload
+  std::uint32_t max_meta_bytes = 64 << 10;                       // bytes of JSON per frame
+  std::uint64_t max_batch_items = 65536;                         // items per insert/sample/update
+  std::uint32_t max_waiting_per_connection = 1024;               // parked requests
+  std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
+  std::uint32_t max_connections = 4096;                          // open client connections
+  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;       // data bytes per table
+  std::uint32_t max_tables = 256;                                // tables per server
+};
+
+struct ServerConfig {
+  std::string unix_path = "/tmp/replayd.sock";  // empty: no Unix listener
+  std::string tcp_address = "127.0.0.1:7700";   // HOST:PORT, port 0 = ephemeral; empty: none
+  std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
+  std::string ready_file;                       // written once listening; empty: none
+  Limits limits;
+  std::vector<TableConfig> tables;
+};
+
+// Parses a whole config document. `seed_source` gives seeds to tables that state none.
+// Errors name the key ("limits.max_batch_items: expected a non-negative integer").
+Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*seed_source)());
+
+// Splits "host:port" (IPv6 as "[::1]:7700"); invalid_argument when malformed.
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+};
+Result<HostPort> parse_host_port(std::string_view text);
+
+}  // namespace replayd::service

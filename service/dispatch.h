@@ -1,0 +1,53 @@
+// Request dispatch: turns one request frame into either a finished Reply or a prepared
+// insert/sample that the session executes now or after waiting. Handlers translate JSON and
+// columns into Table calls; the Table decides. Nothing here suspends or touches a socket.
+// Threading: io_context thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "service/frame.h"
+#include "service/reply.h"
+#include "service/service_context.h"
+
+namespace replayd::service {
+
+// An insert whose input is fully validated; it owns the request frame its column spans view.
+struct PreparedInsert {
+  std::uint64_t request_id = 0;
+  std::shared_ptr<HostedTable> table;
+  std::uint64_t n = 0;
+  std::optional<std::chrono::milliseconds> timeout;  // nullopt: wait without limit
+  Frame frame;
+  std::vector<std::span<const std::byte>> columns;
+  std::span<const double> priorities;
+};
+
+struct PreparedSample {
+  std::uint64_t request_id = 0;
+  std::shared_ptr<HostedTable> table;
+  std::uint64_t n = 0;
+  double beta = 0.4;
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+using Dispatched = std::variant<Reply, PreparedInsert, PreparedSample>;
+
+// Parses and validates a request; executes every op that never waits.
+Dispatched dispatch(ServiceContext& context, Frame frame);
+
+// Execute a prepared request. Precondition: the table admits it now (may_insert/may_sample).
+// After either, call table_changed() so waiters re-check.
+Reply execute_insert(PreparedInsert& insert);
+Reply execute_sample(PreparedSample& sample);
+
+// Wakes the front waiter of each of the table's queues (admission may have changed).
+void table_changed(HostedTable& table);
+
+}  // namespace replayd::service

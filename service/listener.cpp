@@ -1,0 +1,57 @@
+#include "service/listener.h"
+
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "service/session.h"
+
+namespace replayd::service {
+namespace {
+
+constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+template <typename Acceptor, typename Prepare>
+asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, const char* kind,
+                                  Prepare prepare) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer retry(executor);
+  while (acceptor.is_open()) {
+    auto [ec, socket] = co_await acceptor.async_accept(as_tuple);
+    if (!acceptor.is_open() || context.shutting_down) break;
+    if (ec) {
+      spdlog::warn("{} accept failed: {}; retrying in {} ms", kind, ec.message(),
+                   kAcceptRetryDelay.count());
+      retry.expires_after(kAcceptRetryDelay);
+      co_await retry.async_wait(as_tuple);
+      continue;
+    }
+    if (context.sessions.size() >= context.limits.max_connections) {
+      spdlog::warn("{} connection refused: max_connections = {} reached", kind,
+                   context.limits.max_connections);
+      asio::error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    prepare(socket);
+    auto session = std::make_shared<Session>(Session::Socket(std::move(socket)), context);
+    session->start();
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> accept_tcp(asio::ip::tcp::acceptor& acceptor, ServiceContext& context) {
+  co_await accept_loop(acceptor, context, "tcp", [](asio::ip::tcp::socket& socket) {
+    asio::error_code ignored;
+    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  });
+}
+
+asio::awaitable<void> accept_unix(asio::local::stream_protocol::acceptor& acceptor,
+                                  ServiceContext& context) {
+  co_await accept_loop(acceptor, context, "unix", [](asio::local::stream_protocol::socket&) {});
+}
+
+}  // namespace replayd::service

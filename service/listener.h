@@ -1,0 +1,23 @@
+// Listeners: accept loops for TCP and Unix stream sockets. A listener only accepts and
+// spawns a Session; it never dies on an accept error (e.g. EMFILE, out of descriptors): it
+// logs, waits kAcceptRetryDelay and tries again. Connections beyond max_connections are
+// accepted and closed at once. Threading: io_context thread only.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <chrono>
+
+#include "service/service_context.h"
+
+namespace replayd::service {
+
+inline constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+
+// Runs until the acceptor is closed.
+asio::awaitable<void> accept_tcp(asio::ip::tcp::acceptor& acceptor, ServiceContext& context);
+asio::awaitable<void> accept_unix(asio::local::stream_protocol::acceptor& acceptor,
+                                  ServiceContext& context);
+
+}  // namespace replayd::service

@@ -1,0 +1,103 @@
+// replayd: the replay-buffer server. Parses flags (CLI11) and the config file, opens the
+// listeners, writes the ready file, and serves until SIGINT/SIGTERM.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <spdlog/spdlog.h>
+
+#include "service/config.h"
+#include "service/server.h"
+
+namespace {
+
+using replayd::service::ServerConfig;
+
+// Writes `content` to `path` atomically (temporary file, then rename).
+bool write_file_atomically(const std::string& path, const std::string& content) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    if (!(out << content)) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  return !ec;
+}
+
+std::string ready_document(const replayd::service::ListenAddresses& addresses) {
+  boost::json::object ready{{"pid", ::getpid()}};
+  if (!addresses.unix_path.empty()) ready["unix"] = addresses.unix_path;
+  if (!addresses.tcp.empty()) ready["tcp"] = addresses.tcp;
+  return boost::json::serialize(ready) + "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"replayd: a replay-buffer server for reinforcement learning"};
+  std::string config_path;
+  std::optional<std::string> unix_path;
+  std::optional<std::string> tcp_address;
+  std::optional<std::string> log_level;
+  std::optional<std::string> ready_file;
+  app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")->check(CLI::ExistingFile);
+  app.add_option("--unix", unix_path, "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
+  app.add_option("--tcp", tcp_address, "TCP HOST:PORT, port 0 = any; \"\" disables (default 127.0.0.1:7700)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
+  app.add_option("--ready-file", ready_file, "write {\"unix\",\"tcp\",\"pid\"} JSON here once listening");
+  app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    ServerConfig config;
+    if (!config_path.empty()) {
+      std::ifstream in(config_path);
+      std::stringstream text;
+      text << in.rdbuf();
+      auto parsed = replayd::service::parse_server_config(text.str(), &replayd::service::random_seed);
+      if (!parsed) {
+        std::cerr << "replayd: " << config_path << ": " << parsed.error().message << "\n";
+        return 2;
+      }
+      config = std::move(parsed).value();
+    }
+    if (unix_path) config.unix_path = *unix_path;
+    if (tcp_address) config.tcp_address = *tcp_address;
+    if (log_level) config.log_level = *log_level;
+    if (ready_file) config.ready_file = *ready_file;
+
+    const auto level = spdlog::level::from_str(config.log_level);
+    if (level == spdlog::level::off && config.log_level != "off") {
+      std::cerr << "replayd: --log-level: unknown level '" << config.log_level << "'\n";
+      return 2;
+    }
+    spdlog::set_level(level);
+
+    replayd::service::Server server(config);
+    if (auto status = server.open(); !status) {
+      std::cerr << "replayd: " << status.error().message << "\n";
+      return 1;
+    }
+    server.handle_signals();
+    if (!config.ready_file.empty()) {
+      if (!write_file_atomically(config.ready_file, ready_document(server.addresses()))) {
+        std::cerr << "replayd: cannot write ready file '" << config.ready_file << "'\n";
+        return 1;
+      }
+    }
+    spdlog::info("replayd {} serving {} tables", replayd::service::kServerVersion,
+                 server.context().tables.size());
+    server.run();
+    spdlog::info("replayd stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+}

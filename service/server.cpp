@@ -1,0 +1,176 @@
+#include "service/server.h"
+
+#include <sys/stat.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/post.hpp>
+#include <filesystem>
+#include <random>
+#include <spdlog/spdlog.h>
+
+#include "service/listener.h"
+#include "service/session.h"
+
+namespace replayd::service {
+namespace {
+
+void log_listener_exit(std::exception_ptr error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::critical("listener failed: {}", e.what());
+  }
+}
+
+}  // namespace
+
+std::uint64_t random_seed() {
+  std::random_device device;
+  return (std::uint64_t{device()} << 32) ^ device();
+}
+
+Server::Server(ServerConfig config) : config_(std::move(config)) {
+  context_.limits = config_.limits;
+  context_.seed_source = &random_seed;
+  ready_future_ = ready_promise_.get_future().share();
+}
+
+Server::~Server() {
+  if (unix_acceptor_ && !addresses_.unix_path.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(addresses_.unix_path, ignored);
+  }
+}
+
+Status Server::open() {
+  for (const auto& table_config : config_.tables) {
+    auto table = Table::create(table_config, context_.limits.max_table_bytes);
+    if (!table) return table.error();
+    context_.tables.add(std::move(table).value());
+  }
+  if (!config_.unix_path.empty()) REPLAYD_RETURN_IF_ERROR(open_unix());
+  if (!config_.tcp_address.empty()) REPLAYD_RETURN_IF_ERROR(open_tcp());
+  if (!unix_acceptor_ && !tcp_acceptor_) {
+    return make_error(ErrorCode::invalid_argument, "no listener: both unix and tcp are disabled");
+  }
+  return Ok{};
+}
+
+Status Server::open_unix() {
+  const std::string& path = config_.unix_path;
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) == 0) {
+    if (!S_ISSOCK(info.st_mode)) {
+      return make_error(ErrorCode::invalid_argument,
+                        "unix socket path '" + path + "' exists and is not a socket");
+    }
+    // A live server on this path accepts a connection; a stale socket file refuses it.
+    asio::local::stream_protocol::socket probe(io_);
+    asio::error_code ec;
+    probe.connect(asio::local::stream_protocol::endpoint(path), ec);
+    if (!ec) {
+      return make_error(ErrorCode::invalid_argument,
+                        "unix socket '" + path + "' is in use by another server");
+    }
+    ::unlink(path.c_str());
+  }
+  asio::error_code ec;
+  asio::local::stream_protocol::acceptor acceptor(io_);
+  acceptor.open(asio::local::stream_protocol(), ec);
+  if (!ec) acceptor.bind(asio::local::stream_protocol::endpoint(path), ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return make_error(ErrorCode::invalid_argument,
+                      "cannot listen on unix socket '" + path + "': " + ec.message());
+  }
+  unix_acceptor_.emplace(std::move(acceptor));
+  addresses_.unix_path = path;
+  return Ok{};
+}
+
+Status Server::open_tcp() {
+  auto host_port = parse_host_port(config_.tcp_address);
+  if (!host_port) return host_port.error();
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(host_port->host, ec);
+  if (ec) {
+    return make_error(ErrorCode::invalid_argument,
+                      "tcp address '" + config_.tcp_address + "': '" + host_port->host +
+                          "' is not an IP address");
+  }
+  const asio::ip::tcp::endpoint endpoint(address, host_port->port);
+  asio::ip::tcp::acceptor acceptor(io_);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return make_error(ErrorCode::invalid_argument,
+                      "cannot listen on tcp " + config_.tcp_address + ": " + ec.message());
+  }
+  const auto bound = acceptor.local_endpoint();
+  addresses_.tcp = (bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
+                                            : bound.address().to_string()) +
+                   ":" + std::to_string(bound.port());
+  tcp_acceptor_.emplace(std::move(acceptor));
+  return Ok{};
+}
+
+void Server::handle_signals() {
+  signals_.emplace(io_, SIGINT, SIGTERM);
+  signals_->async_wait([this](const asio::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("received signal {}, shutting down", signal);
+    stop();
+  });
+}
+
+void Server::run() {
+  if (unix_acceptor_) {
+    asio::co_spawn(io_, accept_unix(*unix_acceptor_, context_), log_listener_exit);
+    spdlog::info("listening on unix:{}", addresses_.unix_path);
+  }
+  if (tcp_acceptor_) {
+    asio::co_spawn(io_, accept_tcp(*tcp_acceptor_, context_), log_listener_exit);
+    spdlog::info("listening on tcp:{}", addresses_.tcp);
+  }
+  ready_promise_.set_value(addresses_);
+  io_.run();
+}
+
+void Server::request_stop() {
+  asio::post(io_, [this] { stop(); });
+}
+
+void Server::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  context_.shutting_down = true;
+  asio::error_code ignored;
+  if (unix_acceptor_) unix_acceptor_->close(ignored);
+  if (tcp_acceptor_) tcp_acceptor_->close(ignored);
+  if (signals_) signals_->cancel(ignored);
+  context_.tables.cancel_all_waiters(CancelReason::shutting_down);
+  for (Session* session : std::vector<Session*>(context_.sessions.begin(), context_.sessions.end())) {
+    session->begin_shutdown();
+  }
+  // Give sessions kShutdownGrace to flush; then stop regardless.
+  asio::co_spawn(
+      io_,
+      [this]() -> asio::awaitable<void> {
+        auto executor = co_await asio::this_coro::executor;
+        if (!context_.sessions.empty()) {
+          WaitQueue::Waiter waiter(context_.sessions_drained, executor);
+          co_await waiter.wait(std::chrono::steady_clock::now() + kShutdownGrace);
+        }
+        if (!context_.sessions.empty()) {
+          spdlog::warn("{} connections did not finish within {} s; closing them",
+                       context_.sessions.size(), kShutdownGrace.count());
+        }
+        io_.stop();
+      },
+      log_listener_exit);
+}
+
+}  // namespace replayd::service

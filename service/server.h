@@ -1,0 +1,68 @@
+// Server: one io_context on one thread owning every table, the listeners and the sessions.
+// open() loads the configured tables and binds the listeners (errors name the problem and
+// nothing is served); run() serves on the calling thread until stop.
+// Cross-thread use: request_stop() and ready() may be called from any thread; everything
+// else belongs to the thread that calls run().
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/signal_set.hpp>
+#include <future>
+#include <optional>
+#include <string>
+
+#include "service/config.h"
+#include "service/service_context.h"
+
+namespace replayd::service {
+
+struct ListenAddresses {
+  std::string unix_path;  // empty when disabled
+  std::string tcp;        // "host:port" with the bound port; empty when disabled
+};
+
+class Server {
+ public:
+  // Deadline for sessions to flush their replies after a stop request.
+  static constexpr std::chrono::seconds kShutdownGrace{5};
+
+  explicit Server(ServerConfig config);
+  ~Server();
+
+  // Creates the configured tables and binds the listeners. On error nothing is listening.
+  Status open();
+  // Stops on SIGINT/SIGTERM as well as on request_stop().
+  void handle_signals();
+  // Serves until stopped: stop accepting, answer waiting requests shutting_down, flush
+  // replies, close. Returns when every session has ended (or after kShutdownGrace).
+  void run();
+  // Thread-safe; posts the stop to the io_context.
+  void request_stop();
+  // Ready once open() succeeded and run() started. Thread-safe.
+  std::shared_future<ListenAddresses> ready() const { return ready_future_; }
+  const ListenAddresses& addresses() const { return addresses_; }
+  ServiceContext& context() { return context_; }
+
+ private:
+  void stop();
+  Status open_unix();
+  Status open_tcp();
+
+  ServerConfig config_;
+  asio::io_context io_;
+  ServiceContext context_;
+  std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
+  std::optional<asio::ip::tcp::acceptor> tcp_acceptor_;
+  std::optional<asio::signal_set> signals_;
+  ListenAddresses addresses_;
+  std::promise<ListenAddresses> ready_promise_;
+  std::shared_future<ListenAddresses> ready_future_;
+  bool stopping_ = false;
+};
+
+// A seed from std::random_device, for tables whose description states none.
+std::uint64_t random_seed();
+
+}  // namespace replayd::service

@@ -1,0 +1,32 @@
+// ServiceContext: the state every connection shares: tables, limits, and server facts for
+// `hello`/`info`. Owned by the Server; sessions hold a reference that outlives them.
+// Threading: io_context thread only.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_set>
+
+#include "service/config.h"
+#include "service/table_registry.h"
+#include "service/wait_queue.h"
+
+namespace replayd::service {
+
+inline constexpr const char* kServerVersion = REPLAYD_VERSION;
+
+class Session;
+
+struct ServiceContext {
+  TableRegistry tables;
+  Limits limits;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
+  WaitQueue sessions_drained;             // woken when the last session ends
+  bool shutting_down = false;
+  // Seeds tables whose description states none (random by default; fixed in tests).
+  std::uint64_t (*seed_source)() = nullptr;
+};
+
+}  // namespace replayd::service

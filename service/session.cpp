@@ -1,0 +1,295 @@
+#include "service/session.h"
+
+#include <asio/co_spawn.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+namespace replayd::service {
+namespace {
+
+constexpr std::size_t kReadChunkBytes = 64 << 10;
+// Payload bytes still missing above which the reader reads straight into the frame.
+constexpr std::size_t kDirectReadBytes = 16 << 10;
+constexpr std::size_t kMaxRepliesPerWrite = 64;
+constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+void log_coroutine_exit(std::exception_ptr error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    spdlog::error("connection coroutine failed: {}", e.what());
+  }
+}
+
+}  // namespace
+
+Session::Session(Socket socket, ServiceContext& context)
+    : socket_(std::move(socket)),
+      context_(context),
+      decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}) {
+  context_.sessions.insert(this);
+}
+
+Session::~Session() {
+  context_.sessions.erase(this);
+  if (context_.sessions.empty()) context_.sessions_drained.wake_all();
+}
+
+void Session::start() {
+  auto executor = socket_.get_executor();
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->read_loop(); },
+                 log_coroutine_exit);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->write_loop(); },
+                 log_coroutine_exit);
+}
+
+void Session::begin_shutdown() {
+  asio::error_code ignored;
+  // Makes a pending read complete with EOF without touching pending writes.
+  socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
+  read_resume_.cancel_all(CancelReason::shutting_down);
+}
+
+bool Session::reading_paused() const {
+  return outbox_bytes_ > context_.limits.max_queued_reply_bytes;
+}
+
+asio::awaitable<void> Session::read_loop() {
+  auto executor = co_await asio::this_coro::executor;
+  std::vector<std::byte> chunk(kReadChunkBytes);
+  while (reading_) {
+    while (reading_paused()) {
+      WaitQueue::Waiter waiter(read_resume_, executor);
+      if (co_await waiter.wait(std::nullopt) == WaitOutcome::cancelled) break;
+    }
+    const auto destination = decoder_.payload_destination();
+    if (destination.size() >= kDirectReadBytes) {
+      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(destination.data(), destination.size()), as_tuple);
+      if (ec) break;
+      decoder_.commit_payload(n);
+      if (decoder_.has_frame()) handle(decoder_.take_frame());
+      continue;
+    }
+    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), as_tuple);
+    if (ec) break;
+    consume({chunk.data(), n});
+  }
+  stop_reading();
+}
+
+void Session::consume(std::span<const std::byte> bytes) {
+  while (!bytes.empty() && reading_) {
+    const std::size_t used = decoder_.feed(bytes);
+    bytes = bytes.subspan(used);
+    if (decoder_.has_frame()) {
+      handle(decoder_.take_frame());
+    } else if (decoder_.error() != DecodeError::none) {
+      const DecodeError error = decoder_.error();
+      const WireError code =
+          is_limit_error(error) ? WireError::resource_exhausted : WireError::protocol_error;
+      send(make_error_reply(decoder_.current_request_id(), code,
+                            std::string(decode_error_message(error)) +
+                                "; the connection is closed because the frame boundary is lost"));
+      stop_reading();
+      return;
+    }
+  }
+}
+
+void Session::stop_reading() {
+  if (!reading_) return;
+  reading_ = false;
+  asio::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
+  for (auto* waiter : parked_) waiter->cancel(CancelReason::connection_closed);
+  outbox_ready_.wake_all();
+}
+
+void Session::handle(Frame frame) {
+  Dispatched dispatched = dispatch(context_, std::move(frame));
+  if (auto* reply = std::get_if<Reply>(&dispatched)) {
+    send(std::move(*reply));
+  } else if (auto* insert = std::get_if<PreparedInsert>(&dispatched)) {
+    handle_insert(std::move(*insert));
+  } else {
+    handle_sample(std::move(std::get<PreparedSample>(dispatched)));
+  }
+}
+
+bool Session::may_park(std::uint64_t request_id) {
+  if (parked_.size() < context_.limits.max_waiting_per_connection) return true;
+  send(make_error_reply(request_id, WireError::resource_exhausted,
+                        "this connection already has max_waiting_per_connection = " +
+                            std::to_string(context_.limits.max_waiting_per_connection) +
+                            " requests waiting"));
+  return false;
+}
+
+void Session::handle_insert(PreparedInsert insert) {
+  HostedTable& hosted = *insert.table;
+  if (hosted.insert_waiters.empty() && hosted.table->may_insert(insert.n)) {
+    send(execute_insert(insert));
+    table_changed(hosted);
+    return;
+  }
+  if (insert.timeout && insert.timeout->count() == 0) {
+    send(make_error_reply(insert.request_id, WireError::timeout,
+                          "table '" + hosted.table->name() +
+                              "': the rate limiter does not admit this insert now and timeout_ms is 0"));
+    return;
+  }
+  if (!may_park(insert.request_id)) return;
+  asio::co_spawn(socket_.get_executor(),
+                 [self = shared_from_this(), insert = std::move(insert)]() mutable {
+                   return self->wait_then_insert(std::move(insert));
+                 },
+                 log_coroutine_exit);
+}
+
+void Session::handle_sample(PreparedSample sample) {
+  HostedTable& hosted = *sample.table;
+  if (hosted.sample_waiters.empty() && hosted.table->may_sample(sample.n)) {
+    send(execute_sample(sample));
+    table_changed(hosted);
+    return;
+  }
+  if (sample.timeout && sample.timeout->count() == 0) {
+    send(make_error_reply(sample.request_id, WireError::timeout,
+                          "table '" + hosted.table->name() +
+                              "': not enough items or the rate limiter does not admit this sample "
+                              "now, and timeout_ms is 0"));
+    return;
+  }
+  if (!may_park(sample.request_id)) return;
+  asio::co_spawn(socket_.get_executor(),
+                 [self = shared_from_this(), sample = std::move(sample)]() mutable {
+                   return self->wait_then_sample(std::move(sample));
+                 },
+                 log_coroutine_exit);
+}
+
+namespace {
+
+// Waits on `queue` until `admitted()` holds at the front, then runs `execute`. Returns the
+// reply to send, or nullopt when the connection closed (nothing to send).
+template <typename Admitted, typename Execute>
+asio::awaitable<std::optional<Reply>> wait_for_admission(
+    WaitQueue& queue, std::unordered_set<WaitQueue::Waiter*>& parked, const HostedTable& hosted,
+    std::uint64_t request_id, std::optional<std::chrono::milliseconds> timeout, const char* what,
+    Admitted admitted, Execute execute) {
+  auto executor = co_await asio::this_coro::executor;
+  WaitQueue::Waiter waiter(queue, executor);
+  parked.insert(&waiter);
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
+  std::optional<Reply> reply;
+  while (true) {
+    if (waiter.at_front() && !hosted.dropped && admitted()) {
+      waiter.leave();
+      reply = execute();
+      break;
+    }
+    const WaitOutcome outcome = co_await waiter.wait(deadline);
+    if (outcome == WaitOutcome::woken) continue;
+    const bool was_front = waiter.at_front();
+    waiter.leave();
+    if (was_front) queue.wake_front();
+    if (outcome == WaitOutcome::timed_out) {
+      reply = make_error_reply(request_id, WireError::timeout,
+                               "table '" + hosted.table->name() + "': " + what +
+                                   " was not admitted within timeout_ms = " +
+                                   std::to_string(timeout->count()));
+    } else if (waiter.cancel_reason() == CancelReason::table_dropped) {
+      reply = make_error_reply(request_id, WireError::not_found,
+                               "table '" + hosted.table->name() + "' was dropped while the " + what +
+                                   " waited");
+    } else if (waiter.cancel_reason() == CancelReason::shutting_down) {
+      reply = make_error_reply(request_id, WireError::shutting_down,
+                               std::string("the server is shutting down; the ") + what +
+                                   " was not executed");
+    }
+    break;  // connection_closed: no reply
+  }
+  parked.erase(&waiter);
+  co_return reply;
+}
+
+}  // namespace
+
+asio::awaitable<void> Session::wait_then_insert(PreparedInsert insert) {
+  auto hosted = insert.table;
+  auto reply = co_await wait_for_admission(
+      hosted->insert_waiters, parked_, *hosted, insert.request_id, insert.timeout, "insert",
+      [&] { return hosted->table->may_insert(insert.n); },
+      [&] {
+        Reply result = execute_insert(insert);
+        table_changed(*hosted);
+        return result;
+      });
+  if (reply) send(std::move(*reply));
+  outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
+}
+
+asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
+  auto hosted = sample.table;
+  auto reply = co_await wait_for_admission(
+      hosted->sample_waiters, parked_, *hosted, sample.request_id, sample.timeout, "sample",
+      [&] { return hosted->table->may_sample(sample.n); },
+      [&] {
+        Reply result = execute_sample(sample);
+        table_changed(*hosted);
+        return result;
+      });
+  if (reply) send(std::move(*reply));
+  outbox_ready_.wake_all();
+}
+
+void Session::send(Reply reply) {
+  if (write_failed_) return;
+  outbox_bytes_ += reply.wire_bytes();
+  outbox_.push_back(std::move(reply));
+  outbox_ready_.wake_all();
+}
+
+asio::awaitable<void> Session::write_loop() {
+  auto executor = co_await asio::this_coro::executor;
+  std::vector<asio::const_buffer> buffers;
+  while (true) {
+    if (outbox_.empty()) {
+      if (!reading_ && parked_.empty()) break;
+      WaitQueue::Waiter waiter(outbox_ready_, executor);
+      co_await waiter.wait(std::nullopt);
+      continue;
+    }
+    buffers.clear();
+    const std::size_t count = std::min(outbox_.size(), kMaxRepliesPerWrite);
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const Reply& reply = outbox_[i];
+      buffers.emplace_back(reply.header.data(), reply.header.size());
+      buffers.emplace_back(reply.meta.data(), reply.meta.size());
+      if (!reply.payload.empty()) buffers.emplace_back(reply.payload.data(), reply.payload.size());
+      bytes += reply.wire_bytes();
+    }
+    auto [ec, written] = co_await asio::async_write(socket_, buffers, as_tuple);
+    (void)written;
+    outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
+    outbox_bytes_ -= bytes;
+    read_resume_.wake_front();
+    if (ec) {
+      write_failed_ = true;
+      outbox_.clear();
+      outbox_bytes_ = 0;
+      stop_reading();
+      break;
+    }
+  }
+  asio::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+}  // namespace replayd::service

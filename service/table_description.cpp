@@ -1,0 +1,201 @@
+#include "service/table_description.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/storage.h"
+#include "service/json_reader.h"
+
+namespace replayd::service {
+namespace json = boost::json;
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Result<Field> parse_field(const json::value& value, const std::string& path) {
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, path));
+  Field field;
+  REPLAYD_ASSIGN_OR_RETURN(field.name, reader.string("name"));
+  REPLAYD_ASSIGN_OR_RETURN(std::string dtype, reader.string("dtype"));
+  const auto parsed = parse_dtype(dtype);
+  if (!parsed) {
+    return reader.error("dtype", "unknown dtype '" + dtype +
+                                     "': expected bool, int8..int64, uint8..uint64, float16, "
+                                     "float32 or float64");
+  }
+  field.dtype = *parsed;
+  if (const json::value* shape = reader.value("shape"); shape && !shape->is_null()) {
+    if (!shape->is_array()) return reader.error("shape", "expected an array of dimensions");
+    if (shape->get_array().size() > Schema::kMaxDims) {
+      return reader.error("shape", "more than " + std::to_string(Schema::kMaxDims) + " dimensions");
+    }
+    for (const auto& dim : shape->get_array()) {
+      const auto n = as_uint(dim);
+      if (!n || *n == 0) return reader.error("shape", "dimensions must be integers >= 1");
+      field.shape.push_back(*n);
+    }
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.finish());
+  return field;
+}
+
+Result<SelectorConfig> parse_sampler(const json::value& value, const std::string& path) {
+  SelectorConfig config;
+  if (value.is_string()) {
+    REPLAYD_ASSIGN_OR_RETURN(config.kind, parse_selector_kind(value.get_string()));
+    return config;
+  }
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, path));
+  REPLAYD_ASSIGN_OR_RETURN(std::string kind, reader.string("kind"));
+  auto parsed = parse_selector_kind(kind);
+  if (!parsed) return reader.error("kind", parsed.error().message);
+  config.kind = *parsed;
+  if (config.kind == SelectorKind::prioritized) {
+    REPLAYD_ASSIGN_OR_RETURN(config.priority_exponent,
+                             reader.number_or("priority_exponent", config.priority_exponent));
+    if (!std::isfinite(config.priority_exponent) || config.priority_exponent < 0) {
+      return reader.error("priority_exponent", "must be finite and >= 0");
+    }
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.finish());
+  return config;
+}
+
+Result<std::int64_t> min_size_of(JsonReader& reader, std::uint64_t fallback) {
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t k, reader.uint_or("min_size_to_sample", fallback));
+  if (k < 1 || k > (std::uint64_t{1} << 40)) {
+    return reader.error("min_size_to_sample", "must be between 1 and 2^40");
+  }
+  return static_cast<std::int64_t>(k);
+}
+
+Result<RateLimiterConfig> parse_rate_limiter(const json::value& value, const std::string& path) {
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, path));
+  REPLAYD_ASSIGN_OR_RETURN(std::string kind, reader.string("kind"));
+  RateLimiterConfig config;
+  if (kind == "min_size") {
+    REPLAYD_ASSIGN_OR_RETURN(std::int64_t k, min_size_of(reader, 1));
+    config = RateLimiterConfig::min_size(k);
+  } else if (kind == "sample_to_insert_ratio") {
+    REPLAYD_ASSIGN_OR_RETURN(double spi, reader.number("samples_per_insert"));
+    REPLAYD_ASSIGN_OR_RETURN(std::int64_t k, min_size_of(reader, 1));
+    REPLAYD_ASSIGN_OR_RETURN(double error_buffer, reader.number("error_buffer"));
+    if (!std::isfinite(error_buffer) || error_buffer < 0) {
+      return reader.error("error_buffer", "must be finite and >= 0");
+    }
+    config = RateLimiterConfig::sample_to_insert_ratio(spi, k, error_buffer);
+  } else if (kind == "queue") {
+    REPLAYD_ASSIGN_OR_RETURN(std::uint64_t size, reader.uint("size"));
+    if (size < 1 || size > (std::uint64_t{1} << 40)) {
+      return reader.error("size", "must be between 1 and 2^40");
+    }
+    config = RateLimiterConfig::queue(static_cast<std::int64_t>(size));
+  } else if (kind == "custom") {
+    REPLAYD_ASSIGN_OR_RETURN(config.samples_per_insert, reader.number_or("samples_per_insert", 1.0));
+    REPLAYD_ASSIGN_OR_RETURN(config.min_size_to_sample, min_size_of(reader, 1));
+    REPLAYD_ASSIGN_OR_RETURN(config.min_diff, reader.number_or_null("min_diff", -kInf, -kInf));
+    REPLAYD_ASSIGN_OR_RETURN(config.max_diff, reader.number_or_null("max_diff", kInf, kInf));
+  } else {
+    return reader.error("kind", "unknown rate limiter '" + kind +
+                                    "': expected min_size, sample_to_insert_ratio, queue or custom");
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.finish());
+  return config;
+}
+
+json::value bound_to_json(double bound) {
+  if (std::isinf(bound)) return nullptr;
+  return bound;
+}
+
+}  // namespace
+
+Result<TableConfig> parse_table_description(const json::value& value, const std::string& path,
+                                            std::uint64_t default_seed) {
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, path));
+  TableConfig config;
+  REPLAYD_ASSIGN_OR_RETURN(config.name, reader.string("name"));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t capacity, reader.uint("capacity"));
+  if (capacity < 1 || capacity > Storage::kMaxCapacity) {
+    return reader.error("capacity",
+                        "must be between 1 and " + std::to_string(Storage::kMaxCapacity));
+  }
+  config.capacity = static_cast<std::uint32_t>(capacity);
+
+  const json::value* fields = reader.value("fields");
+  if (!fields || !fields->is_array()) return reader.error("fields", "expected an array of fields");
+  std::vector<Field> parsed_fields;
+  for (std::size_t i = 0; i < fields->get_array().size(); ++i) {
+    REPLAYD_ASSIGN_OR_RETURN(Field field, parse_field(fields->get_array()[i],
+                                                      reader.path_of("fields") + "[" +
+                                                          std::to_string(i) + "]"));
+    parsed_fields.push_back(std::move(field));
+  }
+  auto schema = Schema::create(std::move(parsed_fields));
+  if (!schema) return reader.error("fields", schema.error().message);
+  config.schema = std::move(schema).value();
+
+  if (const json::value* sampler = reader.value("sampler"); sampler && !sampler->is_null()) {
+    REPLAYD_ASSIGN_OR_RETURN(config.sampler, parse_sampler(*sampler, reader.path_of("sampler")));
+  }
+  REPLAYD_ASSIGN_OR_RETURN(auto remover, reader.optional_string("remover"));
+  if (remover) {
+    auto kind = parse_selector_kind(*remover);
+    if (!kind) return reader.error("remover", kind.error().message);
+    if (*kind == SelectorKind::prioritized) {
+      return reader.error("remover", "must be fifo, lifo or uniform");
+    }
+    config.remover = *kind;
+  }
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t max_times, reader.uint_or("max_times_sampled", 0));
+  if (max_times > UINT32_MAX) return reader.error("max_times_sampled", "must be < 2^32");
+  config.max_times_sampled = static_cast<std::uint32_t>(max_times);
+  if (const json::value* limiter = reader.value("rate_limiter"); limiter && !limiter->is_null()) {
+    REPLAYD_ASSIGN_OR_RETURN(config.rate_limiter,
+                             parse_rate_limiter(*limiter, reader.path_of("rate_limiter")));
+  }
+  REPLAYD_ASSIGN_OR_RETURN(config.seed, reader.uint_or("seed", default_seed));
+  REPLAYD_RETURN_IF_ERROR(reader.finish());
+  return config;
+}
+
+json::object describe_table(const TableConfig& config) {
+  json::array fields;
+  for (const auto& field : config.schema.fields()) {
+    json::array shape;
+    for (auto dim : field.shape) shape.push_back(dim);
+    fields.push_back(json::object{{"name", field.name},
+                                  {"dtype", dtype_name(field.dtype)},
+                                  {"shape", std::move(shape)}});
+  }
+  json::object sampler{{"kind", selector_kind_name(config.sampler.kind)}};
+  if (config.sampler.kind == SelectorKind::prioritized) {
+    sampler["priority_exponent"] = config.sampler.priority_exponent;
+  }
+  const auto& rl = config.rate_limiter;
+  return json::object{
+      {"name", config.name},
+      {"capacity", config.capacity},
+      {"fields", std::move(fields)},
+      {"sampler", std::move(sampler)},
+      {"remover", selector_kind_name(config.remover)},
+      {"max_times_sampled", config.max_times_sampled},
+      {"rate_limiter", json::object{{"kind", "custom"},
+                                    {"samples_per_insert", rl.samples_per_insert},
+                                    {"min_size_to_sample", rl.min_size_to_sample},
+                                    {"min_diff", bound_to_json(rl.min_diff)},
+                                    {"max_diff", bound_to_json(rl.max_diff)}}},
+      {"seed", config.seed},
+  };
+}
+
+bool same_table_shape(const TableConfig& a, const TableConfig& b) {
+  return a.name == b.name && a.schema == b.schema && a.capacity == b.capacity &&
+         a.sampler.kind == b.sampler.kind &&
+         (a.sampler.kind != SelectorKind::prioritized ||
+          a.sampler.priority_exponent == b.sampler.priority_exponent) &&
+         a.remover == b.remover && a.max_times_sampled == b.max_times_sampled &&
+         a.rate_limiter == b.rate_limiter;
+}
+
+}  // namespace replayd::service

@@ -1,0 +1,28 @@
+// Table descriptions in JSON: the same object describes a table in the config file and in a
+// client's create_table request (docs/CONFIG.md, "tables"). Parsing is strict: unknown keys,
+// wrong types and impossible values are errors that name the key.
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <string>
+
+#include "core/result.h"
+#include "core/table_config.h"
+
+namespace replayd::service {
+
+// Parses one description at `path` (for messages, e.g. "tables[1]"). `default_seed` is used
+// when the description has no "seed". Checks JSON shape and value ranges; whether the table
+// as a whole is possible is checked by Table::create.
+Result<TableConfig> parse_table_description(const boost::json::value& value,
+                                            const std::string& path, std::uint64_t default_seed);
+
+// The resolved description of a table: every key present, the rate limiter in "custom" form
+// with unbounded diffs as null. parse_table_description(describe_table(c)) == c.
+boost::json::object describe_table(const TableConfig& config);
+
+// Whether two configurations describe the same table, ignoring the seed.
+bool same_table_shape(const TableConfig& a, const TableConfig& b);
+
+}  // namespace replayd::service

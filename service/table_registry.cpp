@@ -1,0 +1,41 @@
+#include "service/table_registry.h"
+
+namespace replayd::service {
+
+std::shared_ptr<HostedTable> TableRegistry::find(std::string_view name) const {
+  auto it = tables_.find(name);
+  return it == tables_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<HostedTable> TableRegistry::add(std::unique_ptr<Table> table) {
+  std::string name = table->name();
+  auto hosted = std::make_shared<HostedTable>(std::move(table));
+  tables_.emplace(std::move(name), hosted);
+  return hosted;
+}
+
+bool TableRegistry::drop(std::string_view name) {
+  auto it = tables_.find(name);
+  if (it == tables_.end()) return false;
+  it->second->dropped = true;
+  it->second->insert_waiters.cancel_all(CancelReason::table_dropped);
+  it->second->sample_waiters.cancel_all(CancelReason::table_dropped);
+  tables_.erase(it);
+  return true;
+}
+
+void TableRegistry::cancel_all_waiters(CancelReason reason) {
+  for (auto& [_, hosted] : tables_) {
+    hosted->insert_waiters.cancel_all(reason);
+    hosted->sample_waiters.cancel_all(reason);
+  }
+}
+
+std::vector<std::shared_ptr<HostedTable>> TableRegistry::list() const {
+  std::vector<std::shared_ptr<HostedTable>> result;
+  result.reserve(tables_.size());
+  for (const auto& [_, hosted] : tables_) result.push_back(hosted);
+  return result;
+}
+
+}  // namespace replayd::service

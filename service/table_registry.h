@@ -1,0 +1,50 @@
+// TableRegistry: the server's tables by name. Each HostedTable pairs a core Table with the
+// two queues of requests waiting on it. Tables are held by shared_ptr so that a waiting
+// request keeps its table (and queue) alive until it finishes, even if the table is dropped
+// meanwhile (then `dropped` is set and its waiters are cancelled with table_dropped).
+// Threading: io_context thread only.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/table.h"
+#include "service/wait_queue.h"
+
+namespace replayd::service {
+
+struct HostedTable {
+  explicit HostedTable(std::unique_ptr<Table> t) : table(std::move(t)) {}
+
+  std::unique_ptr<Table> table;
+  WaitQueue insert_waiters;  // inserts held by the rate limiter, in arrival order
+  WaitQueue sample_waiters;  // samples held by the rate limiter or min size, in arrival order
+  bool dropped = false;
+
+  // Cached metadata of the last sample reply, keyed by its n (learners repeat one n).
+  std::uint64_t cached_sample_n = 0;
+  std::string cached_sample_meta;
+};
+
+class TableRegistry {
+ public:
+  // nullptr when absent.
+  std::shared_ptr<HostedTable> find(std::string_view name) const;
+  // Precondition: no table of that name.
+  std::shared_ptr<HostedTable> add(std::unique_ptr<Table> table);
+  // Removes the table, marks it dropped and cancels its waiters. False if absent.
+  bool drop(std::string_view name);
+  // Cancels every waiter of every table (server shutdown).
+  void cancel_all_waiters(CancelReason reason);
+
+  std::size_t size() const { return tables_.size(); }
+  // Tables in name order.
+  std::vector<std::shared_ptr<HostedTable>> list() const;
+
+ private:
+  std::map<std::string, std::shared_ptr<HostedTable>, std::less<>> tables_;
+};
+
+}  // namespace replayd::service
