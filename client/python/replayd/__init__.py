@@ -1,0 +1,32 @@
+"""replayd: Python client for the replayd replay-buffer server.
+
+    import replayd
+    client = replayd.Client("unix:///tmp/replayd.sock")
+    client.create_table("replay", {"obs": (np.float32, 4), "act": (np.int64, ())}, 100_000,
+                        sampler="prioritized", rate_limiter=replayd.MinSize(1000))
+    keys = client.insert("replay", {"obs": obs_batch, "act": act_batch})
+    batch = client.sample("replay", 256)           # batch.data["obs"], batch.keys, ...
+    client.update_priorities("replay", batch.keys, td_errors)
+
+Depends only on the standard library and numpy. The wire protocol is docs/PROTOCOL.md.
+"""
+from .address import Address, parse_address
+from .client import Client
+from .errors import (AlreadyExists, ConnectionLost, InvalidArgument, NotFound,
+                     ProtocolError, ReplayError, ResourceExhausted, ShuttingDown,
+                     TimeoutError)
+from .rate_limiters import Custom, MinSize, Queue, RateLimiter, SampleToInsertRatio
+from .sample import Sample
+from .sampler import Sampler
+from .schema import Field, TableSchema
+from .writer import Writer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Sample", "Sampler", "Writer", "Field", "TableSchema", "Address",
+    "parse_address",
+    "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter",
+    "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",
+    "ResourceExhausted", "ShuttingDown", "ProtocolError", "ConnectionLost",
+]

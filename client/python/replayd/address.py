@@ -1,0 +1,89 @@
+"""Server addresses: ``unix:///path/to.sock`` or ``tcp://host:port``.
+
+Pure parsing and socket creation; no state. Thread-safe.
+"""
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+__all__ = ["Address", "parse_address"]
+
+
+@dataclass(frozen=True)
+class Address:
+    """A parsed server address.
+
+    Attributes:
+        scheme: ``"unix"`` or ``"tcp"``.
+        path: the socket path (unix only).
+        host, port: where to connect (tcp only). IPv6 hosts are written ``[::1]``.
+    """
+
+    scheme: str
+    path: str = ""
+    host: str = ""
+    port: int = 0
+
+    def __str__(self) -> str:
+        if self.scheme == "unix":
+            return f"unix://{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"tcp://{host}:{self.port}"
+
+    def connect(self, timeout: Optional[float]) -> socket.socket:
+        """Opens a blocking stream socket to this address.
+
+        `timeout` (seconds, None = the OS default) bounds only the connect itself; the
+        returned socket is in blocking mode without a timeout. TCP sockets get TCP_NODELAY.
+        Raises OSError when the connection cannot be made.
+        """
+        if self.scheme == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            target: Union[str, Tuple[str, int]] = self.path
+        else:
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            family, kind, proto, _, target = infos[0]
+            sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(target)
+            sock.settimeout(None)
+            if self.scheme == "tcp":
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+
+def parse_address(address: Union[str, Address]) -> Address:
+    """Parses ``unix:///path`` or ``tcp://host:port``; raises ValueError naming the problem."""
+    if isinstance(address, Address):
+        return address
+    if not isinstance(address, str):
+        raise TypeError(f"address must be a string like 'unix:///tmp/replayd.sock' or "
+                        f"'tcp://127.0.0.1:7700', got {type(address).__name__}")
+    if address.startswith("unix://"):
+        path = address[len("unix://"):]
+        if not path:
+            raise ValueError(f"address {address!r}: missing socket path "
+                             "(expected unix:///path/to.sock)")
+        return Address("unix", path=path)
+    if address.startswith("tcp://"):
+        rest = address[len("tcp://"):].rstrip("/")
+        if rest.startswith("["):
+            host, sep, port_text = rest[1:].partition("]:")
+        else:
+            host, sep, port_text = rest.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"address {address!r}: expected tcp://host:port")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ValueError(f"address {address!r}: port {port_text!r} is not a number") from None
+        if not 0 < port < 65536:
+            raise ValueError(f"address {address!r}: port {port} out of range 1..65535")
+        return Address("tcp", host=host, port=port)
+    raise ValueError(f"address {address!r}: expected unix:///path or tcp://host:port")

@@ -1,0 +1,383 @@
+"""Client: the handle to a replayd server.
+
+A Client is an address plus options. It pickles as just that (pickle, cloudpickle), and
+connects lazily in whichever process uses it: one connection per (Client, process),
+opened at the first call, replaced after a fork (detected by a changed pid) and after the
+connection is lost. Every method is thread-safe; threads share the connection and their
+requests pipeline (replies are matched by request id).
+
+Timeouts are in seconds. A call's `timeout` defaults to the Client's; None waits forever.
+For `sample` and `insert` it is also sent to the server as ``timeout_ms``, the longest the
+request may wait for the table's rate limiter.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from concurrent.futures import Future
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
+
+import numpy as np
+
+from . import requests
+from .address import Address, parse_address
+from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert
+from .connection import Connection
+from .errors import InvalidArgument, NotFound, ProtocolError
+from .rate_limiters import RateLimiter
+from .sample import Sample
+from .schema import FieldsLike, TableSchema, table_description
+
+if TYPE_CHECKING:
+    from .sampler import Sampler
+    from .writer import Writer
+
+__all__ = ["Client"]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "<client default>"
+
+
+DEFAULT: Any = _Default()  # "use the Client's timeout"
+_GRACE_S = 2.0  # extra local wait beyond a server-side timeout, for the reply to arrive
+_MAX_ASYNC_INSERTS = 32  # insert_async requests in flight per Client and process
+
+
+class Client:
+    """Handle to a replayd server at ``unix:///path`` or ``tcp://host:port``.
+
+    Args:
+        address: where the server listens.
+        timeout: default timeout of every call, in seconds (None: wait forever). Also
+            bounds connecting.
+        name: a label sent in ``hello`` (shows up in server logs).
+
+    Use as a context manager, or call `close`; a closed Client reconnects if used again.
+    """
+
+    def __init__(self, address: Union[str, Address], *, timeout: Optional[float] = None,
+                 name: str = "replayd-python") -> None:
+        self._address = parse_address(address)
+        self._timeout = timeout
+        self._name = name
+        self._init_process_state()
+
+    def _init_process_state(self) -> None:
+        """State that belongs to one process: rebuilt after unpickling and after fork."""
+        self._lock = threading.Lock()
+        self._conn: Optional[Connection] = None
+        self._schemas: Dict[str, TableSchema] = {}
+        self._insert_window = threading.BoundedSemaphore(_MAX_ASYNC_INSERTS)
+        _LIVE_CLIENTS.add(self)
+
+    # -- handle ------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return str(self._address)
+
+    @property
+    def timeout(self) -> Optional[float]:
+        return self._timeout
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"address": str(self._address), "timeout": self._timeout, "name": self._name}
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        self._address = parse_address(state["address"])
+        self._timeout = state.get("timeout")
+        self._name = state.get("name", "replayd-python")
+        self._init_process_state()
+
+    def __repr__(self) -> str:
+        return f"replayd.Client({str(self._address)!r}, timeout={self._timeout!r})"
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes this process's connection; calls in flight fail with ConnectionLost."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _after_fork_in_child(self) -> None:
+        conn = self._conn
+        self._init_process_state()
+        if conn is not None:
+            conn.abandon()
+
+    def connection(self) -> Connection:
+        """This process's live connection, opened (with ``hello``) if needed.
+        Raises ConnectionLost when the server cannot be reached."""
+        conn = self._conn
+        if conn is not None and conn.alive and conn.pid == os.getpid():
+            return conn
+        with self._lock:
+            conn = self._conn
+            if conn is not None and conn.pid != os.getpid():
+                conn.abandon()
+                conn = None
+            elif conn is not None and not conn.alive:
+                conn.close()
+                conn = None
+            if conn is None:
+                conn = Connection.open(self._address, timeout=self._timeout,
+                                       client_name=self._name)
+                self._conn = conn
+            return conn
+
+    def open_connection(self) -> Connection:
+        """A new private connection to the same server (the caller closes it)."""
+        return Connection.open(self._address, timeout=self._timeout, client_name=self._name)
+
+    @property
+    def server(self) -> Dict[str, Any]:
+        """The server's ``hello`` reply: protocol, server version, tables, limits."""
+        return self.connection().server
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _timeout_of(self, timeout: Any) -> Optional[float]:
+        return self._timeout if timeout is DEFAULT else timeout
+
+    def _call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
+              decode: Optional[Callable[..., Any]] = None, *, timeout: Any = DEFAULT,
+              server_timeout: bool = False) -> Any:
+        seconds = self._timeout_of(timeout)
+        if server_timeout:
+            meta["timeout_ms"] = requests.timeout_ms(seconds)
+        conn = self.connection()
+        request_id, future = conn.submit(meta, buffers, decode)
+        local = None if seconds is None else (seconds + _GRACE_S if server_timeout else seconds)
+        return conn.wait(request_id, future, local)
+
+    def schema(self, table: str, *, refresh: bool = False) -> TableSchema:
+        """The fields of `table` (cached after the first ``info`` round trip).
+        Raises NotFound with the server's message when the table does not exist."""
+        schema = None if refresh else self._schemas.get(table)
+        if schema is None:
+            info = self.table_info(table)
+            schema = TableSchema.from_description(info["description"])
+            self._schemas[table] = schema
+        return schema
+
+    # -- tables ------------------------------------------------------------------------
+
+    def ping(self, *, timeout: Any = DEFAULT) -> None:
+        """One round trip; raises if the server does not answer."""
+        self._call({"op": "ping"}, timeout=timeout)
+
+    def create_table(self, name: str, fields: FieldsLike, capacity: int, *,
+                     sampler: Union[str, Mapping[str, Any]] = "uniform",
+                     priority_exponent: float = 0.6, remover: str = "fifo",
+                     max_times_sampled: int = 0,
+                     rate_limiter: Union[None, RateLimiter, Mapping[str, Any]] = None,
+                     seed: Optional[int] = None, exist_ok: bool = False,
+                     timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """Creates a table and returns its INFO object.
+
+        Args:
+            name: 1-64 characters of letters, digits, ``_``, ``.``, ``-``.
+            fields: ``{"obs": (np.float32, (4,)), "act": (np.int64, ())}`` or a list of
+                ``(name, dtype, shape)``; shape None or () is a scalar, an int k is (k,).
+            capacity: items kept; when full the remover evicts one per insert.
+            sampler: ``"uniform"`` (default), ``"prioritized"``, ``"fifo"``, ``"lifo"``.
+            priority_exponent: alpha of the prioritized sampler (mass = priority^alpha).
+            remover: eviction order when full: ``"fifo"`` (default), ``"lifo"``,
+                ``"uniform"``.
+            max_times_sampled: remove an item after this many samples (0: never).
+            rate_limiter: MinSize, SampleToInsertRatio, Queue, Custom, a JSON dict, or
+                None for the server's default (sample once 1 item exists).
+            seed: RNG seed (server-chosen when None).
+            exist_ok: an existing table with the same description (seed aside) is fine.
+        Raises AlreadyExists, InvalidArgument (with the server's message).
+        """
+        description = table_description(name, fields, capacity, sampler=sampler,
+                                         priority_exponent=priority_exponent,
+                                         remover=remover,
+                                         max_times_sampled=max_times_sampled,
+                                         rate_limiter=rate_limiter, seed=seed)
+        reply = self._call({"op": "create_table", "table": description,
+                            "exist_ok": bool(exist_ok)}, timeout=timeout)
+        info = reply.get("table")
+        if not isinstance(info, dict):
+            raise ProtocolError(f"create_table reply without 'table': {reply!r}")
+        self._schemas[name] = TableSchema.from_description(info["description"])
+        return info
+
+    def tables(self, *, timeout: Any = DEFAULT) -> List[str]:
+        """Names of the server's tables."""
+        reply = self._call({"op": "list_tables"}, timeout=timeout)
+        return [str(t["name"]) for t in reply.get("tables", [])]
+
+    def info(self, table: Optional[str] = None, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """The ``info`` reply: ``{"server": {...}, "tables": [INFO, ...]}`` (only `table`
+        when given; NotFound if it does not exist)."""
+        meta: Dict[str, Any] = {"op": "info"}
+        if table is not None:
+            meta["table"] = table
+        return self._call(meta, timeout=timeout)
+
+    def table_info(self, table: str, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """INFO of one table: name, size, capacity, description, counters, ..."""
+        tables = self.info(table, timeout=timeout).get("tables") or []
+        if len(tables) != 1:
+            raise ProtocolError(f"info of table '{table}' returned {len(tables)} tables")
+        return tables[0]
+
+    def size(self, table: str, *, timeout: Any = DEFAULT) -> int:
+        """Items currently stored in `table`."""
+        return int(self.table_info(table, timeout=timeout)["size"])
+
+    def reset(self, table: str, *, timeout: Any = DEFAULT) -> None:
+        """Removes every item of `table` and resets its rate limiter. Old keys stay stale."""
+        self._call({"op": "reset_table", "table": table}, timeout=timeout)
+
+    def drop_table(self, table: str, *, timeout: Any = DEFAULT) -> None:
+        """Removes `table`; its waiting requests fail with NotFound."""
+        self._schemas.pop(table, None)
+        self._call({"op": "drop_table", "table": table}, timeout=timeout)
+
+    # -- items -------------------------------------------------------------------------
+
+    def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
+               timeout: Any = DEFAULT) -> np.ndarray:
+        """Inserts a batch and returns its n uint64 keys, in item order.
+
+        `data` maps every field to an array whose leading dimension is the batch, or to a
+        single item without it. dtypes convert only when safe (see replayd.columns);
+        otherwise the server's InvalidArgument names the field. `priorities`: n floats
+        (finite, >= 0), or None for the largest priority the table has seen.
+        """
+        batch = prepare_insert(self.schema(table), data, priorities)
+        seconds = self._timeout_of(timeout)
+        conn, request_id, future = self._send_insert(table, batch, seconds, window=False)
+        return conn.wait(request_id, future, None if seconds is None else seconds + _GRACE_S)
+
+    def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
+                     timeout: Any = DEFAULT) -> "Future[np.ndarray]":
+        """Like `insert` but returns at once with a Future of the keys.
+
+        The data has been handed to the kernel when this returns, so the caller may reuse
+        its arrays. At most 32 of these are in flight per Client and process; beyond that
+        this call waits for the oldest to complete.
+        """
+        batch = prepare_insert(self.schema(table), data, priorities)
+        return self._send_insert(table, batch, self._timeout_of(timeout), window=True)[2]
+
+    def send_insert(self, table: str, batch: InsertBatch, *,
+                    timeout: Optional[float] = None) -> "Future[np.ndarray]":
+        """Sends a prepared InsertBatch (columns exactly as the table wants them) and
+        returns the Future of its keys without waiting. Used by Writer."""
+        return self._send_insert(table, batch, timeout, window=False)[2]
+
+    def _send_insert(self, table: str, batch: InsertBatch, seconds: Optional[float], *,
+                     window: bool) -> Tuple[Connection, int, Future]:
+        meta = requests.insert_meta(table, batch, seconds)
+        conn = self.connection()
+        if window:
+            self._insert_window.acquire()
+        try:
+            request_id, future = conn.submit(meta, batch.buffers(), decode_keys)
+        except BaseException:
+            if window:
+                self._insert_window.release()
+            raise
+        if window:
+            future.add_done_callback(lambda _f, w=self._insert_window: w.release())
+        future.add_done_callback(self._schema_check(table))
+        return conn, request_id, future
+
+    def writer(self, table: str, batch: int = 64, *, max_in_flight: int = 8,
+               timeout: Any = DEFAULT, keep_keys: bool = False) -> "Writer":
+        """A Writer that buffers single items and inserts them `batch` at a time, keeping
+        up to `max_in_flight` batches awaiting replies (see Writer)."""
+        from .writer import Writer
+        return Writer(self, table, batch, max_in_flight=max_in_flight,
+                      timeout=self._timeout_of(timeout), keep_keys=keep_keys)
+
+    def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
+               timeout: Any = DEFAULT) -> Sample:
+        """Samples `batch_size` items (with replacement), waiting for the rate limiter at
+        most `timeout` seconds (server-side; TimeoutError after that)."""
+        meta = requests.sample_meta(table, batch_size, beta, None)
+        return self._call(meta, decode=decode_sample, timeout=timeout, server_timeout=True)
+
+    def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
+                     timeout: Any = DEFAULT) -> "Future[Sample]":
+        """Like `sample` but returns a Future at once."""
+        meta = requests.sample_meta(table, batch_size, beta, self._timeout_of(timeout))
+        return self.connection().submit(meta, (), decode_sample)[1]
+
+    def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
+                timeout: Optional[float] = None,
+                transform: Optional[Callable[[Sample], Any]] = None) -> "Sampler":
+        """An iterator over samples that keeps `prefetch` requests in flight (see Sampler)."""
+        from .sampler import Sampler
+        return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta,
+                       timeout=timeout, transform=transform)
+
+    def update_priorities(self, table: str, keys: Any, priorities: Any, *,
+                          timeout: Any = DEFAULT) -> int:
+        """Sets the priorities of the items with `keys`; returns how many keys were stale
+        (no longer stored, ignored). One bad priority rejects the whole call."""
+        request = requests.keyed_request("update_priorities", table, keys, priorities)
+        if request is None:
+            return 0
+        reply = self._call(*request, timeout=timeout)
+        return int(reply.get("stale", 0))
+
+    def update_priorities_async(self, table: str, keys: Any,
+                                priorities: Any) -> "Future[Dict[str, Any]]":
+        """Like `update_priorities`; the Future holds the reply ``{"applied", "stale"}``."""
+        request = requests.keyed_request("update_priorities", table, keys, priorities)
+        if request is None:
+            done: Future = Future()
+            done.set_result({"applied": 0, "stale": 0})
+            return done
+        return self.connection().submit(*request)[1]
+
+    def delete(self, table: str, keys: Any, *, timeout: Any = DEFAULT) -> int:
+        """Deletes the items with `keys`; returns how many were deleted (stale keys are
+        ignored)."""
+        request = requests.keyed_request("delete", table, keys, None)
+        if request is None:
+            return 0
+        reply = self._call(*request, timeout=timeout)
+        return int(reply.get("deleted", 0))
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _schema_check(self, table: str) -> Callable[[Future], None]:
+        """A done-callback that drops the cached schema when the server rejected an insert
+        in a way a stale schema could explain."""
+        def check(future: Future) -> None:
+            exc = future.exception()
+            if isinstance(exc, (InvalidArgument, NotFound)):
+                self._schemas.pop(table, None)
+        return check
+
+
+# Clients alive in this process, reset in a forked child (their locks may have been held
+# by parent threads that do not exist in the child).
+_LIVE_CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _reset_clients_after_fork() -> None:
+    clients = list(_LIVE_CLIENTS)
+    _LIVE_CLIENTS.clear()
+    for client in clients:
+        client._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_clients_after_fork)

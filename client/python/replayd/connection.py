@@ -1,0 +1,299 @@
+"""Connection: one socket to a replayd server, owned by one process.
+
+Threading: any number of threads may `submit` at once. Frames are written whole under a
+send lock with scatter/gather ``sendmsg`` (column buffers are not concatenated). One daemon
+reader thread per connection parses replies and completes the matching futures by request
+id, so requests pipeline freely and replies may arrive in any order.
+
+Futures complete in the reader thread: callbacks added to them must be quick and must not
+wait for another reply on the same connection.
+
+Lifetime: a connection is dead once the socket fails or closes; every request in flight
+then fails with ConnectionLost and is not repeated. A dead connection is never revived;
+the Client opens a new one. After fork, the child must `abandon` (never `close`) the
+parent's connection: shutting the shared socket down would cut the parent off too.
+"""
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+import threading
+import weakref
+from concurrent import futures
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .address import Address
+from .errors import (ConnectionLost, ProtocolError, ReplayError, ResourceExhausted,
+                     TimeoutError, error_from_reply)
+from .frames import KIND_REPLY, Frame, FrameReader, encode_frame
+
+__all__ = ["Connection", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = 1
+_MAX_IOV = 512  # buffers per sendmsg call, well under IOV_MAX (1024 on Linux)
+_HELLO_TIMEOUT_S = 30.0  # when the client has no timeout: a peer that never answers hello
+
+Decoder = Callable[[Dict[str, Any], np.ndarray], Any]
+
+
+class Connection:
+    """A live socket plus its reader thread. Create one with `Connection.open`."""
+
+    def __init__(self, address: Address, sock: socket.socket) -> None:
+        self.address = address
+        self.pid = os.getpid()
+        self.limits: Dict[str, int] = {}
+        self.server: Dict[str, Any] = {}
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _pending, _next_id, _dead
+        self._pending: Dict[int, Tuple[Future, Optional[Decoder]]] = {}
+        self._next_id = 1
+        self._dead: Optional[str] = None  # why the connection died
+        self._note = ""  # what the server said before closing, if anything
+        self._reader = threading.Thread(target=_read_loop, args=(weakref.ref(self), sock),
+                                        name=f"replayd-reader {address}", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def open(cls, address: Address, *, timeout: Optional[float] = None,
+             client_name: str = "replayd-python") -> "Connection":
+        """Connects, sends ``hello`` and checks the protocol version.
+
+        `timeout` (seconds) bounds the connect and the hello round trip (None: connect
+        without a limit, wait for hello at most 30 s). Raises ConnectionLost when the
+        server cannot be reached, ProtocolError when it does not speak protocol 1.
+        """
+        try:
+            sock = address.connect(timeout)
+        except OSError as exc:
+            raise ConnectionLost(f"cannot connect to {address}: {exc}") from None
+        conn = cls(address, sock)
+        try:
+            hello = conn.call({"op": "hello", "protocol": PROTOCOL_VERSION,
+                               "client": client_name},
+                              timeout=_HELLO_TIMEOUT_S if timeout is None else timeout)
+            if hello.get("protocol") != PROTOCOL_VERSION:
+                raise ProtocolError(f"server at {address} speaks protocol "
+                                    f"{hello.get('protocol')!r}, this client speaks "
+                                    f"{PROTOCOL_VERSION}")
+        except BaseException:
+            conn.close()
+            raise
+        conn.server = hello
+        limits = hello.get("limits")
+        if isinstance(limits, Mapping):
+            conn.limits = {k: int(v) for k, v in limits.items() if isinstance(v, (int, float))}
+        return conn
+
+    @property
+    def alive(self) -> bool:
+        """False once the socket failed or was closed."""
+        return self._dead is None
+
+    def submit(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
+               decode: Optional[Decoder] = None) -> Tuple[int, Future]:
+        """Sends one request and returns (request id, future of its result).
+
+        The frame is fully handed to the kernel before this returns, so the caller may
+        reuse `buffers` at once. The future's result is ``decode(meta, payload)`` of the
+        reply, or the reply's metadata when `decode` is None; it fails with the server's
+        error, or ConnectionLost if the connection dies first.
+        Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
+        larger than the server's limits, checked before sending).
+        """
+        future: Future = Future()
+        future.set_running_or_notify_cancel()  # a sent request cannot be cancelled
+        with self._lock:
+            if self._dead is not None:
+                raise ConnectionLost(self._dead_message())
+            request_id = self._next_id
+            self._next_id += 1
+            self._pending[request_id] = (future, decode)
+        try:
+            pieces = encode_frame(request_id, meta, buffers)
+            self._check_limits(pieces)
+        except BaseException:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
+        try:
+            with self._send_lock:
+                _send_all(self._sock, pieces)
+        except OSError as exc:
+            self._kill(f"sending to {self.address} failed: {exc}")
+            raise ConnectionLost(self._dead_message()) from None
+        return request_id, future
+
+    def wait(self, request_id: int, future: Future, timeout: Optional[float]) -> Any:
+        """The result of a submitted request, waiting at most `timeout` seconds (None:
+        forever). On expiry the request is forgotten (a late reply is dropped) and
+        replayd.TimeoutError is raised; the request may still execute on the server."""
+        try:
+            return future.result(timeout)
+        except ReplayError:
+            raise
+        except (futures.TimeoutError, builtins.TimeoutError):
+            self.forget(request_id)
+            raise TimeoutError(f"no reply from {self.address} within {timeout:g} s "
+                               f"(the request may still execute on the server)") from None
+
+    def call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
+             decode: Optional[Decoder] = None, *, timeout: Optional[float] = None) -> Any:
+        """`submit` then `wait`."""
+        request_id, future = self.submit(meta, buffers, decode)
+        return self.wait(request_id, future, timeout)
+
+    def forget(self, request_id: int) -> None:
+        """Stops waiting for a request: its reply, if it comes, is dropped."""
+        with self._lock:
+            self._pending.pop(request_id, None)
+
+    def close(self) -> None:
+        """Closes the socket; requests in flight fail with ConnectionLost. Idempotent.
+        Only for the process that opened the connection (see `abandon`)."""
+        if os.getpid() != self.pid:
+            self.abandon()
+            return
+        self._kill("the connection was closed by the client")
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout=5.0)
+        self._sock.close()
+
+    def abandon(self) -> None:
+        """In a forked child: releases this process's copy of the socket without touching
+        the connection the parent still uses (no shutdown, so no FIN while the parent holds
+        it) and without taking locks a parent thread may have held at fork time."""
+        self._dead = "the connection belongs to the parent process"
+        try:
+            fd = self._sock.detach()
+            if fd >= 0:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def __del__(self) -> None:
+        # Wakes and ends the reader thread of a connection nobody holds any more.
+        if getattr(self, "pid", None) == os.getpid() and getattr(self, "_dead", "") is None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # -- reader side -------------------------------------------------------------------
+
+    def _dispatch(self, frame: Frame) -> None:
+        if frame.kind != KIND_REPLY:
+            raise ProtocolError(f"server sent a frame of kind {frame.kind}, expected a reply")
+        error = frame.meta.get("error")
+        with self._lock:
+            entry = self._pending.pop(frame.request_id, None)
+        if entry is None:
+            if error is not None:
+                # An error for a request nobody waits for (or id 0: a broken frame). The
+                # server closes after the fatal ones; keep its words for the next failure.
+                self._note = str(error_from_reply(error))
+            return
+        future, decode = entry
+        if error is not None:
+            exc = error_from_reply(error)
+            if exc.code in ("shutting_down", "protocol_error"):
+                self._note = str(exc)
+            future.set_exception(exc)
+            return
+        try:
+            result = frame.meta if decode is None else decode(frame.meta, frame.payload)
+        except ReplayError as exc:
+            future.set_exception(exc)
+        except Exception as exc:  # a reply we cannot interpret
+            future.set_exception(ProtocolError(f"cannot decode reply: {exc!r}"))
+        else:
+            future.set_result(result)
+
+    def _kill(self, reason: str) -> None:
+        """Marks the connection dead, wakes the reader, fails every pending request."""
+        with self._lock:
+            if self._dead is None:
+                self._dead = reason
+            pending, self._pending = self._pending, {}
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if pending:
+            message = self._dead_message()
+            for future, _ in pending.values():
+                future.set_exception(ConnectionLost(message))
+
+    def _dead_message(self) -> str:
+        message = self._dead or "connection lost"
+        if self._note:
+            message += f" (server said: {self._note})"
+        return message
+
+    def _check_limits(self, pieces: List[Any]) -> None:
+        total = sum(memoryview(p).nbytes for p in pieces)
+        max_frame = self.limits.get("max_frame_bytes")
+        if max_frame is not None and total > max_frame:
+            raise ResourceExhausted(f"request of {total} bytes exceeds the server's "
+                                    f"max_frame_bytes {max_frame}; send smaller batches")
+        max_meta = self.limits.get("max_meta_bytes")
+        meta_bytes = int.from_bytes(bytes(pieces[0][16:20]), "little")
+        if max_meta is not None and meta_bytes > max_meta:
+            raise ResourceExhausted(f"request metadata of {meta_bytes} bytes exceeds the "
+                                    f"server's max_meta_bytes {max_meta}")
+
+
+def _send_all(sock: socket.socket, pieces: List[Any]) -> None:
+    """Writes every byte of `pieces` with as few sendmsg calls as the kernel allows."""
+    views = [memoryview(p) for p in pieces]
+    first = 0
+    while first < len(views):
+        sent = sock.sendmsg(views[first:first + _MAX_IOV])
+        while sent:
+            size = views[first].nbytes
+            if sent >= size:
+                sent -= size
+                first += 1
+            else:
+                views[first] = views[first][sent:]
+                sent = 0
+
+
+def _read_loop(ref: "weakref.ref[Connection]", sock: socket.socket) -> None:
+    """The reader thread: parses frames and dispatches them until the socket ends.
+
+    Holds only a weak reference to its Connection between frames, so an unreferenced
+    connection can be collected (its __del__ shuts the socket down, which ends this loop).
+    """
+    reader = FrameReader()
+    reason = "the server closed the connection"
+    try:
+        while True:
+            buffer = reader.buffer()
+            received = sock.recv_into(buffer)
+            del buffer
+            if received == 0:
+                if not reader.idle:
+                    reason = "the server closed the connection in the middle of a reply"
+                break
+            frames = reader.advance(received)
+            conn = ref()
+            if conn is None:
+                return
+            for frame in frames:
+                conn._dispatch(frame)
+            del conn
+    except ProtocolError as exc:
+        reason = f"unreadable reply from the server: {exc.message}"
+    except OSError as exc:
+        reason = f"connection lost: {exc}"
+    except Exception as exc:  # never leave requests waiting on a dead reader
+        reason = f"reader thread failed: {exc!r}"
+    conn = ref()
+    if conn is not None:
+        conn._kill(reason)

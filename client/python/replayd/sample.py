@@ -1,0 +1,43 @@
+"""`Sample`: one sampled batch, as received."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator
+
+import numpy as np
+
+__all__ = ["Sample"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A batch of n sampled items.
+
+    Every array views the reply's payload buffer (no copy); the buffer belongs to this
+    Sample alone and lives as long as any of its arrays do, so the arrays may be kept or
+    modified freely.
+
+    Attributes:
+        data: field name -> array of shape ``(n, *field_shape)``, in the table's field order.
+        keys: uint64 keys of the items (pass them to update_priorities / delete).
+        probabilities: float64 probability each item had of being drawn.
+        weights: float64 importance weights ``(N*P)^-beta / max_j (N*P_j)^-beta``
+            (1 for non-prioritized tables).
+        times_sampled: uint32 times each item has been sampled, this draw included.
+    """
+
+    data: Dict[str, np.ndarray]
+    keys: np.ndarray
+    probabilities: np.ndarray
+    weights: np.ndarray
+    times_sampled: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        """``sample["obs"]`` is ``sample.data["obs"]``."""
+        return self.data[field]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)

@@ -1,0 +1,159 @@
+"""Sampler: a prefetching iterator over samples of one table.
+
+A background thread keeps `prefetch` sample requests in flight on a private connection and
+fills a ready queue (at most `prefetch` entries) in request order, applying `transform`
+there, so the consumer usually finds a batch waiting instead of paying a round trip.
+
+Threading: one thread consumes (iteration is not meant to be shared). `close` may be called
+from any thread. A Sampler belongs to the process that created it: do not use it across
+fork, and it does not pickle (pickle the Client instead).
+
+Shutdown: `close` closes the private connection, so the server drops the requests still
+waiting for its rate limiter; requests it already executed count as sampled. Iteration ends
+(StopIteration) after close. An error (e.g. NotFound when the table is dropped, a
+transform's exception) is raised by `next` in its place in the sequence, and ends the
+iteration.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
+
+from . import requests
+from .columns import decode_sample
+from .errors import InvalidArgument, TimeoutError
+from .sample import Sample
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["Sampler"]
+
+
+class _Failure:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class Sampler:
+    """Iterator of `Sample` (or of ``transform(sample)``); use as a context manager.
+
+    Args:
+        client: where to sample from (a private connection is opened to its address).
+        table: the table.
+        batch_size: items per sample.
+        prefetch: sample requests kept in flight, and size of the ready queue (>= 1).
+        beta: importance-sampling exponent sent with each request.
+        timeout: server-side wait per request for the rate limiter (None: forever); a
+            request that times out ends the iteration with replayd.TimeoutError.
+        transform: runs in the background thread on each Sample; its result is yielded.
+    """
+
+    def __init__(self, client: "Client", table: str, batch_size: int, *, prefetch: int = 4,
+                 beta: float = 0.4, timeout: Optional[float] = None,
+                 transform: Optional[Callable[[Sample], Any]] = None) -> None:
+        if prefetch < 1:
+            raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
+        self._meta = requests.sample_meta(table, batch_size, beta, timeout)
+        self._table = table
+        self._prefetch = int(prefetch)
+        self._transform = transform
+        self._ready: Deque[Any] = collections.deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._finished = False  # the thread ended; nothing more will be queued
+        self._conn = client.open_connection()
+        self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- consumer side -----------------------------------------------------------------
+
+    def __iter__(self) -> "Sampler":
+        return self
+
+    def __next__(self) -> Any:
+        return self.get()
+
+    def get(self, timeout: Optional[float] = None) -> Any:
+        """The next sample, waiting at most `timeout` seconds (None: forever).
+
+        Raises StopIteration once closed or after an error was delivered, the background
+        error in its turn, or replayd.TimeoutError when nothing arrived in time.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._ready:
+                if self._closed or self._finished:
+                    raise StopIteration
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"no sample of table '{self._table}' ready within "
+                                       f"{timeout:g} s")
+                self._cond.wait(remaining)
+            item = self._ready.popleft()
+            self._cond.notify_all()
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.exc
+        return item
+
+    @property
+    def ready(self) -> int:
+        """Samples waiting in the ready queue."""
+        return len(self._ready)
+
+    def close(self) -> None:
+        """Stops the background thread and drops what was prefetched. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._ready.clear()
+            self._cond.notify_all()
+        self._conn.close()  # fails the requests in flight, which wakes the thread
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10.0)
+
+    def __enter__(self) -> "Sampler":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a replayd Sampler cannot be pickled; pickle the Client and create "
+                        "a sampler in the process that consumes it")
+
+    # -- background thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        in_flight: Deque[Any] = collections.deque()
+        try:
+            while not self._closed:
+                while len(in_flight) < self._prefetch:
+                    in_flight.append(self._conn.submit(dict(self._meta), (), decode_sample)[1])
+                sample = in_flight.popleft().result()
+                item = sample if self._transform is None else self._transform(sample)
+                if not self._put(item):
+                    return
+        except BaseException as exc:  # delivered to the consumer in its turn
+            if not self._closed:
+                self._put(_Failure(exc))
+        finally:
+            with self._cond:
+                self._finished = True
+                self._cond.notify_all()
+
+    def _put(self, item: Any) -> bool:
+        """Queues `item`, waiting for room; False if the sampler closed meanwhile."""
+        with self._cond:
+            while len(self._ready) >= self._prefetch and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return False
+            self._ready.append(item)
+            self._cond.notify_all()
+            return True

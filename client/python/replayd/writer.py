@@ -1,0 +1,181 @@
+"""Writer: buffers single items and inserts them a batch at a time, without waiting for
+replies.
+
+Items are copied into preallocated column arrays of `batch` rows; a full batch is sent at
+once (handed to the kernel, so the arrays are reused immediately) and its reply is
+collected later. Up to `max_in_flight` batches await their replies; beyond that `append`
+waits for the oldest, which is how a server-side rate limiter slows an explorer down.
+
+Errors: each item is validated when appended (InvalidArgument naming the field). An error
+from a batch already sent (e.g. NotFound after the table was dropped, ConnectionLost) is
+raised by the next `append`, `flush` or `close`; that batch's items are lost.
+
+Threading: one thread appends (a Writer is not shared between threads). A Writer belongs to
+the process that created it and does not pickle; pickle the Client instead.
+"""
+from __future__ import annotations
+
+import collections
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Deque, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .columns import InsertBatch, convert_item
+from .errors import InvalidArgument, ReplayError
+
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ["Writer"]
+
+
+class Writer:
+    """Batching inserter for one table; use as a context manager (flushes on exit).
+
+    Args:
+        client: the Client whose connection carries the inserts.
+        table: the table (its schema is fetched once).
+        batch: items per insert request.
+        max_in_flight: batches sent but not yet acknowledged before `append` waits.
+        timeout: server-side wait of each insert for the rate limiter (None: forever).
+        keep_keys: collect the keys of confirmed items (see `keys`).
+    """
+
+    def __init__(self, client: "Client", table: str, batch: int = 64, *,
+                 max_in_flight: int = 8, timeout: Optional[float] = None,
+                 keep_keys: bool = False) -> None:
+        if batch < 1:
+            raise InvalidArgument(f"batch must be >= 1, got {batch}")
+        if max_in_flight < 1:
+            raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self._client = client
+        self._table = table
+        self._schema = client.schema(table)
+        self._batch = int(batch)
+        self._max_in_flight = int(max_in_flight)
+        self._timeout = timeout
+        self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
+                         for f in self._schema.fields]
+        self._priorities = np.empty(self._batch, dtype="<f8")
+        self._with_priorities: Optional[bool] = None  # of the batch being filled
+        self._count = 0
+        self._in_flight: Deque[Tuple[Future, int]] = collections.deque()
+        self._error: Optional[BaseException] = None
+        self._closed = False
+        self.items_written = 0  # items whose insert the server confirmed
+        self._keep_keys = keep_keys
+        self._keys: List[np.ndarray] = []
+
+    @property
+    def keys(self) -> np.ndarray:
+        """uint64 keys of the confirmed items, in append order (needs keep_keys=True)."""
+        if not self._keep_keys:
+            raise ReplayError("create the writer with keep_keys=True to collect keys",
+                              "invalid_argument")
+        return np.concatenate(self._keys) if self._keys else np.zeros(0, np.uint64)
+
+    @property
+    def pending(self) -> int:
+        """Items appended but not yet confirmed by the server."""
+        return self._count + sum(n for _, n in self._in_flight)
+
+    def append(self, item: Optional[Mapping[str, Any]] = None, *,
+               priority: Optional[float] = None, **fields: Any) -> None:
+        """Adds one item, given as a dict or as keyword arguments (no batch dimension).
+
+        `priority` None lets the server assign the largest priority seen. A batch holds
+        either only items with priorities or only items without; switching sends the
+        partial batch first.
+        """
+        self._check_open()
+        values = convert_item(self._schema, item if item is not None else fields)
+        with_priority = priority is not None
+        if self._count and self._with_priorities != with_priority:
+            self._send()
+        self._with_priorities = with_priority
+        row = self._count
+        for column, value in zip(self._columns, values):
+            column[row] = value
+        if with_priority:
+            self._priorities[row] = priority
+        self._count = row + 1
+        if self._count == self._batch:
+            self._send()
+
+    def flush(self) -> None:
+        """Sends the partial batch and waits until every batch is confirmed; raises the
+        first error of a batch sent earlier."""
+        self._check_open()
+        self._send()
+        while self._in_flight:
+            self._reap_oldest()
+        self._raise_error()
+
+    def close(self) -> None:
+        """Flushes, then refuses further items. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:  # keep the original exception; still try to deliver what was appended
+            self.close()
+        except Exception:
+            pass
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a replayd Writer cannot be pickled; pickle the Client and create "
+                        "a writer in the process that uses it")
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ReplayError(f"writer for table '{self._table}' is closed", "closed")
+        self._raise_error()
+
+    def _raise_error(self) -> None:
+        self._reap_done()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _send(self) -> None:
+        n = self._count
+        if n == 0:
+            return
+        while len(self._in_flight) >= self._max_in_flight:
+            self._reap_oldest()
+        arrays: List[np.ndarray] = [column[:n] for column in self._columns]
+        columns = [{"name": f.name, "dtype": f.dtype.name, "shape": [n, *f.shape]}
+                   for f in self._schema.fields]
+        priorities = self._priorities[:n] if self._with_priorities else None
+        self._count = 0
+        future = self._client.send_insert(self._table, InsertBatch(n, columns, arrays,
+                                                                   priorities),
+                                          timeout=self._timeout)
+        self._in_flight.append((future, n))
+
+    def _reap_done(self) -> None:
+        while self._in_flight and self._in_flight[0][0].done():
+            self._reap_oldest()
+
+    def _reap_oldest(self) -> None:
+        future, n = self._in_flight.popleft()
+        exc = future.exception()
+        if exc is None:
+            self.items_written += n
+            if self._keep_keys:
+                self._keys.append(future.result())
+        elif self._error is None:
+            self._error = exc
