@@ -1,0 +1,25 @@
+"""Process entry points for the cpprb facade tests (a port of cpprb's example/apex.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def apex_explorer(global_rb, explorer_id: int, steps: int, local_size: int) -> None:
+    """Collects `local_size` transitions locally, then adds them with priorities |TD|."""
+    rng = np.random.default_rng(explorer_id)
+    local = {"obs": [], "act": [], "rew": [], "next_obs": [], "done": []}
+    obs = rng.standard_normal(4)
+    for step in range(steps):
+        next_obs = rng.standard_normal(4)
+        done = float(step % 25 == 24)
+        for name, value in (("obs", obs), ("act", explorer_id), ("rew", 1.0),
+                            ("next_obs", next_obs), ("done", done)):
+            local[name].append(value)
+        obs = next_obs
+        if done:
+            global_rb.on_episode_end()
+        if len(local["obs"]) == local_size:
+            sample = {k: np.asarray(v) for k, v in local.items()}
+            abs_td = np.abs(rng.standard_normal(local_size))
+            global_rb.add(**sample, priorities=abs_td)
+            local = {k: [] for k in local}

@@ -1,0 +1,204 @@
+"""The prefetching sampler and the batching writer."""
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import replayd
+
+
+def make_queue(client, name, capacity=1000):
+    """A FIFO queue: each item is sampled exactly once, in insertion order."""
+    client.create_table(name, {"id": (np.int64, ()), "obs": (np.float32, 3)}, capacity,
+                        sampler="fifo", max_times_sampled=1)
+
+
+def ids_of(n, start=0):
+    ids = np.arange(start, start + n)
+    return {"id": ids, "obs": np.repeat(ids[:, None], 3, axis=1).astype(np.float32)}
+
+
+def wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_sampler_yields_batches_in_request_order(client, table_name):
+    make_queue(client, table_name)
+    client.insert(table_name, ids_of(60))
+    with client.sampler(table_name, 4, prefetch=3) as sampler:
+        got = [next(sampler).data["id"].tolist() for _ in range(15)]
+    assert sum(got, []) == list(range(60))
+
+
+def test_sampler_keeps_requests_in_flight_and_waits_for_items(client, table_name):
+    make_queue(client, table_name)
+    with client.sampler(table_name, 2, prefetch=4) as sampler:
+        assert wait_until(lambda: client.table_info(table_name)["waiting"]["samples"] == 4)
+        client.insert(table_name, ids_of(20))
+        assert [next(sampler).data["id"].tolist() for _ in range(3)] == [[0, 1], [2, 3],
+                                                                         [4, 5]]
+        # 4 fetched requests ahead of the consumer at most: ready queue + in flight.
+        assert wait_until(lambda: client.size(table_name) <= 20 - 2 * 7)
+
+
+def test_sampler_close_stops_its_thread_and_cancels_waiting_requests(client, table_name):
+    make_queue(client, table_name)
+    sampler = client.sampler(table_name, 1, prefetch=5)
+    assert wait_until(lambda: client.table_info(table_name)["waiting"]["samples"] == 5)
+    start = time.monotonic()
+    sampler.close()
+    assert time.monotonic() - start < 2
+    assert not sampler._thread.is_alive()
+    with pytest.raises(StopIteration):
+        next(sampler)
+    assert wait_until(lambda: client.table_info(table_name)["waiting"]["samples"] == 0)
+    sampler.close()  # idempotent
+
+
+def test_sampler_transform_runs_in_the_background_thread(client, table_name):
+    client.create_table(table_name, {"x": (np.float32, 2)}, 100)
+    client.insert(table_name, {"x": np.ones((10, 2), np.float32)})
+    threads = set()
+
+    def transform(sample):
+        threads.add(threading.current_thread().name)
+        return sample.data["x"].sum(), sample.weights
+
+    with client.sampler(table_name, 8, prefetch=2, transform=transform) as sampler:
+        for _, (total, weights) in zip(range(5), sampler):
+            assert total == 16 and weights.shape == (8,)
+    assert threads and threading.current_thread().name not in threads
+
+
+def test_sampler_errors_are_raised_in_turn_then_iteration_ends(client, table_name):
+    client.create_table(table_name, {"x": (np.float32, ())}, 100)
+    client.insert(table_name, {"x": [1.0]})
+    calls = []
+
+    def transform(sample):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("boom")
+        return sample
+
+    sampler = client.sampler(table_name, 1, prefetch=2, transform=transform)
+    next(sampler), next(sampler)
+    with pytest.raises(RuntimeError, match="boom"):
+        next(sampler)
+    with pytest.raises(StopIteration):
+        next(sampler)
+
+
+def test_sampler_reports_a_dropped_table(client, table_name):
+    client.create_table(table_name, {"x": (np.float32, ())}, 100)
+    sampler = client.sampler(table_name, 1)
+    time.sleep(0.05)
+    client.drop_table(table_name)
+    with pytest.raises(replayd.NotFound):
+        next(sampler)
+    assert list(sampler) == []
+
+
+def test_sampler_get_times_out_and_sampler_server_timeout(client, table_name):
+    client.create_table(table_name, {"x": (np.float32, ())}, 100)
+    with client.sampler(table_name, 1) as sampler:
+        with pytest.raises(replayd.TimeoutError):
+            sampler.get(timeout=0.1)
+    with client.sampler(table_name, 1, timeout=0.1) as sampler:
+        with pytest.raises(replayd.TimeoutError):
+            next(sampler)
+
+
+def test_writer_batches_and_flushes_on_close(client, table_name):
+    make_queue(client, table_name)
+    with client.writer(table_name, batch=16) as writer:
+        for i in range(15):
+            writer.append(id=i, obs=[i, i, i])
+        time.sleep(0.05)
+        assert client.size(table_name) == 0  # still buffered: no round trip per item
+        writer.append({"id": 15, "obs": np.full(3, 15, np.float32)})  # fills the batch
+        for i in range(16, 40):
+            writer.append(id=i, obs=[i, i, i])
+    assert writer.items_written == 40 and writer.pending == 0
+    assert client.size(table_name) == 40
+    sample = client.sample(table_name, 40)
+    assert sample.data["id"].tolist() == list(range(40))  # in order
+    with pytest.raises(replayd.ReplayError, match="closed"):
+        writer.append(id=1, obs=[1, 1, 1])
+
+
+def test_writer_with_priorities(client, table_name):
+    client.create_table(table_name, {"i": (np.int64, ())}, 100, sampler="prioritized",
+                        priority_exponent=1.0)
+    with client.writer(table_name, batch=4) as writer:
+        writer.append(i=0, priority=0.0)
+        writer.append(i=1, priority=0.0)
+        writer.append(i=2)  # switches to server-assigned priorities: sends [0, 1] first
+        writer.append(i=3, priority=5.0)
+    assert client.size(table_name) == 4
+    ids = client.sample(table_name, 200).data["i"]
+    assert set(ids.tolist()) == {2, 3}  # items 0 and 1 have priority 0
+
+
+def test_writer_rejects_bad_items_at_once(client, table_name):
+    make_queue(client, table_name)
+    with client.writer(table_name, batch=4) as writer:
+        with pytest.raises(replayd.InvalidArgument, match="unknown field 'nope'"):
+            writer.append(id=1, obs=[1, 2, 3], nope=1)
+        with pytest.raises(replayd.InvalidArgument, match="obs"):
+            writer.append(id=1, obs=[1, 2])
+        with pytest.raises(replayd.InvalidArgument, match="id"):
+            writer.append(id=1.5, obs=[1, 2, 3])
+        writer.append(id=1, obs=[1, 2, 3])
+    assert client.size(table_name) == 1
+
+
+def test_writer_surfaces_errors_of_background_batches(client, table_name):
+    make_queue(client, table_name)
+    writer = client.writer(table_name, batch=2)
+    client.drop_table(table_name)
+    writer.append(id=1, obs=[1, 2, 3])
+    writer.append(id=2, obs=[1, 2, 3])  # sent now; the server answers not_found
+    with pytest.raises(replayd.NotFound):
+        writer.flush()
+    writer.close()
+
+
+def test_writer_waits_when_too_many_batches_are_in_flight(client, table_name):
+    client.create_table(table_name, {"x": (np.int64, ())}, 100, sampler="fifo",
+                        max_times_sampled=1, rate_limiter=replayd.Queue(4))
+    writer = client.writer(table_name, batch=2, max_in_flight=2)
+    done = threading.Event()
+
+    def produce():
+        for i in range(12):
+            writer.append(x=i)
+        writer.flush()
+        done.set()
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    time.sleep(0.2)
+    assert not done.is_set()  # held: queue of 4 full, 2 batches waiting
+    got = []
+    while len(got) < 12:
+        got += client.sample(table_name, 1, timeout=5).data["x"].tolist()
+    thread.join(5)
+    assert done.is_set() and got == list(range(12))
+
+
+def test_samplers_and_writers_do_not_pickle(client, table_name):
+    make_queue(client, table_name)
+    with client.writer(table_name) as writer, client.sampler(table_name, 1) as sampler:
+        for obj in (writer, sampler):
+            with pytest.raises(TypeError, match="pickle the Client"):
+                pickle.dumps(obj)
