@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Ape-X style training loop on replayd: N explorer processes, one prioritized learner.
+
+Each explorer (started with the "spawn" method, receiving a pickled replayd.Client) runs a
+small environment with an epsilon-greedy linear Q policy and appends transitions to a
+replayd Writer, which sends them in batches without waiting for replies. The learner
+iterates a prefetching Sampler, takes a TD step on a linear Q function weighted by the
+importance weights, and sends the new |TD| errors back as priorities.
+
+    replayd --unix /tmp/replayd.sock &
+    python3 examples/apex_style.py --address unix:///tmp/replayd.sock --explorers 4
+
+Prints insert and sample rates at the end. Needs only numpy and the replayd package
+(PYTHONPATH=client/python from a checkout).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import time
+from typing import Tuple
+
+import numpy as np
+
+import replayd
+
+
+class Corridor:
+    """A 1-D corridor of `length` cells: actions 0 (left) and 1 (right); reaching the right
+    end pays 1 and ends the episode; episodes also end after 4*length steps. Observations
+    are a fixed random projection of the one-hot position."""
+
+    def __init__(self, length: int, obs_dim: int, seed: int) -> None:
+        self.length = length
+        self.rng = np.random.default_rng(seed)
+        self.features = np.random.default_rng(0).standard_normal((length, obs_dim))
+        self.features = self.features.astype(np.float32)
+        self.position = 0
+        self.steps = 0
+
+    def reset(self) -> np.ndarray:
+        self.position = int(self.rng.integers(0, self.length // 2))
+        self.steps = 0
+        return self.features[self.position]
+
+    def step(self, action: int) -> Tuple[np.ndarray, float, bool]:
+        self.position = min(max(self.position + (1 if action == 1 else -1), 0),
+                            self.length - 1)
+        self.steps += 1
+        reward = 1.0 if self.position == self.length - 1 else 0.0
+        done = reward > 0 or self.steps >= 4 * self.length
+        return self.features[self.position], reward, done
+
+
+def explorer(client: replayd.Client, table: str, explorer_id: int, args: argparse.Namespace,
+             weights, results) -> None:
+    """Runs the environment and writes every transition; reports its insert rate."""
+    env = Corridor(args.corridor, args.obs_dim, seed=explorer_id)
+    rng = np.random.default_rng(100 + explorer_id)
+    epsilon = 0.4 ** (1 + 7 * explorer_id / max(1, args.explorers - 1))  # Ape-X epsilons
+    q = np.frombuffer(weights.get_obj(), dtype=np.float64).reshape(2, args.obs_dim)
+    obs = env.reset()
+    start = time.perf_counter()
+    with client.writer(table, batch=args.writer_batch) as writer:
+        for _ in range(args.steps):
+            if rng.random() < epsilon:
+                action = int(rng.integers(0, 2))
+            else:
+                action = int(np.argmax(q @ obs))
+            next_obs, reward, done = env.step(action)
+            writer.append(obs=obs, act=action, rew=reward, next_obs=next_obs, done=done)
+            obs = env.reset() if done else next_obs
+    elapsed = time.perf_counter() - start
+    results.put((explorer_id, writer.items_written, elapsed))
+    client.close()
+
+
+def learn(client: replayd.Client, table: str, args: argparse.Namespace, weights) -> dict:
+    """The learner: prioritized samples in, TD steps, new priorities out."""
+    q = np.frombuffer(weights.get_obj(), dtype=np.float64).reshape(2, args.obs_dim)
+    gamma, lr = 0.95, 0.05
+    pending = []
+    items = 0
+    start = time.perf_counter()
+    with client.sampler(table, args.batch_size, prefetch=args.prefetch, beta=0.4) as sampler:
+        for step, sample in zip(range(args.learner_steps), sampler):
+            d = sample.data
+            obs, next_obs = d["obs"].astype(np.float64), d["next_obs"].astype(np.float64)
+            act = d["act"].astype(np.int64)
+            target = d["rew"] + gamma * (~d["done"]) * (next_obs @ q.T).max(axis=1)
+            predicted = (obs * q[act]).sum(axis=1)
+            td = target - predicted
+            grad = (sample.weights * td)[:, None] * obs
+            with weights.get_lock():
+                np.add.at(q, act, lr * grad / len(sample))
+            pending.append(client.update_priorities_async(table, sample.keys,
+                                                          np.abs(td) + 1e-3))
+            if len(pending) >= 32:
+                for future in pending:
+                    future.result()
+                pending.clear()
+            items += len(sample)
+    for future in pending:
+        future.result()
+    elapsed = time.perf_counter() - start
+    return {"batches": args.learner_steps, "items": items, "elapsed": elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--address", default=os.environ.get("REPLAYD_ADDRESS",
+                                                            "unix:///tmp/replayd.sock"))
+    parser.add_argument("--table", default="apex")
+    parser.add_argument("--explorers", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=20_000, help="steps per explorer")
+    parser.add_argument("--learner-steps", type=int, default=2_000)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--prefetch", type=int, default=4)
+    parser.add_argument("--writer-batch", type=int, default=64)
+    parser.add_argument("--capacity", type=int, default=100_000)
+    parser.add_argument("--obs-dim", type=int, default=16)
+    parser.add_argument("--corridor", type=int, default=20)
+    args = parser.parse_args()
+
+    client = replayd.Client(args.address, timeout=60)
+    fields = {"obs": (np.float32, args.obs_dim), "act": (np.int64, ()),
+              "rew": (np.float32, ()), "next_obs": (np.float32, args.obs_dim),
+              "done": (np.bool_, ())}
+    client.create_table(args.table, fields, args.capacity, sampler="prioritized",
+                        priority_exponent=0.6,
+                        rate_limiter=replayd.MinSize(args.batch_size), exist_ok=True)
+    client.reset(args.table)  # counters are cumulative: remember where they stand
+    baseline = client.table_info(args.table)["counters"]
+
+    ctx = multiprocessing.get_context("spawn")
+    weights = ctx.Array("d", 2 * args.obs_dim)  # the policy, shared with the explorers
+    results = ctx.Queue()
+    procs = [ctx.Process(target=explorer,
+                         args=(client, args.table, e, args, weights, results))
+             for e in range(args.explorers)]
+    wall = time.perf_counter()
+    for p in procs:
+        p.start()
+    learner = learn(client, args.table, args, weights)
+    reports = [results.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode != 0:
+            raise SystemExit(f"explorer exited with {p.exitcode}")
+    wall = time.perf_counter() - wall
+
+    inserted = sum(n for _, n, _ in reports)
+    slowest = max(t for _, _, t in reports)
+    info = client.table_info(args.table)
+    counters = {k: v - baseline[k] for k, v in info["counters"].items()}
+    print(f"explorers: {args.explorers} x {args.steps} steps, {inserted} transitions in "
+          f"{slowest:.2f} s -> {inserted / slowest:,.0f} inserts/s "
+          f"({inserted / slowest / args.explorers:,.0f} per explorer)")
+    print(f"learner: {learner['batches']} batches of {args.batch_size} in "
+          f"{learner['elapsed']:.2f} s -> {learner['batches'] / learner['elapsed']:,.0f} "
+          f"batches/s, {learner['items'] / learner['elapsed']:,.0f} samples/s "
+          f"(prefetch {args.prefetch})")
+    print(f"table '{args.table}': size {info['size']}, inserts {counters['inserts']}, "
+          f"samples {counters['samples']}, priority updates "
+          f"{counters['priority_updates']}, wall {wall:.2f} s")
+    if counters["inserts"] != inserted:
+        raise SystemExit("inserted transitions are missing")
+    client.close()
+
+
+if __name__ == "__main__":
+    main()
