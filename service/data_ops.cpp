@@ -1,6 +1,7 @@
 // The data path: insert, sample, update_priorities, delete. Column payloads are validated
 // against the table's schema before anything is stored; samples are copied by the table
 // straight into the reply payload.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -67,6 +68,30 @@ Status check_column(const json::value& column, std::size_t index, const Field& f
   return reader.finish();
 }
 
+// Names the fields that are missing from, or unknown to, a column list of the wrong length.
+Error column_count_error(const json::array& list, const Table& table) {
+  std::vector<std::string_view> listed;
+  for (const auto& column : list) {
+    const auto* object = column.if_object();
+    const auto* name = object ? object->if_contains("name") : nullptr;
+    if (name && name->is_string()) listed.push_back(name->get_string());
+  }
+  std::string missing, unknown;
+  for (const auto& field : table.schema().fields()) {
+    if (std::find(listed.begin(), listed.end(), field.name) == listed.end()) {
+      missing += (missing.empty() ? "'" : ", '") + field.name + "'";
+    }
+  }
+  for (auto name : listed) {
+    if (table.schema().find(name) < 0) unknown += (unknown.empty() ? "'" : ", '") + std::string(name) + "'";
+  }
+  std::string message = "table '" + table.name() + "': columns lists " + std::to_string(list.size()) +
+                        " fields, the table has " + std::to_string(table.schema().fields().size());
+  if (!missing.empty()) message += "; missing field " + missing;
+  if (!unknown.empty()) message += "; unknown field " + unknown;
+  return invalid(message);
+}
+
 }  // namespace
 
 Result<PreparedInsert> prepare_insert(ServiceContext& context, JsonReader& request, Frame& frame) {
@@ -83,10 +108,7 @@ Result<PreparedInsert> prepare_insert(ServiceContext& context, JsonReader& reque
     return invalid("table '" + table.name() + "': columns: expected an array describing every field");
   }
   const auto& list = columns->get_array();
-  if (list.size() != fields.size()) {
-    return invalid("table '" + table.name() + "': columns lists " + std::to_string(list.size()) +
-                   " fields, the table has " + std::to_string(fields.size()));
-  }
+  if (list.size() != fields.size()) return column_count_error(list, table);
   std::vector<std::uint64_t> bytes_per_item;
   for (std::size_t i = 0; i < fields.size(); ++i) {
     REPLAYD_RETURN_IF_ERROR(check_column(list[i], i, fields[i], n, table.name()));
