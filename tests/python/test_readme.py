@@ -1,0 +1,27 @@
+"""The README's quickstart runs as written against a server on the default config."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def readme_python_block() -> str:
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, "README.md has no python block"
+    return blocks[0]
+
+
+def test_readme_quickstart_runs_on_the_default_config(make_server):
+    server = make_server(tcp=False, extra_args=["--config", str(REPO / "config" / "replayd.json")])
+    code = readme_python_block().replace("unix:///tmp/replayd.sock", server.unix_address)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    size, shape, _ = result.stdout.split(" ", 2)
+    assert size == "1000" and shape.startswith("(256,")
