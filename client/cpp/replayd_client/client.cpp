@@ -1,0 +1,143 @@
+#include "replayd_client/client.h"
+
+#include <boost/json/serialize.hpp>
+#include <cmath>
+
+#include "replayd_client/frame_codec.h"
+#include "replayd_client/json_text.h"
+
+namespace replayd::client {
+namespace {
+
+// Metadata is built in a per-thread scratch string whose capacity is kept, so building a
+// request allocates nothing once warm. Connection::call writes it before returning.
+std::string& scratch() {
+  thread_local std::string text;
+  text.clear();
+  return text;
+}
+
+std::string& table_request(std::string_view op, std::string_view table) {
+  std::string& meta = scratch();
+  meta.append("{\"op\":\"").append(op).append("\",\"table\":");
+  append_json_string(meta, table);
+  return meta;
+}
+
+}  // namespace
+
+Client::Client(std::string_view address, ClientOptions options)
+    : connection_(std::make_unique<Connection>(parse_address(address), options.max_in_flight)),
+      client_name_(std::move(options.client_name)) {
+  hello_ = hello();
+  if (hello_.protocol != kProtocolVersion) {
+    throw Error(ErrorCode::bad_reply, connection_->address().to_string() + " speaks protocol " +
+                                          std::to_string(hello_.protocol) +
+                                          ", this client speaks " +
+                                          std::to_string(kProtocolVersion));
+  }
+}
+
+Client::~Client() = default;
+
+std::future<ServerHello> Client::hello_async() {
+  std::string& meta = scratch();
+  meta.append("{\"op\":\"hello\",\"protocol\":");
+  append_json_uint(meta, kProtocolVersion);
+  meta.append(",\"client\":");
+  append_json_string(meta, client_name_);
+  meta.push_back('}');
+  return connection_->call<ServerHello, decode_hello>(meta, {});
+}
+
+std::future<void> Client::ping_async() {
+  return connection_->call<void, decode_empty>("{\"op\":\"ping\"}", {});
+}
+
+std::future<boost::json::object> Client::info_async(std::optional<std::string_view> table) {
+  if (!table) return connection_->call<boost::json::object, decode_object>("{\"op\":\"info\"}", {});
+  std::string& meta = table_request("info", *table);
+  meta.push_back('}');
+  return connection_->call<boost::json::object, decode_object>(meta, {});
+}
+
+std::future<boost::json::object> Client::create_table_async(const boost::json::object& description,
+                                                            bool exist_ok) {
+  std::string& meta = scratch();
+  meta.append("{\"op\":\"create_table\",\"table\":");
+  meta.append(boost::json::serialize(description));
+  meta.append(exist_ok ? ",\"exist_ok\":true}" : ",\"exist_ok\":false}");
+  return connection_->call<boost::json::object, decode_table_info>(meta, {});
+}
+
+std::future<boost::json::array> Client::list_tables_async() {
+  return connection_->call<boost::json::array, decode_tables>("{\"op\":\"list_tables\"}", {});
+}
+
+std::future<void> Client::drop_table_async(std::string_view table) {
+  std::string& meta = table_request("drop_table", table);
+  meta.push_back('}');
+  return connection_->call<void, decode_empty>(meta, {});
+}
+
+std::future<void> Client::reset_table_async(std::string_view table) {
+  std::string& meta = table_request("reset_table", table);
+  meta.push_back('}');
+  return connection_->call<void, decode_empty>(meta, {});
+}
+
+std::future<Keys> Client::insert_async(std::string_view table, const InsertBatch& batch,
+                                       InsertOptions options) {
+  std::string& meta = scratch();
+  batch.append_meta(meta, table, options.timeout_ms);
+  return connection_->call<Keys, decode_keys>(meta, batch.payload());
+}
+
+std::future<SampleBatch> Client::sample_async(std::string_view table, std::uint64_t n,
+                                              SampleOptions options) {
+  if (!std::isfinite(options.beta)) {
+    throw Error(ErrorCode::invalid_argument, "sample: beta must be finite and >= 0");
+  }
+  std::string& meta = table_request("sample", table);
+  meta.append(",\"n\":");
+  append_json_uint(meta, n);
+  meta.append(",\"beta\":");
+  append_json_double(meta, options.beta);
+  meta.append(",\"timeout_ms\":");
+  append_json_optional_uint(meta, options.timeout_ms);
+  meta.push_back('}');
+  return connection_->call<SampleBatch, decode_sample>(meta, {});
+}
+
+std::future<UpdateResult> Client::update_priorities_async(std::string_view table,
+                                                          std::span<const std::uint64_t> keys,
+                                                          std::span<const double> priorities) {
+  if (keys.size() != priorities.size()) {
+    throw Error(ErrorCode::invalid_argument, "update_priorities: " + std::to_string(keys.size()) +
+                                                 " keys but " + std::to_string(priorities.size()) +
+                                                 " priorities");
+  }
+  std::string& meta = table_request("update_priorities", table);
+  meta.append(",\"n\":");
+  append_json_uint(meta, keys.size());
+  meta.push_back('}');
+  const std::array<PayloadPiece, 2> payload{std::as_bytes(keys), std::as_bytes(priorities)};
+  return connection_->call<UpdateResult, decode_update>(meta, payload);
+}
+
+std::future<DeleteResult> Client::delete_keys_async(std::string_view table,
+                                                    std::span<const std::uint64_t> keys) {
+  std::string& meta = table_request("delete", table);
+  meta.append(",\"n\":");
+  append_json_uint(meta, keys.size());
+  meta.push_back('}');
+  const std::array<PayloadPiece, 1> payload{std::as_bytes(keys)};
+  return connection_->call<DeleteResult, decode_delete>(meta, payload);
+}
+
+std::future<Reply> Client::request_async(std::string_view meta,
+                                         std::span<const PayloadPiece> payload) {
+  return connection_->call<Reply, decode_raw>(meta, payload);
+}
+
+}  // namespace replayd::client

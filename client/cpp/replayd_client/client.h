@@ -1,0 +1,141 @@
+// Client: the replayd C++ client API over one connection (docs/PROTOCOL.md). Every
+// operation has a blocking form and an _async form returning std::future; both pipeline:
+// the request is written before the call returns and the reply is matched by request id,
+// so one thread can keep many requests in flight.
+// Threading: every method may be called from several threads at once. Futures complete
+// on the connection's reader thread. Destroy a Client only when no other thread uses it;
+// calls still in flight then fail with Error(connection_lost).
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "replayd_client/address.h"
+#include "replayd_client/columns.h"
+#include "replayd_client/connection.h"
+#include "replayd_client/error.h"
+#include "replayd_client/results.h"
+
+namespace replayd::client {
+
+struct ClientOptions {
+  // Requests outstanding on the connection before a new call blocks (1..65536). Keep it
+  // above the server's max_waiting_per_connection (default 1024) when many requests wait.
+  std::size_t max_in_flight = 4096;
+  // Sent in hello; shows up in server logs.
+  std::string client_name = "replayd-cpp";
+};
+
+struct InsertOptions {
+  // Longest the insert waits for the rate limiter, in ms; nullopt waits until admitted;
+  // 0 fails at once with timeout if not admitted now.
+  std::optional<std::uint64_t> timeout_ms;
+};
+
+struct SampleOptions {
+  double beta = 0.4;  // importance-sampling exponent (prioritized tables), finite, >= 0
+  // Longest the sample waits for data or the rate limiter, in ms; nullopt waits.
+  std::optional<std::uint64_t> timeout_ms;
+};
+
+class Client {
+ public:
+  // Connects to `address` ("unix:///path" or "tcp://host:port"), sends hello and checks
+  // the protocol version. Throws Error: invalid_argument (bad address), connection_lost
+  // (cannot connect), bad_reply (another protocol version).
+  explicit Client(std::string_view address = kDefaultAddress, ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // What the server said to the first hello.
+  const ServerHello& server_hello() const { return hello_; }
+  const Address& address() const { return connection_->address(); }
+  // Requests sent whose replies have not arrived yet.
+  std::size_t in_flight() const { return connection_->in_flight(); }
+  // Shuts the connection; calls in flight fail with Error(connection_lost), later calls
+  // throw it. Thread-safe, idempotent.
+  void close() { connection_->close(); }
+  bool is_open() const { return connection_->is_open(); }
+
+  // Every blocking call below is its _async form followed by get(): it throws Error with
+  // the server's code and message (or connection_lost) and leaves nothing changed on the
+  // server when the server rejected the request.
+
+  ServerHello hello() { return hello_async().get(); }
+  std::future<ServerHello> hello_async();
+  void ping() { ping_async().get(); }
+  std::future<void> ping_async();
+  // {"server": {...}, "tables": [INFO, ...]}, all tables or only `table`.
+  boost::json::object info(std::optional<std::string_view> table = std::nullopt) {
+    return info_async(table).get();
+  }
+  std::future<boost::json::object> info_async(std::optional<std::string_view> table = std::nullopt);
+  // Creates a table from a description as in docs/CONFIG.md; returns its INFO.
+  boost::json::object create_table(const boost::json::object& description, bool exist_ok = false) {
+    return create_table_async(description, exist_ok).get();
+  }
+  std::future<boost::json::object> create_table_async(const boost::json::object& description,
+                                                      bool exist_ok = false);
+  // INFO of every table.
+  boost::json::array list_tables() { return list_tables_async().get(); }
+  std::future<boost::json::array> list_tables_async();
+  void drop_table(std::string_view table) { drop_table_async(table).get(); }
+  std::future<void> drop_table_async(std::string_view table);
+  void reset_table(std::string_view table) { reset_table_async(table).get(); }
+  std::future<void> reset_table_async(std::string_view table);
+
+  // Inserts batch.size() items; returns their keys in item order. The batch's arrays are
+  // sent before insert_async returns and may be reused then. May wait on the server for the
+  // rate limiter (options.timeout_ms).
+  Keys insert(std::string_view table, const InsertBatch& batch, InsertOptions options = {}) {
+    return insert_async(table, batch, options).get();
+  }
+  std::future<Keys> insert_async(std::string_view table, const InsertBatch& batch,
+                                 InsertOptions options = {});
+
+  // Samples n items (with replacement). May wait on the server until the table holds
+  // enough items and the rate limiter admits it (options.timeout_ms).
+  SampleBatch sample(std::string_view table, std::uint64_t n, SampleOptions options = {}) {
+    return sample_async(table, n, options).get();
+  }
+  std::future<SampleBatch> sample_async(std::string_view table, std::uint64_t n,
+                                        SampleOptions options = {});
+
+  // Sets new priorities for `keys` (same length; finite, >= 0). Keys no longer stored are
+  // counted as stale. Never waits on the server. Throws Error(invalid_argument) before
+  // sending when the lengths differ.
+  UpdateResult update_priorities(std::string_view table, std::span<const std::uint64_t> keys,
+                                 std::span<const double> priorities) {
+    return update_priorities_async(table, keys, priorities).get();
+  }
+  std::future<UpdateResult> update_priorities_async(std::string_view table,
+                                                    std::span<const std::uint64_t> keys,
+                                                    std::span<const double> priorities);
+
+  // Deletes the items with these keys. Never waits on the server.
+  DeleteResult delete_keys(std::string_view table, std::span<const std::uint64_t> keys) {
+    return delete_keys_async(table, keys).get();
+  }
+  std::future<DeleteResult> delete_keys_async(std::string_view table,
+                                              std::span<const std::uint64_t> keys);
+
+  // Any request, as metadata text and payload pieces; the reply as received. For
+  // operations this API does not wrap. An error reply completes the future with Error.
+  std::future<Reply> request_async(std::string_view meta,
+                                   std::span<const PayloadPiece> payload = {});
+
+ private:
+  std::unique_ptr<Connection> connection_;
+  ServerHello hello_;
+  std::string client_name_;
+};
+
+}  // namespace replayd::client

@@ -1,0 +1,196 @@
+#include "replayd_client/reply_decoder.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "replayd_client/frame_codec.h"
+
+namespace replayd::client {
+namespace json = boost::json;
+namespace {
+
+[[noreturn]] void bad_reply(const std::string& why) {
+  throw Error(ErrorCode::bad_reply, "reply does not follow the protocol: " + why);
+}
+
+std::uint64_t uint_at(const json::object& meta, std::string_view key) {
+  const json::value* value = meta.if_contains(key);
+  if (value && value->is_uint64()) return value->get_uint64();
+  if (value && value->is_int64() && value->get_int64() >= 0) {
+    return static_cast<std::uint64_t>(value->get_int64());
+  }
+  bad_reply("expected a non-negative integer '" + std::string(key) + "' in " +
+            json::serialize(meta));
+}
+
+const json::string& string_at(const json::object& meta, std::string_view key) {
+  const json::value* value = meta.if_contains(key);
+  if (!value || !value->is_string()) bad_reply("expected a string '" + std::string(key) + "'");
+  return value->get_string();
+}
+
+ColumnSpec column_spec(const json::value& value, std::uint64_t n) {
+  if (!value.is_object()) bad_reply("a sample column is not an object");
+  const json::object& column = value.get_object();
+  ColumnSpec spec;
+  spec.name = std::string(string_at(column, "name"));
+  const auto dtype = parse_dtype(string_at(column, "dtype"));
+  if (!dtype) bad_reply("column '" + spec.name + "' has an unknown dtype");
+  spec.dtype = *dtype;
+  const json::value* shape = column.if_contains("shape");
+  if (!shape || !shape->is_array() || shape->get_array().empty()) {
+    bad_reply("column '" + spec.name + "' has no shape");
+  }
+  std::uint64_t items = 1;
+  for (const auto& dim : shape->get_array()) {
+    if (!dim.is_uint64() && !(dim.is_int64() && dim.get_int64() >= 0)) {
+      bad_reply("column '" + spec.name + "' has a bad dimension");
+    }
+    spec.shape.push_back(dim.to_number<std::uint64_t>());
+    items *= spec.shape.back();
+  }
+  if (spec.shape.front() != n) bad_reply("column '" + spec.name + "' does not have n rows");
+  spec.offset = uint_at(column, "offset");
+  spec.bytes = items * dtype_bytes(spec.dtype);
+  if (spec.offset % kColumnAlignment != 0) bad_reply("column '" + spec.name + "' is misaligned");
+  return spec;
+}
+
+std::shared_ptr<const SampleLayout> layout_of(const json::object& meta) {
+  auto layout = std::make_shared<SampleLayout>();
+  layout->n = uint_at(meta, "n");
+  const json::value* columns = meta.if_contains("columns");
+  if (!columns || !columns->is_array()) bad_reply("a sample reply has no columns");
+  for (const auto& column : columns->get_array()) {
+    layout->columns.push_back(column_spec(column, layout->n));
+    const ColumnSpec& spec = layout->columns.back();
+    layout->payload_bytes = std::max(layout->payload_bytes, spec.offset + spec.bytes);
+  }
+  constexpr std::array<std::pair<std::string_view, DType>, 4> kLeading{
+      {{"key", DType::uint64},
+       {"probability", DType::float64},
+       {"weight", DType::float64},
+       {"times_sampled", DType::uint32}}};
+  if (layout->columns.size() < kLeading.size()) bad_reply("a sample reply lacks per-draw columns");
+  for (std::size_t i = 0; i < kLeading.size(); ++i) {
+    const ColumnSpec& spec = layout->columns[i];
+    if (spec.name != kLeading[i].first || spec.dtype != kLeading[i].second ||
+        spec.shape.size() != 1) {
+      bad_reply("sample column " + std::to_string(i) + " should be " +
+                std::string(kLeading[i].first));
+    }
+  }
+  return layout;
+}
+
+}  // namespace
+
+ReplyDecoder::ReplyDecoder() : arena_(arena_bytes_.data(), arena_bytes_.size()) {}
+
+const json::object& ReplyDecoder::parse(const Reply& reply) {
+  parsed_ = nullptr;
+  arena_.release();
+  std::error_code ec;
+  parsed_ = json::parse(reply.meta, ec, json::storage_ptr(&arena_));
+  if (ec || !parsed_.is_object()) bad_reply("reply metadata is not a JSON object");
+  const json::object& meta = parsed_.get_object();
+  if (const json::value* error = meta.if_contains("error")) {
+    const json::object* details = error->if_object();
+    const json::value* code = details ? details->if_contains("code") : nullptr;
+    const json::value* message = details ? details->if_contains("message") : nullptr;
+    if (!code || !code->is_string() || !message || !message->is_string()) {
+      bad_reply("an error reply without code and message");
+    }
+    throw Error(parse_error_code(code->get_string()), std::string(message->get_string()));
+  }
+  return meta;
+}
+
+std::shared_ptr<const SampleLayout> ReplyDecoder::sample_layout(const Reply& reply) {
+  std::shared_ptr<const SampleLayout> layout;
+  for (const auto& cached : layouts_) {
+    if (cached.layout && cached.meta == reply.meta) layout = cached.layout;
+  }
+  if (!layout) {
+    layout = layout_of(parse(reply));
+    CachedLayout& slot = layouts_[next_layout_];
+    next_layout_ = (next_layout_ + 1) % kCachedLayouts;
+    slot.meta = reply.meta;
+    slot.layout = layout;
+  }
+  if (layout->payload_bytes > reply.payload.size()) {
+    bad_reply("sample columns need " + std::to_string(layout->payload_bytes) +
+              " payload bytes, the reply has " + std::to_string(reply.payload.size()));
+  }
+  return layout;
+}
+
+void decode_empty(Reply&& reply, ReplyDecoder& decoder) {
+  decoder.parse(reply);
+}
+
+Reply decode_raw(Reply&& reply, ReplyDecoder& decoder) {
+  decoder.parse(reply);
+  return std::move(reply);
+}
+
+json::object decode_object(Reply&& reply, ReplyDecoder& decoder) {
+  // Copied out of the decoder's arena into the default allocator.
+  return json::object(decoder.parse(reply), json::storage_ptr());
+}
+
+json::object decode_table_info(Reply&& reply, ReplyDecoder& decoder) {
+  const json::object& meta = decoder.parse(reply);
+  const json::value* table = meta.if_contains("table");
+  if (!table || !table->is_object()) bad_reply("expected a 'table' object");
+  return json::object(table->get_object(), json::storage_ptr());
+}
+
+json::array decode_tables(Reply&& reply, ReplyDecoder& decoder) {
+  const json::object& meta = decoder.parse(reply);
+  const json::value* tables = meta.if_contains("tables");
+  if (!tables || !tables->is_array()) bad_reply("expected a 'tables' array");
+  return json::array(tables->get_array(), json::storage_ptr());
+}
+
+ServerHello decode_hello(Reply&& reply, ReplyDecoder& decoder) {
+  const json::object& meta = decoder.parse(reply);
+  ServerHello hello;
+  hello.protocol = uint_at(meta, "protocol");
+  hello.server = std::string(string_at(meta, "server"));
+  if (const json::value* tables = meta.if_contains("tables"); tables && tables->is_array()) {
+    for (const auto& name : tables->get_array()) {
+      if (name.is_string()) hello.tables.emplace_back(name.get_string());
+    }
+  }
+  if (const json::value* limits = meta.if_contains("limits"); limits && limits->is_object()) {
+    hello.limits = json::object(limits->get_object(), json::storage_ptr());
+  }
+  return hello;
+}
+
+Keys decode_keys(Reply&& reply, ReplyDecoder& decoder) {
+  const std::uint64_t n = uint_at(decoder.parse(reply), "n");
+  if (reply.payload.size() != n * sizeof(std::uint64_t)) {
+    bad_reply("an insert reply of " + std::to_string(n) + " keys carries " +
+              std::to_string(reply.payload.size()) + " payload bytes");
+  }
+  return Keys(std::move(reply.payload), n);
+}
+
+SampleBatch decode_sample(Reply&& reply, ReplyDecoder& decoder) {
+  auto layout = decoder.sample_layout(reply);
+  return SampleBatch(std::move(layout), std::move(reply.payload));
+}
+
+UpdateResult decode_update(Reply&& reply, ReplyDecoder& decoder) {
+  const json::object& meta = decoder.parse(reply);
+  return {uint_at(meta, "applied"), uint_at(meta, "stale")};
+}
+
+DeleteResult decode_delete(Reply&& reply, ReplyDecoder& decoder) {
+  const json::object& meta = decoder.parse(reply);
+  return {uint_at(meta, "deleted"), uint_at(meta, "stale")};
+}
+
+}  // namespace replayd::client

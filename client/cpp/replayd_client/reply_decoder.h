@@ -1,0 +1,62 @@
+// ReplyDecoder: turns reply frames into results on a connection's reader thread. Metadata
+// is parsed into a scratch arena reused for every reply, and the column layouts of recent
+// sample replies are remembered by their metadata text, so a repeated sample shape costs
+// no JSON parsing and no allocation beyond the reply's own buffers.
+// Threading: owned and used by one reader thread only.
+#pragma once
+
+#include <array>
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/value.hpp>
+#include <memory>
+#include <string>
+
+#include "replayd_client/buffer.h"
+#include "replayd_client/results.h"
+
+namespace replayd::client {
+
+class ReplyDecoder {
+ public:
+  ReplyDecoder();
+  ReplyDecoder(const ReplyDecoder&) = delete;
+  ReplyDecoder& operator=(const ReplyDecoder&) = delete;
+
+  // The reply's metadata object, valid until the next call on this decoder. Throws Error
+  // with the server's code for an error reply, Error(bad_reply) for metadata that is not a
+  // JSON object. O(metadata bytes).
+  const boost::json::object& parse(const Reply& reply);
+
+  // The layout of a sample reply; checks that it fits the payload. O(1) for metadata seen
+  // recently, else a parse. Throws like parse(), or Error(bad_reply) for a layout that
+  // breaks docs/PROTOCOL.md.
+  std::shared_ptr<const SampleLayout> sample_layout(const Reply& reply);
+
+ private:
+  static constexpr std::size_t kCachedLayouts = 8;
+  struct CachedLayout {
+    std::string meta;
+    std::shared_ptr<const SampleLayout> layout;
+  };
+
+  alignas(std::max_align_t) std::array<unsigned char, 8192> arena_bytes_;
+  boost::json::monotonic_resource arena_;
+  boost::json::value parsed_;
+  std::array<CachedLayout, kCachedLayouts> layouts_;
+  std::size_t next_layout_ = 0;
+};
+
+// Decoders, one per operation: each turns a successful reply into its result or throws.
+void decode_empty(Reply&& reply, ReplyDecoder& decoder);
+Reply decode_raw(Reply&& reply, ReplyDecoder& decoder);
+boost::json::object decode_object(Reply&& reply, ReplyDecoder& decoder);
+// The object under "table" (create_table), or the array under "tables" (list_tables).
+boost::json::object decode_table_info(Reply&& reply, ReplyDecoder& decoder);
+boost::json::array decode_tables(Reply&& reply, ReplyDecoder& decoder);
+ServerHello decode_hello(Reply&& reply, ReplyDecoder& decoder);
+Keys decode_keys(Reply&& reply, ReplyDecoder& decoder);
+SampleBatch decode_sample(Reply&& reply, ReplyDecoder& decoder);
+UpdateResult decode_update(Reply&& reply, ReplyDecoder& decoder);
+DeleteResult decode_delete(Reply&& reply, ReplyDecoder& decoder);
+
+}  // namespace replayd::client

@@ -1,0 +1,135 @@
+// What the operations return. Keys and SampleBatch own the received payload and expose
+// typed views into it without copying: a span they hand out stays valid as long as the
+// object (or whatever it was moved into) lives. Immutable once built; safe to read from
+// several threads.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replayd_client/buffer.h"
+#include "replayd_client/dtype.h"
+#include "replayd_client/error.h"
+
+namespace replayd::client {
+
+// Reply of hello: the protocol version, the server's name, its tables and limits.
+struct ServerHello {
+  std::uint64_t protocol = 0;
+  std::string server;  // e.g. "replayd 0.1.0"
+  std::vector<std::string> tables;
+  boost::json::object limits;  // max_frame_bytes, max_batch_items, ... (docs/PROTOCOL.md)
+};
+
+// The keys of inserted items, in item order, viewed in the reply buffer.
+class Keys {
+ public:
+  Keys() = default;
+  Keys(Buffer buffer, std::size_t n) : buffer_(std::move(buffer)), n_(n) {}
+  std::span<const std::uint64_t> span() const { return {buffer_.as<std::uint64_t>(0), n_}; }
+  std::size_t size() const { return n_; }
+  std::uint64_t operator[](std::size_t i) const { return span()[i]; }
+  const std::uint64_t* begin() const { return span().data(); }
+  const std::uint64_t* end() const { return span().data() + n_; }
+
+ private:
+  Buffer buffer_;
+  std::size_t n_ = 0;
+};
+
+struct UpdateResult {
+  std::uint64_t applied = 0;  // priorities changed
+  std::uint64_t stale = 0;    // keys no longer stored, ignored
+};
+
+struct DeleteResult {
+  std::uint64_t deleted = 0;
+  std::uint64_t stale = 0;  // keys no longer stored
+};
+
+// One column of a sample reply as the reply's metadata describes it.
+struct ColumnSpec {
+  std::string name;
+  DType dtype = DType::uint8;
+  std::vector<std::uint64_t> shape;  // [n] followed by the field's shape
+  std::uint64_t offset = 0;          // from the start of the payload, a multiple of 8
+  std::uint64_t bytes = 0;           // n * item size
+};
+
+// The column layout of a sample reply: the four per-draw columns (key, probability,
+// weight, times_sampled), then the table's fields. Shared by every reply with the same
+// metadata text.
+struct SampleLayout {
+  std::uint64_t n = 0;
+  std::vector<ColumnSpec> columns;
+  std::uint64_t payload_bytes = 0;  // the least payload size the columns need
+};
+
+// A typed view of one column: valid while the SampleBatch it came from lives.
+class ColumnView {
+ public:
+  ColumnView(const ColumnSpec& spec, std::span<const std::byte> bytes)
+      : spec_(&spec), bytes_(bytes) {}
+  const std::string& name() const { return spec_->name; }
+  DType dtype() const { return spec_->dtype; }
+  // [n] followed by the field's shape.
+  const std::vector<std::uint64_t>& shape() const { return spec_->shape; }
+  std::span<const std::byte> bytes() const { return bytes_; }
+  // Every value of the column, row-major. Throws Error(invalid_argument) when T does not
+  // match the column's dtype. O(1).
+  template <typename T>
+  std::span<const T> as() const {
+    if (dtype_of<T> != spec_->dtype) {
+      throw Error(ErrorCode::invalid_argument, "column '" + spec_->name + "' holds " +
+                                                   std::string(dtype_name(spec_->dtype)) +
+                                                   ", not " + std::string(dtype_name(dtype_of<T>)));
+    }
+    return {reinterpret_cast<const T*>(bytes_.data()), bytes_.size() / sizeof(T)};
+  }
+
+ private:
+  const ColumnSpec* spec_;
+  std::span<const std::byte> bytes_;
+};
+
+// A sampled batch: per-draw information and the table's fields, all viewing one buffer.
+class SampleBatch {
+ public:
+  SampleBatch() = default;
+  // Precondition (checked by the decoder): the layout fits in the payload.
+  SampleBatch(std::shared_ptr<const SampleLayout> layout, Buffer payload)
+      : layout_(std::move(layout)), payload_(std::move(payload)) {}
+
+  std::size_t size() const { return layout_ ? layout_->n : 0; }
+  std::span<const std::uint64_t> keys() const { return typed<std::uint64_t>(0); }
+  std::span<const double> probabilities() const { return typed<double>(1); }
+  std::span<const double> weights() const { return typed<double>(2); }
+  std::span<const std::uint32_t> times_sampled() const { return typed<std::uint32_t>(3); }
+
+  // The table's fields, in field order.
+  std::size_t field_count() const { return layout_ ? layout_->columns.size() - 4 : 0; }
+  ColumnView field(std::size_t index) const { return view(4 + index); }
+  // The field named `name`; throws Error(invalid_argument) if there is none. O(fields).
+  ColumnView field(std::string_view name) const;
+
+ private:
+  ColumnView view(std::size_t column) const {
+    const ColumnSpec& spec = layout_->columns.at(column);
+    return ColumnView(spec, payload_.span().subspan(spec.offset, spec.bytes));
+  }
+  template <typename T>
+  std::span<const T> typed(std::size_t column) const {
+    if (!layout_) return {};
+    return {payload_.as<T>(layout_->columns[column].offset), layout_->n};
+  }
+
+  std::shared_ptr<const SampleLayout> layout_;
+  Buffer payload_;
+};
+
+}  // namespace replayd::client
