@@ -1,0 +1,174 @@
+"""Compares replayd's Python client with the replay buffers Python users build instead,
+on the same workloads in the same run, and prints one table (transitions/s).
+
+    scripts/bench-python                       # everything: 3 repetitions, 10 s mixed
+    scripts/bench-python --systems replayd,shm --workloads W1 --duration 0.5 --reps 1
+
+Systems: replayd (this repository's client and server), shm (multiprocessing shared
+memory ring, a lock per chunk of slots), manager (multiprocessing.managers proxy to a
+buffer in a server process), redis (redis-server, pipelined, Lua), zmq (pyzmq replay
+server, DEALER/ROUTER). Results: medians over repetitions with min-max, ratios of replayd to
+the best networked alternative and to shm; JSON written to --json.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "client" / "python"))
+
+from report import format_table, machine_info  # noqa: E402
+from runner import MEASURES, fill, run_measure, run_mixed  # noqa: E402
+from systems import SYSTEMS, load_system  # noqa: E402
+from workloads import WORKLOADS  # noqa: E402
+
+ALL_MEASURES = list(MEASURES) + ["mixed"]
+
+
+def parse_args(argv: List[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated, from {','.join(SYSTEMS)} (default: all)")
+    p.add_argument("--workloads", default="W1,W2", help="comma-separated: W1,W2")
+    p.add_argument("--measures", default=",".join(ALL_MEASURES),
+                   help=f"comma-separated, from {','.join(ALL_MEASURES)}")
+    p.add_argument("--reps", type=int, default=3, help="repetitions (median reported)")
+    p.add_argument("--duration", type=float, default=2.0,
+                   help="seconds each measure runs, after a 0.2 s warm-up (default 2)")
+    p.add_argument("--mixed-duration", type=float, default=10.0,
+                   help="seconds the mixed explorer+learner measure runs (default 10)")
+    p.add_argument("--warmup", type=float, default=0.2,
+                   help="seconds of warm-up before each timed loop (default 0.2)")
+    p.add_argument("--capacity", type=int, default=0,
+                   help="override both workloads' capacity (for quick checks; 0: as defined)")
+    p.add_argument("--json", default=str(REPO / "bench" / "results" / "python_compare.json"),
+                   help="where to write the results as JSON ('' to skip)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    args = p.parse_args(argv)
+    args.systems = [s for s in args.systems.split(",") if s]
+    args.workloads = [w for w in args.workloads.split(",") if w]
+    args.measures = [m for m in args.measures.split(",") if m]
+    for name in args.systems:
+        if name not in SYSTEMS:
+            p.error(f"unknown system {name!r}; expected some of {', '.join(SYSTEMS)}")
+    for name in args.workloads:
+        if name not in WORKLOADS:
+            p.error(f"unknown workload {name!r}; expected W1 and/or W2")
+    for name in args.measures:
+        if name not in ALL_MEASURES:
+            p.error(f"unknown measure {name!r}; expected some of {', '.join(ALL_MEASURES)}")
+    if args.reps < 1 or args.duration <= 0 or args.mixed_duration <= 0 or args.warmup < 0:
+        p.error("--reps must be >= 1, durations > 0 and --warmup >= 0")
+    if args.capacity < 0:
+        p.error("--capacity must be >= 0")
+    return args
+
+
+def run(args: argparse.Namespace) -> Dict:
+    """Runs every (workload, system, measure) `reps` times; returns the JSON document."""
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    raw: Dict[str, Dict[str, Dict[str, List[float]]]] = {}  # workload/measure/system
+    substituted: Dict[str, Dict[str, Dict[str, str]]] = {}
+    with tempfile.TemporaryDirectory(prefix="replayd-bench-") as tmp:
+        for wname in args.workloads:
+            workload = WORKLOADS[wname]
+            if args.capacity:
+                workload = dataclasses.replace(workload, capacity=args.capacity)
+            for sname in args.systems:
+                system_cls = load_system(sname)
+                for prioritized in (False, True):
+                    keys = [m for m in args.measures if m == "mixed" and not prioritized
+                            or m in MEASURES and MEASURES[m].prioritized == prioritized]
+                    if not keys:
+                        continue
+                    system = system_cls()
+                    workdir = Path(tmp) / f"{sname}-{wname}-{int(prioritized)}"
+                    workdir.mkdir()
+                    log(f"{wname} {sname}: starting a {'prioritized' if prioritized else 'uniform'} store")
+                    handle = system.create_store(workload, prioritized, workdir)
+                    try:
+                        started = time.monotonic()
+                        fill(system_cls, handle, workload)
+                        log(f"{wname} {sname}: filled {workload.capacity} items in "
+                            f"{time.monotonic() - started:.1f} s")
+                        for rep in range(args.reps):
+                            for key in keys:
+                                if key == "mixed":
+                                    result = run_mixed(system_cls, handle, workload,
+                                                       args.mixed_duration, args.warmup)
+                                    for side, value in result.items():
+                                        raw.setdefault(wname, {}).setdefault(
+                                            f"mixed_{side}", {}).setdefault(sname, []).append(value)
+                                    log(f"{wname} {sname} rep {rep + 1}: mixed "
+                                        f"explorer {result['explorer']:,.0f}/s learner "
+                                        f"{result['learner']:,.0f}/s")
+                                    continue
+                                measure = MEASURES[key]
+                                native = system_cls.endpoint_type.native
+                                if measure.mode and measure.mode not in native:
+                                    substituted.setdefault(wname, {}).setdefault(key, {})[
+                                        sname] = measure.fallback
+                                    continue
+                                value = run_measure(system_cls, handle, workload, key,
+                                                    args.duration, args.warmup)
+                                raw.setdefault(wname, {}).setdefault(key, {}).setdefault(
+                                    sname, []).append(value)
+                                log(f"{wname} {sname} rep {rep + 1}: {key} {value:,.0f}/s")
+                    finally:
+                        system.destroy_store()
+    # A mode a system does not have is reported with its synchronous number.
+    for wname, by_key in substituted.items():
+        for key, by_system in by_key.items():
+            for sname, fallback in by_system.items():
+                values = raw.get(wname, {}).get(fallback, {}).get(sname)
+                if values:
+                    raw.setdefault(wname, {}).setdefault(key, {})[sname] = list(values)
+    results = []
+    for wname, by_key in raw.items():
+        for key, by_system in by_key.items():
+            for sname, values in by_system.items():
+                results.append({
+                    "workload": wname, "measure": key, "system": sname,
+                    "transitions_per_s": {"median": statistics.median(values),
+                                          "min": min(values), "max": max(values),
+                                          "runs": values},
+                    "substituted_by": substituted.get(wname, {}).get(key, {}).get(sname)})
+    return {"command": " ".join(["bench/python/compare.py", *sys.argv[1:]]),
+            "date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": machine_info(), "python": platform.python_version(),
+            "reps": args.reps, "duration_s": args.duration, "warmup_s": args.warmup,
+            "capacity_override": args.capacity or None,
+            "mixed_duration_s": args.mixed_duration, "results": results}
+
+
+def main(argv: List[str]) -> int:
+    args = parse_args(argv)
+    doc = run(args)
+    print(format_table(doc, args.systems))
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"\nJSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,138 @@
+"""replayd through its Python client: a replayd server started on a temporary Unix socket.
+
+Modes: the Writer (1-item appends sent 64 at a time, 8 batches in flight), insert_async
+(pipelined batches), the prefetching Sampler, and update_priorities_async (updates never
+wait for their reply; `flush` collects them).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Deque, Dict, Iterator, Optional
+
+import numpy as np
+
+import replayd
+from systems.arrays import BETA, PRIORITY_EXPONENT
+from systems.base import Batch, Endpoint, System
+from workloads import Workload
+
+__all__ = ["ReplaydSystem", "server_binary"]
+
+TABLE = "bench"
+MAX_IN_FLIGHT = 8  # pipelined insert batches and priority updates awaiting replies
+
+
+def server_binary() -> Path:
+    """REPLAYD_BIN, else build/service/replayd of this checkout."""
+    repo = Path(__file__).resolve().parents[3]
+    return Path(os.environ.get("REPLAYD_BIN", repo / "build" / "service" / "replayd"))
+
+
+class ReplaydEndpoint(Endpoint):
+    native = frozenset({"writer", "pipelined", "prefetch"})
+
+    def __init__(self, address: str) -> None:
+        self.client = replayd.Client(address)
+        self.client.schema(TABLE)
+        self.writer: Optional[replayd.Writer] = None
+        self.in_flight: Deque[Any] = collections.deque()
+
+    def insert_one(self, item: Dict[str, Any]) -> None:
+        self.client.insert(TABLE, item)
+
+    def insert(self, batch: Dict[str, np.ndarray]) -> None:
+        self.client.insert(TABLE, batch)
+
+    def append(self, item: Dict[str, Any]) -> None:
+        if self.writer is None:
+            self.writer = self.client.writer(TABLE, batch=64, max_in_flight=MAX_IN_FLIGHT)
+        self.writer.append(item)
+
+    def insert_pipelined(self, batch: Dict[str, np.ndarray]) -> None:
+        self._bound_in_flight()
+        self.in_flight.append(self.client.insert_async(TABLE, batch))
+
+    def sample(self, n: int) -> Batch:
+        s = self.client.sample(TABLE, n, beta=BETA)
+        return Batch(s.data, s.keys, s.weights)
+
+    def samples(self, n: int, prefetch: int) -> Iterator[Batch]:
+        with self.client.sampler(TABLE, n, prefetch=prefetch, beta=BETA) as sampler:
+            for s in sampler:
+                yield Batch(s.data, s.keys, s.weights)
+
+    def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
+        self._bound_in_flight()
+        self.in_flight.append(self.client.update_priorities_async(TABLE, keys, priorities))
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+        while self.in_flight:
+            self.in_flight.popleft().result()
+
+    def close(self) -> None:
+        self.flush()
+        self.client.close()
+
+    def _bound_in_flight(self) -> None:
+        while len(self.in_flight) >= MAX_IN_FLIGHT:
+            self.in_flight.popleft().result()
+
+
+class ReplaydSystem(System):
+    name = "replayd"
+    networked = True
+    endpoint_type = ReplaydEndpoint
+
+    def __init__(self) -> None:
+        self.proc: Optional[subprocess.Popen] = None
+
+    def create_store(self, workload: Workload, prioritized: bool, workdir: Path) -> Any:
+        binary = server_binary()
+        if not binary.exists():
+            raise RuntimeError(f"replayd binary not found at {binary}: run scripts/build or "
+                               f"set REPLAYD_BIN")
+        sock, ready = workdir / "replayd.sock", workdir / "replayd.ready"
+        for path in (sock, ready):
+            path.unlink(missing_ok=True)
+        log = open(workdir / "replayd.log", "ab")
+        self.proc = subprocess.Popen([str(binary), "--unix", str(sock), "--tcp", "",
+                                      "--ready-file", str(ready), "--log-level", "warn"],
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + 10
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.destroy_store()
+                raise RuntimeError(f"replayd did not start; see {workdir / 'replayd.log'}")
+            time.sleep(0.01)
+        address = f"unix://{json.loads(ready.read_text())['unix']}"
+        with replayd.Client(address) as client:
+            client.create_table(TABLE, {name: (dtype, shape)
+                                        for name, dtype, shape in workload.fields},
+                                capacity=workload.capacity,
+                                sampler="prioritized" if prioritized else "uniform",
+                                priority_exponent=PRIORITY_EXPONENT, remover="fifo",
+                                rate_limiter=replayd.MinSize(1), seed=0)
+        return address
+
+    def destroy_store(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    @staticmethod
+    def connect(handle: Any) -> Endpoint:
+        return ReplaydEndpoint(handle)

@@ -1,0 +1,59 @@
+"""The Python comparison benchmark (bench/python) runs end to end and reports a number for
+every measure: tiny tables and durations, so this proves the harness works, not speed."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, server_binary
+
+COMPARE = REPO / "bench" / "python" / "compare.py"
+MEASURES = ["insert1_sync", "insert1_writer", "insert64_sync", "insert64_pipelined",
+            "sample_sync", "sample_prefetch", "prioritized", "mixed_explorer",
+            "mixed_learner"]
+
+
+def run_compare(tmp_path: Path, systems: str, workloads: str) -> dict:
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, str(COMPARE), "--systems", systems, "--workloads", workloads,
+         "--capacity", "300", "--reps", "1", "--duration", "0.05", "--warmup", "0.01",
+         "--mixed-duration", "0.1", "--json", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=180,
+        env={"REPLAYD_BIN": str(server_binary()), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "replayd/shm" in proc.stdout or "replayd/best net" in proc.stdout
+    return json.loads(out.read_text())
+
+
+def rates(doc: dict) -> dict:
+    return {(r["workload"], r["measure"], r["system"]): r["transitions_per_s"]
+            for r in doc["results"]}
+
+
+def test_benchmark_reports_every_measure_for_replayd_and_shared_memory(tmp_path):
+    got = rates(run_compare(tmp_path, "replayd,shm", "W1,W2"))
+    for workload in ("W1", "W2"):
+        for measure in MEASURES:
+            for system in ("replayd", "shm"):
+                rate = got[(workload, measure, system)]
+                assert rate["median"] > 0, (workload, measure, system)
+                assert rate["min"] <= rate["median"] <= rate["max"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("redis") is None
+                    or importlib.util.find_spec("zmq") is None
+                    or shutil.which("redis-server") is None,
+                    reason="redis, zmq or redis-server missing (scripts/bench-python "
+                           "installs them)")
+def test_benchmark_runs_the_networked_alternatives(tmp_path):
+    got = rates(run_compare(tmp_path, "replayd,manager,redis,zmq", "W1"))
+    for measure in MEASURES:
+        for system in ("replayd", "manager", "redis", "zmq"):
+            assert got[("W1", measure, system)]["median"] > 0, (measure, system)
