@@ -26,6 +26,10 @@ WARMUP_S = 0.2  # default warm-up before each timed loop
 PREFETCH = 4
 WORKER_TIMEOUT_S = 300.0
 
+#: The last timed loop of this process: transitions, wall seconds, CPU seconds of this
+#: process (all its threads). Read by profile_client.py.
+LAST_TIMING: Dict[str, float] = {}
+
 
 @dataclass(frozen=True)
 class Measure:
@@ -59,12 +63,16 @@ def _timed(step: Callable[[], int], endpoint: Endpoint, duration_s: float,
         step()
     endpoint.flush()
     count = 0
+    cpu_start = time.process_time()
     start = time.perf_counter()
     end = start + duration_s
     while time.perf_counter() < end:
         count += step()
     endpoint.flush()
-    return count / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    LAST_TIMING.update(count=count, elapsed_s=elapsed,
+                       client_cpu_s=time.process_time() - cpu_start)
+    return count / elapsed
 
 
 def _loop(key: str, endpoint: Endpoint, workload: Workload, duration_s: float,

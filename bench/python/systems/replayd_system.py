@@ -7,7 +7,6 @@ wait for their reply; `flush` collects them).
 from __future__ import annotations
 
 import collections
-import json
 import os
 import subprocess
 import time
@@ -113,7 +112,7 @@ class ReplaydSystem(System):
                 self.destroy_store()
                 raise RuntimeError(f"replayd did not start; see {workdir / 'replayd.log'}")
             time.sleep(0.01)
-        address = f"unix://{json.loads(ready.read_text())['unix']}"
+        address = f"unix://{sock}"
         with replayd.Client(address) as client:
             client.create_table(TABLE, {name: (dtype, shape)
                                         for name, dtype, shape in workload.fields},

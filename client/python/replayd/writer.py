@@ -21,13 +21,27 @@ from typing import TYPE_CHECKING, Any, Deque, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .columns import InsertBatch, convert_item
+from .columns import InsertBatch, _limits, convert_item
 from .errors import InvalidArgument, ReplayError
 
 if TYPE_CHECKING:
     from .client import Client
 
 __all__ = ["Writer"]
+
+_MISSING = object()
+_SMALL_ITEM_BYTES = 1024  # array fields up to this size are copied via bytes in append
+
+
+def _fast_plan(dtype: np.dtype) -> Tuple[str, Any, Any]:
+    """(kind, low, high) of a field for the append fast path: "f" float, "i" integer with
+    the range a Python number must lie in, "b" bool."""
+    if dtype.kind in "fiu":  # Python numbers: comparing with numpy scalars is slow
+        low, high = _limits(dtype)
+        if dtype.kind == "f":
+            return "f", float(low), float(high)
+        return "i", int(low), int(high)
+    return "b", None, None
 
 
 class Writer:
@@ -57,11 +71,21 @@ class Writer:
         self._timeout = timeout
         self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
                          for f in self._schema.fields]
+        # Per field, for the fast path of append: name, column, dtype, shape, kind, range,
+        # and for small array fields the column's bytes and the bytes per item.
+        self._plan = [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
+                       *((memoryview(column).cast("B"), f.item_bytes)
+                         if f.shape and 0 < f.item_bytes <= _SMALL_ITEM_BYTES else (None, 0)))
+                      for f, column in zip(self._schema.fields, self._columns)]
+        self._full_columns = [{"name": f.name, "dtype": f.dtype.name,
+                               "shape": [self._batch, *f.shape]}
+                              for f in self._schema.fields]
         self._priorities = np.empty(self._batch, dtype="<f8")
         self._with_priorities: Optional[bool] = None  # of the batch being filled
         self._count = 0
         self._in_flight: Deque[Tuple[Future, int]] = collections.deque()
         self._error: Optional[BaseException] = None
+        self._failed = False  # a batch in flight failed (set by the connection's reader)
         self._closed = False
         self.items_written = 0  # items whose insert the server confirmed
         self._keep_keys = keep_keys
@@ -87,21 +111,59 @@ class Writer:
         `priority` None lets the server assign the largest priority seen. A batch holds
         either only items with priorities or only items without; switching sends the
         partial batch first.
+
+        Cost: about 1-2 us for an item of ndarrays already of the field's dtype and shape
+        and of Python bool/int/float scalars (written straight into the batch); other
+        values go through `convert_item` (a few us per field).
         """
-        self._check_open()
-        values = convert_item(self._schema, item if item is not None else fields)
+        if self._closed or self._failed:
+            self._check_open()
+        values = item if item is not None else fields
         with_priority = priority is not None
-        if self._count and self._with_priorities != with_priority:
+        if self._count and self._with_priorities is not with_priority:
             self._send()
-        self._with_priorities = with_priority
         row = self._count
-        for column, value in zip(self._columns, values):
-            column[row] = value
+        if not self._write_fast(values, row):
+            for column, value in zip(self._columns,
+                                     convert_item(self._schema, values)):
+                column[row] = value
+        self._with_priorities = with_priority
         if with_priority:
             self._priorities[row] = priority
         self._count = row + 1
         if self._count == self._batch:
             self._send()
+
+    def _write_fast(self, values: Any, row: int) -> bool:
+        """Writes `values` into `row` when no value needs a conversion: an ndarray of the
+        field's exact dtype and shape, a bool, or an int/float that `python_scalar_fits`
+        would accept for a scalar field. False otherwise (the row may be half written,
+        which is harmless: it is not counted); the caller then takes the general path."""
+        if type(values) is not dict or len(values) != len(self._plan):
+            return False
+        for name, column, dtype, shape, kind, low, high, raw, nbytes in self._plan:
+            value = values.get(name, _MISSING)
+            vtype = type(value)
+            if vtype is np.ndarray:
+                if value.shape != shape or (value.dtype is not dtype and value.dtype != dtype):
+                    return False
+                if raw is not None:  # small: a bytes copy beats numpy's item assignment
+                    raw[row * nbytes:(row + 1) * nbytes] = value.tobytes()
+                    continue
+            elif shape:
+                return False
+            elif vtype is bool:
+                pass
+            elif vtype is int:
+                if kind == "b" or not low <= value <= high:
+                    return False
+            elif vtype is float:
+                if kind != "f" or not low <= value <= high:
+                    return False  # inf and nan fit too, by the general path
+            else:
+                return False
+            column[row] = value
+        return True
 
     def flush(self) -> None:
         """Sends the partial batch and waits until every batch is confirmed; raises the
@@ -148,6 +210,8 @@ class Writer:
         self._reap_done()
         if self._error is not None:
             error, self._error = self._error, None
+            self._failed = any(f.done() and f.exception() is not None
+                               for f, _ in self._in_flight)
             raise error
 
     def _send(self) -> None:
@@ -156,15 +220,25 @@ class Writer:
             return
         while len(self._in_flight) >= self._max_in_flight:
             self._reap_oldest()
-        arrays: List[np.ndarray] = [column[:n] for column in self._columns]
-        columns = [{"name": f.name, "dtype": f.dtype.name, "shape": [n, *f.shape]}
-                   for f in self._schema.fields]
+        self._reap_done()
+        if n == self._batch:
+            arrays, columns = self._columns, self._full_columns
+        else:
+            arrays = [column[:n] for column in self._columns]
+            columns = [{"name": f.name, "dtype": f.dtype.name, "shape": [n, *f.shape]}
+                       for f in self._schema.fields]
         priorities = self._priorities[:n] if self._with_priorities else None
         self._count = 0
         future = self._client.send_insert(self._table, InsertBatch(n, columns, arrays,
                                                                    priorities),
                                           timeout=self._timeout)
+        future.add_done_callback(self._note_failure)
         self._in_flight.append((future, n))
+
+    def _note_failure(self, future: Future) -> None:
+        # Runs in the connection's reader thread: only raises a flag for the next call.
+        if future.exception() is not None:
+            self._failed = True
 
     def _reap_done(self) -> None:
         while self._in_flight and self._in_flight[0][0].done():
