@@ -87,11 +87,28 @@ _LIMITS: Dict[np.dtype, Tuple[float, float]] = {}
 
 
 def _limits(dtype: np.dtype) -> Tuple[float, float]:
+    """The range of `dtype` as Python numbers (comparisons with numpy scalars are slow)."""
     limits = _LIMITS.get(dtype)
     if limits is None:
-        info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
-        limits = _LIMITS[dtype] = (info.min, info.max)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            limits = (int(info.min), int(info.max))
+        else:
+            finfo = np.finfo(dtype)
+            limits = (float(finfo.min), float(finfo.max))
+        _LIMITS[dtype] = limits
     return limits
+
+
+_DTYPE_NAMES: Dict[np.dtype, str] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, cached (numpy builds the string on every access)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
 
 
 def python_scalar_fits(value: Any, dtype: np.dtype) -> bool:
@@ -166,6 +183,9 @@ def convert_value(name: str, value: Any, target: Optional[np.dtype], *,
     return array, True
 
 
+_PY_SCALARS = (bool, int, float)
+
+
 def prepare_insert(schema: TableSchema, data: Mapping[str, Any],
                    priorities: Any = None) -> InsertBatch:
     """Builds the columns of an insert of `data` into the table of `schema`.
@@ -189,14 +209,23 @@ def prepare_insert(schema: TableSchema, data: Mapping[str, Any],
     n: Optional[int] = None
     for name in known + unknown:
         field = schema.get(name)
-        array, _ = convert_value(name, data[name], field.dtype if field else None,
-                                 table=schema.table)
+        value = data[name]
+        if field is None:
+            array, _ = convert_value(name, value, None, table=schema.table)
+        elif type(value) is np.ndarray and value.dtype == field.dtype:
+            array = value  # what convert_value returns for it, without its checks
+        elif not field.shape and type(value) in _PY_SCALARS and \
+                python_scalar_fits(value, field.dtype):
+            array = np.array(value, dtype=field.dtype)
+        else:
+            array, _ = convert_value(name, value, field.dtype, table=schema.table)
         if field is not None and array.ndim == len(field.shape):
             array = array[np.newaxis]
         if n is None and array.ndim > 0:
             n = int(array.shape[0])
         array = np.ascontiguousarray(array)
-        columns.append({"name": name, "dtype": array.dtype.name, "shape": list(array.shape)})
+        columns.append({"name": name, "dtype": _dtype_name(array.dtype),
+                        "shape": list(array.shape)})
         arrays.append(array)
     n = 1 if n is None else n
     prio = None
@@ -272,7 +301,8 @@ def sample_layout(fields: Tuple[Field, ...], n: int) -> List[Tuple[str, np.dtype
     return layout
 
 
-def _view(payload: np.ndarray, column: Any) -> Tuple[str, np.ndarray]:
+def _column_plan(column: Any) -> Tuple[str, np.dtype, Tuple[int, ...], int, int, int]:
+    """(name, dtype, shape, element count, offset, end) of one sample reply column."""
     try:
         name = str(column["name"])
         dtype = wire_dtype(column["dtype"])
@@ -280,12 +310,36 @@ def _view(payload: np.ndarray, column: Any) -> Tuple[str, np.ndarray]:
         offset = int(column["offset"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(f"malformed column in sample reply: {column!r} ({exc})") from None
-    count = int(np.prod(shape)) if shape else 1
-    end = offset + count * dtype.itemsize
-    if offset < 0 or end > payload.nbytes:
-        raise ProtocolError(f"sample reply column '{name}' spans bytes {offset}..{end} of a "
-                            f"{payload.nbytes}-byte payload")
-    return name, np.frombuffer(payload, dtype, count, offset).reshape(shape)
+    count = math.prod(shape)
+    return name, dtype, shape, count, offset, offset + count * dtype.itemsize
+
+
+_SamplePlan = Tuple[Tuple[str, np.dtype, Tuple[int, ...], int, int, int], ...]
+# The plans of recent sample reply layouts, newest first: a learner sees the same
+# `columns` metadata on every reply, so decoding it is done once. Replaced whole (never
+# mutated), so reader threads share it without a lock.
+_PLANS: Tuple[Tuple[List[Any], _SamplePlan], ...] = ()
+_MAX_PLANS = 16
+
+
+def _sample_plan(columns: List[Any]) -> _SamplePlan:
+    """The checked plan of a sample reply's `columns`. Cost: a comparison of `columns` with
+    the cached layouts (microseconds), or building and checking the plan."""
+    global _PLANS
+    for cached, plan in _PLANS:
+        if cached == columns:
+            return plan
+    plan = tuple(_column_plan(c) for c in columns)
+    for (name, *_), (expected, _) in zip(plan, SAMPLE_INFO_COLUMNS):
+        if name != expected:
+            raise ProtocolError(f"sample reply column '{name}' where '{expected}' belongs")
+    for name, _, _, _, offset, end in plan:
+        if offset < 0:
+            raise ProtocolError(f"sample reply column '{name}' starts at offset {offset}")
+    snapshot = [{k: list(v) if isinstance(v, list) else v for k, v in c.items()}
+                for c in columns]  # the caller may change its metadata later
+    _PLANS = ((snapshot, plan),) + _PLANS[:_MAX_PLANS - 1]
+    return plan
 
 
 def decode_sample(meta: Mapping[str, Any], payload: np.ndarray) -> Sample:
@@ -298,10 +352,13 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray) -> Sample:
     columns = meta.get("columns")
     if not isinstance(columns, list) or len(columns) < len(SAMPLE_INFO_COLUMNS):
         raise ProtocolError(f"sample reply without its columns: {dict(meta)!r}")
-    views = [_view(payload, c) for c in columns]
-    for (name, _), (expected, _) in zip(views, SAMPLE_INFO_COLUMNS):
-        if name != expected:
-            raise ProtocolError(f"sample reply column '{name}' where '{expected}' belongs")
+    nbytes = payload.nbytes
+    views = []
+    for name, dtype, shape, count, offset, end in _sample_plan(columns):
+        if end > nbytes:
+            raise ProtocolError(f"sample reply column '{name}' spans bytes {offset}..{end} "
+                                f"of a {nbytes}-byte payload")
+        views.append((name, np.frombuffer(payload, dtype, count, offset).reshape(shape)))
     info = [array for _, array in views[:len(SAMPLE_INFO_COLUMNS)]]
     data = {name: array for name, array in views[len(SAMPLE_INFO_COLUMNS):]}
     return Sample(data=data, keys=info[0], probabilities=info[1], weights=info[2],

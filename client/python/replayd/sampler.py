@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 from . import requests
 from .columns import decode_sample
 from .errors import InvalidArgument, TimeoutError
+from .frames import encode_meta
 from .sample import Sample
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Sampler:
                  transform: Optional[Callable[[Sample], Any]] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
-        self._meta = requests.sample_meta(table, batch_size, beta, timeout)
+        self._meta = encode_meta(requests.sample_meta(table, batch_size, beta, timeout))
         self._table = table
         self._prefetch = int(prefetch)
         self._transform = transform
@@ -134,7 +135,7 @@ class Sampler:
         try:
             while not self._closed:
                 while len(in_flight) < self._prefetch:
-                    in_flight.append(self._conn.submit(dict(self._meta), (), decode_sample)[1])
+                    in_flight.append(self._conn.submit(self._meta, (), decode_sample)[1])
                 sample = in_flight.popleft().result()
                 item = sample if self._transform is None else self._transform(sample)
                 if not self._put(item):
