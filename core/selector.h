@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -47,6 +48,11 @@ class Selector {
   // Chooses one present slot. Precondition: at least one slot present. O(1) or O(log n).
   virtual Pick sample(Rng& rng, double beta) const = 0;
   virtual SelectorKind kind() const = 0;
+  // Snapshot support: calls visit(slot) for every present slot, in the order that decides
+  // future choices (insertion order for fifo/lifo, the dense member order for uniform and
+  // prioritized). insert()ing the slots in this order, with their priorities, into an empty
+  // selector of the same configuration rebuilds an identical selector. O(size).
+  virtual void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const = 0;
 };
 
 // Validates the configuration (names the bad parameter) and builds a selector for slots

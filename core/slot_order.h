@@ -17,6 +17,8 @@ class SlotOrder {
   bool empty() const { return head_ == kNone; }
   std::uint32_t oldest() const { return head_; }
   std::uint32_t newest() const { return tail_; }
+  // The slot inserted after `slot` (a present slot), or kNone for the newest.
+  std::uint32_t next(std::uint32_t slot) const { return next_[slot]; }
 
   // Precondition: slot is not in the list.
   void push_back(std::uint32_t slot) {

@@ -38,6 +38,18 @@ void Storage::occupy_with_key(std::uint32_t slot, std::uint64_t key) {
   times_sampled_[slot] = 0;
 }
 
+void Storage::restore_layout(std::span<const std::uint32_t> free_stack) {
+  std::fill(occupied_.begin(), occupied_.end(), 1);
+  free_.assign(free_stack.begin(), free_stack.end());
+  for (auto slot : free_) occupied_[slot] = 0;
+  for (std::uint32_t slot = 0; slot < capacity_; ++slot) {
+    if (!occupied_[slot]) continue;
+    keys_[slot] = (generations_[slot] << slot_bits_) | slot;
+    priorities_[slot] = 0.0;
+    times_sampled_[slot] = 0;
+  }
+}
+
 void Storage::release(std::uint32_t slot) {
   occupied_[slot] = 0;
   free_.push_back(slot);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/schema.h"
@@ -64,6 +65,13 @@ class Storage {
   void set_generation(std::uint32_t slot, std::uint64_t generation) {
     generations_[slot] = generation;
   }
+  // The free slots as a stack: acquire() takes back() first.
+  std::span<const std::uint32_t> free_slots() const { return free_; }
+  // Restore path: exactly the slots of `free_stack` become free, in that stack order, and
+  // every other slot becomes occupied with key (generation << slot_bits) | slot, priority 0
+  // and times sampled 0 (the key acquire() gave it). Precondition (the caller validates):
+  // distinct slots < capacity. O(capacity).
+  void restore_layout(std::span<const std::uint32_t> free_stack);
   // Occupies the free `slot` with exactly `key`. Precondition: slot free, key's slot bits
   // equal slot.
   void occupy_with_key(std::uint32_t slot, std::uint64_t key);

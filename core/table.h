@@ -115,6 +115,10 @@ class Table {
   const RateLimiter& rate_limiter() const { return rate_limiter_; }
 
  private:
+  // The snapshot codec (core/table_snapshot.cpp) saves and rebuilds the private state below;
+  // nothing else reaches past the public interface.
+  friend class TableSnapshotAccess;
+
   Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
         std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);

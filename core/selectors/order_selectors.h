@@ -16,6 +16,11 @@ class OrderSelector : public Selector {
   void update(std::uint32_t, double) override {}
   void remove(std::uint32_t slot) override { order_.erase(slot); }
   void clear() override { order_.clear(); }
+  void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const override {
+    for (auto slot = order_.oldest(); slot != SlotOrder::kNone; slot = order_.next(slot)) {
+      visit(slot);
+    }
+  }
 
  protected:
   SlotOrder order_;

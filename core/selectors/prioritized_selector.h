@@ -25,6 +25,10 @@ class PrioritizedSelector final : public Selector {
   void clear() override;
   Pick sample(Rng& rng, double beta) const override;
   SelectorKind kind() const override { return SelectorKind::prioritized; }
+  // The dense order of present_ (used by the all-zero fallback); masses follow priorities.
+  void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const override {
+    for (std::uint32_t i = 0; i < present_.size(); ++i) visit(present_.at(i));
+  }
 
  private:
   double mass_of(double priority) const;
