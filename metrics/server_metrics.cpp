@@ -1,0 +1,179 @@
+#include "metrics/server_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "metrics/process_metrics.h"
+
+namespace replayd::metrics {
+namespace {
+
+// Seconds. Fast ops take tens of microseconds; a waiting sample or insert can take minutes.
+const prometheus::Histogram::BucketBoundaries kRequestSecondsBuckets{
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1,     0.25,   0.5,     1,      2.5,   5,      10,    30,   60,    300};
+const prometheus::Histogram::BucketBoundaries kWaitSecondsBuckets{
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25,   0.5,     1,      2.5,   5,      10,    30,   60,    300};
+
+double seconds_of(ServerMetrics::Clock::duration elapsed) {
+  return std::chrono::duration<double>(elapsed).count();
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(std::string_view version)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  prometheus::Registry& registry = *registry_;
+
+  BuildGauge()
+      .Name("replayd_build_info")
+      .Help("Always 1; the version label names the running replayd build")
+      .Register(registry)
+      .Add({{"version", std::string(version)}})
+      .Set(1);
+  connections_open_ = &BuildGauge()
+                           .Name("replayd_connections_open")
+                           .Help("Client connections (Unix and TCP) open now")
+                           .Register(registry)
+                           .Add({});
+  connections_accepted_ = &BuildCounter()
+                               .Name("replayd_connections_accepted_total")
+                               .Help("Client connections accepted and served")
+                               .Register(registry)
+                               .Add({});
+  connections_refused_ = &BuildCounter()
+                              .Name("replayd_connections_refused_total")
+                              .Help(
+                                  "Client connections closed at once because "
+                                  "limits.max_connections were open")
+                              .Register(registry)
+                              .Add({});
+  received_bytes_ = &BuildCounter()
+                         .Name("replayd_received_bytes_total")
+                         .Help("Bytes read from client connections")
+                         .Register(registry)
+                         .Add({});
+  sent_bytes_ = &BuildCounter()
+                     .Name("replayd_sent_bytes_total")
+                     .Help("Bytes written to client connections")
+                     .Register(registry)
+                     .Add({});
+  requests_ = &BuildCounter()
+                   .Name("replayd_requests_total")
+                   .Help("Requests answered, by op and outcome (ok or the wire error code)")
+                   .Register(registry);
+  errors_ = &BuildCounter()
+                 .Name("replayd_errors_total")
+                 .Help(
+                     "Error replies queued, by wire error code, including replies that "
+                     "answer no request (broken frames, idle connections)")
+                 .Register(registry);
+  auto& request_seconds =
+      BuildHistogram()
+          .Name("replayd_request_duration_seconds")
+          .Help(
+              "Time from reading a request to queueing its reply, by op; includes time "
+              "spent waiting on a rate limiter")
+          .Register(registry);
+  for (std::size_t i = 0; i < kRequestOpCount; ++i) {
+    const std::string op(request_op_name(static_cast<RequestOp>(i)));
+    // An unknown op never succeeds; its ok series would only be noise.
+    if (static_cast<RequestOp>(i) != RequestOp::unknown) {
+      requests_ok_[i] = &requests_->Add({{"op", op}, {"outcome", "ok"}});
+    }
+    request_seconds_[i] = &request_seconds.Add({{"op", op}}, kRequestSecondsBuckets);
+  }
+  auto& wait_seconds = BuildHistogram()
+                           .Name("replayd_rate_limiter_wait_seconds")
+                           .Help(
+                               "Time requests held by a table's rate limiter waited, by op, "
+                               "whether they were then admitted, timed out or cancelled")
+                           .Register(registry);
+  wait_seconds_insert_ = &wait_seconds.Add({{"op", "insert"}}, kWaitSecondsBuckets);
+  wait_seconds_sample_ = &wait_seconds.Add({{"op", "sample"}}, kWaitSecondsBuckets);
+}
+
+ServerMetrics::~ServerMetrics() = default;
+
+void ServerMetrics::connection_opened() {
+  connections_open_->Increment();
+  connections_accepted_->Increment();
+}
+
+void ServerMetrics::connection_refused() {
+  connections_refused_->Increment();
+}
+
+void ServerMetrics::connection_closed() {
+  connections_open_->Decrement();
+}
+
+void ServerMetrics::bytes_received(std::uint64_t bytes) {
+  received_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void ServerMetrics::bytes_sent(std::uint64_t bytes) {
+  sent_bytes_->Increment(static_cast<double>(bytes));
+}
+
+ServerMetrics::ErrorSeries& ServerMetrics::error_series(std::string_view code) {
+  for (ErrorSeries& series : error_series_) {
+    if (series.code == code) return series;
+  }
+  ErrorSeries& series = error_series_.emplace_back();
+  series.code = std::string(code);
+  series.errors = &errors_->Add({{"code", series.code}});
+  return series;
+}
+
+void ServerMetrics::request_finished(RequestOp op, std::string_view error_code,
+                                     Clock::duration elapsed) {
+  const auto index = static_cast<std::size_t>(op);
+  request_seconds_[index]->Observe(seconds_of(elapsed));
+  if (error_code.empty()) {
+    if (requests_ok_[index] == nullptr) {
+      requests_ok_[index] =
+          &requests_->Add({{"op", std::string(request_op_name(op))}, {"outcome", "ok"}});
+    }
+    requests_ok_[index]->Increment();
+    return;
+  }
+  ErrorSeries& series = error_series(error_code);
+  if (series.requests[index] == nullptr) {
+    series.requests[index] =
+        &requests_->Add({{"op", std::string(request_op_name(op))}, {"outcome", series.code}});
+  }
+  series.requests[index]->Increment();
+}
+
+void ServerMetrics::declare_error_code(std::string_view code) {
+  error_series(code);
+}
+
+void ServerMetrics::error_replied(std::string_view code) {
+  error_series(code).errors->Increment();
+}
+
+void ServerMetrics::rate_limiter_waited(RequestOp op, Clock::duration waited) {
+  prometheus::Histogram* histogram =
+      op == RequestOp::insert ? wait_seconds_insert_ : wait_seconds_sample_;
+  histogram->Observe(seconds_of(waited));
+}
+
+std::string ServerMetrics::scrape(std::span<const TableSnapshot> tables) const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (auto& family : table_families(tables))
+    families.push_back(std::move(family));
+  for (auto& family : process_families())
+    families.push_back(std::move(family));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace replayd::metrics

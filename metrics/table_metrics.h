@@ -1,0 +1,30 @@
+// Per-table metric families, built at scrape time from the tables that exist then: items,
+// capacity, the table's lifetime counters, and requests waiting on its rate limiter.
+// A table that is dropped disappears from the exposition; one recreated under the same name
+// starts again from 0, which Prometheus treats as a counter reset (rate() stays correct).
+// Threading: pure functions over values the caller copied on the table's thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/table.h"
+#include "prometheus/metric_family.h"
+
+namespace replayd::metrics {
+
+// What the service copies out of one table when /metrics is served.
+struct TableSnapshot {
+  std::string name;
+  TableInfo info;
+  std::uint64_t waiting_inserts = 0;  // insert requests parked by the rate limiter now
+  std::uint64_t waiting_samples = 0;  // sample requests parked by the rate limiter now
+};
+
+// Families replayd_tables, replayd_table_*, replayd_rate_limiter_waiting_requests.
+// Cost: O(tables).
+std::vector<prometheus::MetricFamily> table_families(std::span<const TableSnapshot> tables);
+
+}  // namespace replayd::metrics
