@@ -1,0 +1,127 @@
+#include "server_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json/parse.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace replayd::testing {
+namespace {
+
+constexpr auto kReadyTimeout = std::chrono::seconds(20);
+constexpr auto kStopTimeout = std::chrono::seconds(10);
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::size_t raise_open_file_limit() {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur;
+}
+
+ServerProcess::ServerProcess(ServerOptions options) {
+  // The child inherits the limit, so it can hold as many connections as the test opens.
+  raise_open_file_limit();
+  std::string pattern = (std::filesystem::temp_directory_path() / "replayd-test-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  directory_ = pattern;
+  unix_path_ = directory_ + "/replayd.sock";
+  const std::string ready_file = directory_ + "/ready.json";
+  const std::string log_file = directory_ + "/replayd.log";
+
+  std::vector<std::string> args{
+      REPLAYD_SERVER_BINARY, "--unix",   unix_path_,    "--tcp", "127.0.0.1:0",
+      "--ready-file",        ready_file, "--log-level", "warn"};
+  if (!options.config_json.empty()) {
+    const std::string config_file = directory_ + "/config.json";
+    std::ofstream(config_file) << options.config_json;
+    args.push_back("--config");
+    args.push_back(config_file);
+  }
+  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  std::vector<char*> argv;
+  for (auto& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error(std::string("cannot start ") + argv[0]);
+
+  const auto deadline = std::chrono::steady_clock::now() + kReadyTimeout;
+  while (!std::filesystem::exists(ready_file)) {
+    if (!running()) throw std::runtime_error("replayd exited before it was ready; log:\n" + log());
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("replayd not ready in time; log:\n" + log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto ready = boost::json::parse(read_file(ready_file)).as_object();
+  tcp_host_port_ = std::string(ready.at("tcp").as_string());
+  const auto colon = tcp_host_port_.rfind(':');
+  tcp_host_ = tcp_host_port_.substr(0, colon);
+  tcp_port_ = std::stoi(tcp_host_port_.substr(colon + 1));
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0 && running()) {
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kStopTimeout;
+    while (running() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(directory_, ignored);
+}
+
+bool ServerProcess::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+std::string ServerProcess::log() const {
+  return read_file(directory_ + "/replayd.log");
+}
+
+}  // namespace replayd::testing
