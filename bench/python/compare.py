@@ -28,7 +28,11 @@ from typing import Dict, List
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "client" / "python"))
+# --client DIR (parsed here, before replayd is imported): measure another copy of the
+# Python client, e.g. an older commit's, against the same server.
+_CLIENT = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--client"),
+               str(REPO / "client" / "python"))
+sys.path.insert(0, _CLIENT)
 
 from report import format_table, machine_info  # noqa: E402
 from runner import MEASURES, fill, run_measure, run_mixed  # noqa: E402
@@ -55,6 +59,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                    help="seconds of warm-up before each timed loop (default 0.2)")
     p.add_argument("--capacity", type=int, default=0,
                    help="override both workloads' capacity (for quick checks; 0: as defined)")
+    p.add_argument("--client", default=_CLIENT,
+                   help="directory holding the replayd Python package to measure "
+                        "(default: client/python of this checkout)")
     p.add_argument("--json", default=str(REPO / "bench" / "results" / "python_compare.json"),
                    help="where to write the results as JSON ('' to skip)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -122,24 +129,30 @@ def run(args: argparse.Namespace) -> Dict:
                                     continue
                                 measure = MEASURES[key]
                                 native = system_cls.endpoint_type.native
+                                run_key = key
                                 if measure.mode and measure.mode not in native:
                                     substituted.setdefault(wname, {}).setdefault(key, {})[
                                         sname] = measure.fallback
-                                    continue
-                                value = run_measure(system_cls, handle, workload, key,
+                                    if measure.fallback in keys:
+                                        continue  # its number is copied below
+                                    run_key = measure.fallback
+                                value = run_measure(system_cls, handle, workload, run_key,
                                                     args.duration, args.warmup)
-                                raw.setdefault(wname, {}).setdefault(key, {}).setdefault(
+                                raw.setdefault(wname, {}).setdefault(run_key, {}).setdefault(
                                     sname, []).append(value)
-                                log(f"{wname} {sname} rep {rep + 1}: {key} {value:,.0f}/s")
+                                log(f"{wname} {sname} rep {rep + 1}: {run_key} {value:,.0f}/s")
                     finally:
                         system.destroy_store()
-    # A mode a system does not have is reported with its synchronous number.
+    # A mode a system does not have is reported with its synchronous number (measured
+    # for it when the synchronous row itself was not asked for).
     for wname, by_key in substituted.items():
         for key, by_system in by_key.items():
             for sname, fallback in by_system.items():
                 values = raw.get(wname, {}).get(fallback, {}).get(sname)
                 if values:
                     raw.setdefault(wname, {}).setdefault(key, {})[sname] = list(values)
+                    if fallback not in args.measures:
+                        del raw[wname][fallback][sname]
     results = []
     for wname, by_key in raw.items():
         for key, by_system in by_key.items():
@@ -154,7 +167,7 @@ def run(args: argparse.Namespace) -> Dict:
             "date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
             "machine": machine_info(), "python": platform.python_version(),
             "reps": args.reps, "duration_s": args.duration, "warmup_s": args.warmup,
-            "capacity_override": args.capacity or None,
+            "capacity_override": args.capacity or None, "client_path": args.client,
             "mixed_duration_s": args.mixed_duration, "results": results}
 
 

@@ -110,7 +110,8 @@ class ReplaydSystem(System):
         while not ready.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.destroy_store()
-                raise RuntimeError(f"replayd did not start; see {workdir / 'replayd.log'}")
+                log_tail = (workdir / "replayd.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{binary} did not start; its log:\n{log_tail}")
             time.sleep(0.01)
         address = f"unix://{sock}"
         with replayd.Client(address) as client:

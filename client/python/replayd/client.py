@@ -119,7 +119,7 @@ class Client:
         """This process's live connection, opened (with ``hello``) if needed.
         Raises ConnectionLost when the server cannot be reached."""
         conn = self._conn
-        if conn is not None and conn.alive and conn.pid == os.getpid():
+        if conn is not None and conn.alive and conn.pid == _PID[0]:
             return conn
         with self._lock:
             conn = self._conn
@@ -135,9 +135,11 @@ class Client:
                 self._conn = conn
             return conn
 
-    def open_connection(self) -> Connection:
-        """A new private connection to the same server (the caller closes it)."""
-        return Connection.open(self._address, timeout=self._timeout, client_name=self._name)
+    def open_connection(self, *, reader_thread: bool = True) -> Connection:
+        """A new private connection to the same server (the caller closes it). Without a
+        reader thread, one thread at a time may use it (see Connection)."""
+        return Connection.open(self._address, timeout=self._timeout, client_name=self._name,
+                               reader_thread=reader_thread)
 
     @property
     def server(self) -> Dict[str, Any]:
@@ -371,8 +373,13 @@ class Client:
 # by parent threads that do not exist in the child).
 _LIVE_CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
+# This process's id, renewed in a forked child: os.getpid() is a system call, and the
+# fast path of `connection` runs on every request.
+_PID = [os.getpid()]
+
 
 def _reset_clients_after_fork() -> None:
+    _PID[0] = os.getpid()
     clients = list(_LIVE_CLIENTS)
     _LIVE_CLIENTS.clear()
     for client in clients:

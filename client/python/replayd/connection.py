@@ -8,6 +8,10 @@ id, so requests pipeline freely and replies may arrive in any order.
 Futures complete in the reader thread: callbacks added to them must be quick and must not
 wait for another reply on the same connection.
 
+A private connection may do without the reader thread (``reader_thread=False``): then one
+thread at a time uses it, and `wait` reads the socket itself until its reply is in. That
+saves two thread switches per reply (the prefetching Sampler's connection works so).
+
 Lifetime: a connection is dead once the socket fails or closes; every request in flight
 then fails with ConnectionLost and is not repeated. A dead connection is never revived;
 the Client opens a new one. After fork, the child must `abandon` (never `close`) the
@@ -17,8 +21,10 @@ from __future__ import annotations
 
 import builtins
 import os
+import select
 import socket
 import threading
+import time
 import weakref
 from concurrent import futures
 from concurrent.futures import Future
@@ -43,7 +49,8 @@ Decoder = Callable[[Dict[str, Any], np.ndarray], Any]
 class Connection:
     """A live socket plus its reader thread. Create one with `Connection.open`."""
 
-    def __init__(self, address: Address, sock: socket.socket) -> None:
+    def __init__(self, address: Address, sock: socket.socket, *,
+                 reader_thread: bool = True) -> None:
         self.address = address
         self.pid = os.getpid()
         self.limits: Dict[str, int] = {}
@@ -55,13 +62,20 @@ class Connection:
         self._next_id = 1
         self._dead: Optional[str] = None  # why the connection died
         self._note = ""  # what the server said before closing, if anything
-        self._reader = threading.Thread(target=_read_loop, args=(weakref.ref(self), sock),
-                                        name=f"replayd-reader {address}", daemon=True)
-        self._reader.start()
+        self._reader: Optional[threading.Thread] = None
+        self._frames: Optional[FrameReader] = None  # without a reader thread: wait() reads
+        if reader_thread:
+            self._reader = threading.Thread(target=_read_loop,
+                                            args=(weakref.ref(self), sock),
+                                            name=f"replayd-reader {address}", daemon=True)
+            self._reader.start()
+        else:
+            self._frames = FrameReader()
 
     @classmethod
     def open(cls, address: Address, *, timeout: Optional[float] = None,
-             client_name: str = "replayd-python") -> "Connection":
+             client_name: str = "replayd-python",
+             reader_thread: bool = True) -> "Connection":
         """Connects, sends ``hello`` and checks the protocol version.
 
         `timeout` (seconds) bounds the connect and the hello round trip (None: connect
@@ -72,7 +86,7 @@ class Connection:
             sock = address.connect(timeout)
         except OSError as exc:
             raise ConnectionLost(f"cannot connect to {address}: {exc}") from None
-        conn = cls(address, sock)
+        conn = cls(address, sock, reader_thread=reader_thread)
         try:
             hello = conn.call({"op": "hello", "protocol": PROTOCOL_VERSION,
                                "client": client_name},
@@ -132,7 +146,10 @@ class Connection:
     def wait(self, request_id: int, future: Future, timeout: Optional[float]) -> Any:
         """The result of a submitted request, waiting at most `timeout` seconds (None:
         forever). On expiry the request is forgotten (a late reply is dropped) and
-        replayd.TimeoutError is raised; the request may still execute on the server."""
+        replayd.TimeoutError is raised; the request may still execute on the server.
+        Without a reader thread, the calling thread reads replies meanwhile."""
+        if self._frames is not None:
+            self._read_until(future, timeout)
         try:
             return future.result(timeout)
         except ReplayError:
@@ -160,7 +177,7 @@ class Connection:
             self.abandon()
             return
         self._kill("the connection was closed by the client")
-        if threading.current_thread() is not self._reader:
+        if self._reader is not None and threading.current_thread() is not self._reader:
             self._reader.join(timeout=5.0)
         self._sock.close()
 
@@ -185,6 +202,29 @@ class Connection:
                 pass
 
     # -- reader side -------------------------------------------------------------------
+
+    def _read_until(self, future: Future, timeout: Optional[float]) -> None:
+        """Without a reader thread: reads and dispatches replies until `future` is done,
+        the connection dies (which fails it) or `timeout` seconds pass."""
+        assert self._frames is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not future.done() and self._dead is None:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([self._sock], [], [], remaining)[0]:
+                    return
+            try:
+                received = self._sock.recv_into(self._frames.buffer())
+                if received == 0:
+                    self._kill("the server closed the connection" if self._frames.idle else
+                               "the server closed the connection in the middle of a reply")
+                    return
+                for frame in self._frames.advance(received):
+                    self._dispatch(frame)
+            except ProtocolError as exc:
+                self._kill(f"unreadable reply from the server: {exc.message}")
+            except OSError as exc:
+                self._kill(f"connection lost: {exc}")
 
     def _dispatch(self, frame: Frame) -> None:
         if frame.kind != KIND_REPLY:

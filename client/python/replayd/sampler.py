@@ -2,7 +2,8 @@
 
 A background thread keeps `prefetch` sample requests in flight on a private connection and
 fills a ready queue (at most `prefetch` entries) in request order, applying `transform`
-there, so the consumer usually finds a batch waiting instead of paying a round trip.
+there, so the consumer usually finds a batch waiting instead of paying a round trip. The
+connection has no reader thread of its own: the background thread reads its replies.
 
 Threading: one thread consumes (iteration is not meant to be shared). `close` may be called
 from any thread. A Sampler belongs to the process that created it: do not use it across
@@ -65,7 +66,8 @@ class Sampler:
         self._cond = threading.Condition()
         self._closed = False
         self._finished = False  # the thread ended; nothing more will be queued
-        self._conn = client.open_connection()
+        # Only the background thread uses the connection, so it reads the replies itself.
+        self._conn = client.open_connection(reader_thread=False)
         self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
                                         daemon=True)
         self._thread.start()
@@ -135,8 +137,9 @@ class Sampler:
         try:
             while not self._closed:
                 while len(in_flight) < self._prefetch:
-                    in_flight.append(self._conn.submit(self._meta, (), decode_sample)[1])
-                sample = in_flight.popleft().result()
+                    in_flight.append(self._conn.submit(self._meta, (), decode_sample))
+                request_id, future = in_flight.popleft()
+                sample = self._conn.wait(request_id, future, None)
                 item = sample if self._transform is None else self._transform(sample)
                 if not self._put(item):
                     return
