@@ -9,6 +9,8 @@
 
 #include <boost/json/parse.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,6 +30,29 @@ std::string read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// The server binary: REPLAYD_BIN when set (e.g. a sanitizer build), else the one CMake built.
+std::string server_binary() {
+  const char* override_path = std::getenv("REPLAYD_BIN");
+  return override_path && *override_path ? override_path : REPLAYD_SERVER_BINARY;
+}
+
+// Whether the binary has a --metrics flag; tests disable the metrics listener so that
+// servers started side by side do not compete for its fixed default port.
+bool has_metrics_flag() {
+  static const bool has = [] {
+    std::string command = "'" + server_binary() + "' --help 2>&1";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (!pipe) return false;
+    std::string help;
+    char chunk[4096];
+    while (const std::size_t n = std::fread(chunk, 1, sizeof(chunk), pipe))
+      help.append(chunk, n);
+    ::pclose(pipe);
+    return help.find("--metrics") != std::string::npos;
+  }();
+  return has;
 }
 
 }  // namespace
@@ -56,6 +81,10 @@ ServerProcess::ServerProcess(ServerOptions options) {
   std::vector<std::string> args{
       REPLAYD_SERVER_BINARY, "--unix",   unix_path_,    "--tcp", "127.0.0.1:0",
       "--ready-file",        ready_file, "--log-level", "warn"};
+  if (has_metrics_flag()) {
+    args.push_back("--metrics");
+    args.push_back("");
+  }
   if (!options.config_json.empty()) {
     const std::string config_file = directory_ + "/config.json";
     std::ofstream(config_file) << options.config_json;

@@ -1,6 +1,6 @@
-// ServerProcess: the real replayd binary (REPLAYD_SERVER_BINARY, from CMake) started as a
-// child process on a private Unix socket and an ephemeral TCP port, for tests that talk to
-// it over real sockets. The constructor returns once the server wrote its ready file; the
+// ServerProcess: the real replayd binary (REPLAYD_SERVER_BINARY from CMake, or $REPLAYD_BIN)
+// started as a child process on a private Unix socket and an ephemeral TCP port, for tests that
+// talk to it over real sockets. The constructor returns once the server wrote its ready file; the
 // destructor stops it with SIGTERM (SIGKILL after 10 s) and removes its directory.
 // Threading: owned by one test; the address accessors may be read from any thread.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <boost/json/serialize.hpp>
 #include <cmath>
+#include <cstdlib>
 
 #include "replayd_client/frame_codec.h"
 #include "replayd_client/json_text.h"
@@ -28,7 +29,11 @@ std::string& table_request(std::string_view op, std::string_view table) {
 
 Client::Client(std::string_view address, ClientOptions options)
     : connection_(std::make_unique<Connection>(parse_address(address), options.max_in_flight)),
-      client_name_(std::move(options.client_name)) {
+      client_name_(std::move(options.client_name)),
+      token_(std::move(options.token)) {
+  if (!token_) {
+    if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) token_ = token;
+  }
   hello_ = hello();
   if (hello_.protocol != kProtocolVersion) {
     throw Error(ErrorCode::bad_reply, connection_->address().to_string() + " speaks protocol " +
@@ -46,6 +51,10 @@ std::future<ServerHello> Client::hello_async() {
   append_json_uint(meta, kProtocolVersion);
   meta.append(",\"client\":");
   append_json_string(meta, client_name_);
+  if (token_) {
+    meta.append(",\"token\":");
+    append_json_string(meta, *token_);
+  }
   meta.push_back('}');
   return connection_->call<ServerHello, decode_hello>(meta, {});
 }

@@ -31,6 +31,9 @@ struct ClientOptions {
   std::size_t max_in_flight = 4096;
   // Sent in hello; shows up in server logs.
   std::string client_name = "replayd-cpp";
+  // The server's shared token (docs/SECURITY.md), sent in hello; needed on TCP when the
+  // server has one. nullopt: the REPLAYD_TOKEN environment variable, if set and non-empty.
+  std::optional<std::string> token;
 };
 
 struct InsertOptions {
@@ -49,7 +52,8 @@ class Client {
  public:
   // Connects to `address` ("unix:///path" or "tcp://host:port"), sends hello and checks
   // the protocol version. Throws Error: invalid_argument (bad address), connection_lost
-  // (cannot connect), bad_reply (another protocol version).
+  // (cannot connect), unauthenticated (token missing or wrong), bad_reply (another
+  // protocol version).
   explicit Client(std::string_view address = kDefaultAddress, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;
@@ -136,6 +140,7 @@ class Client {
   std::unique_ptr<Connection> connection_;
   ServerHello hello_;
   std::string client_name_;
+  std::optional<std::string> token_;
 };
 
 }  // namespace replayd::client

@@ -6,7 +6,7 @@
 namespace replayd::client {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 10> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 11> kNames{{
     {ErrorCode::invalid_argument, "invalid_argument"},
     {ErrorCode::not_found, "not_found"},
     {ErrorCode::already_exists, "already_exists"},
@@ -14,6 +14,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 10> kNames{{
     {ErrorCode::resource_exhausted, "resource_exhausted"},
     {ErrorCode::shutting_down, "shutting_down"},
     {ErrorCode::protocol_error, "protocol_error"},
+    {ErrorCode::unauthenticated, "unauthenticated"},
     {ErrorCode::connection_lost, "connection_lost"},
     {ErrorCode::bad_reply, "bad_reply"},
     {ErrorCode::unknown, "unknown"},

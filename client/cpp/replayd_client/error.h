@@ -17,6 +17,7 @@ enum class ErrorCode {
   resource_exhausted,  // a server limit would be exceeded
   shutting_down,       // the server is stopping; the request was not executed
   protocol_error,      // the server saw broken framing (it closes the connection)
+  unauthenticated,     // the server requires a token in hello (it closes the connection)
   connection_lost,     // client side: the connection failed or closed before the reply
   bad_reply,           // client side: a reply that does not follow docs/PROTOCOL.md
   unknown              // a wire code this client does not know

@@ -88,12 +88,12 @@ std::shared_ptr<const SampleLayout> layout_of(const json::object& meta) {
 ReplyDecoder::ReplyDecoder() : arena_(arena_bytes_.data(), arena_bytes_.size()) {}
 
 const json::object& ReplyDecoder::parse(const Reply& reply) {
-  parsed_ = nullptr;
-  arena_.release();
+  parsed_.reset();
+  arena_.release();  // every allocation of the previous reply's metadata is gone now
   std::error_code ec;
-  parsed_ = json::parse(reply.meta, ec, json::storage_ptr(&arena_));
-  if (ec || !parsed_.is_object()) bad_reply("reply metadata is not a JSON object");
-  const json::object& meta = parsed_.get_object();
+  parsed_.emplace(json::parse(reply.meta, ec, json::storage_ptr(&arena_)));
+  if (ec || !parsed_->is_object()) bad_reply("reply metadata is not a JSON object");
+  const json::object& meta = parsed_->get_object();
   if (const json::value* error = meta.if_contains("error")) {
     const json::object* details = error->if_object();
     const json::value* code = details ? details->if_contains("code") : nullptr;

@@ -9,6 +9,7 @@
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/value.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "replayd_client/buffer.h"
@@ -41,7 +42,7 @@ class ReplyDecoder {
 
   alignas(std::max_align_t) std::array<unsigned char, 8192> arena_bytes_;
   boost::json::monotonic_resource arena_;
-  boost::json::value parsed_;
+  std::optional<boost::json::value> parsed_;  // allocated in arena_
   std::array<CachedLayout, kCachedLayouts> layouts_;
   std::size_t next_layout_ = 0;
 };
