@@ -11,6 +11,7 @@ Lock order: head, then chunks in ascending order, then tree.
 """
 from __future__ import annotations
 
+import mmap
 import multiprocessing as mp
 from multiprocessing import shared_memory
 from pathlib import Path
@@ -52,6 +53,9 @@ class ShmEndpoint(Endpoint):
         layout: _Layout = handle["layout"]
         self.shm = shared_memory.SharedMemory(name=handle["name"])
         buf = self.shm.buf
+        # Map every page now, as a long-running process would have: a fresh mapping takes a
+        # page fault on each first touch (14 per W2 item), which is not the buffer's cost.
+        np.frombuffer(buf, np.uint8)[::mmap.PAGESIZE].max()
         self.capacity = layout.capacity
         self.cursor = np.ndarray((1,), np.int64, buf, 0)  # items ever inserted
         self.max_mass = np.ndarray((1,), np.float64, buf, 8)
