@@ -188,11 +188,14 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Shared> shared, tcp::soc
   std::array<char, kReadChunkBytes> chunk;
   std::string pending;  // bytes read but not yet fed to the parser; at most one chunk
   bool drain_before_close = false;
+  // A request head must arrive whole within idle_timeout_ms of the previous reply (or of the
+  // accept), however slowly its bytes trickle in.
+  auto request_deadline = std::chrono::steady_clock::now() + shared->limits.idle_timeout_ms;
 
   while (!shared->closed) {
     pending.erase(0, parser.feed(pending));
     if (parser.state() == HttpRequestParser::State::incomplete) {
-      timer.expires_after(shared->limits.idle_timeout_ms);
+      timer.expires_at(request_deadline);
       auto read = co_await (socket.async_read_some(asio::buffer(chunk), as_tuple) ||
                             timer.async_wait(as_tuple));
       if (read.index() == 1) break;  // idle for too long
@@ -226,6 +229,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Shared> shared, tcp::soc
     if (written.index() == 1 || std::get<0>(std::get<0>(written))) break;
     if (!keep_alive) break;
     parser.reset();
+    request_deadline = std::chrono::steady_clock::now() + shared->limits.idle_timeout_ms;
   }
 
   asio::error_code ignored;

@@ -34,9 +34,10 @@ struct HttpResponse {
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerLimits {
-  HttpRequestLimits request;                         // per request head
-  std::size_t max_connections = 64;                  // open HTTP connections; more are closed
-  std::chrono::milliseconds idle_timeout_ms{30000};  // no complete request or write progress
+  HttpRequestLimits request;         // per request head
+  std::size_t max_connections = 64;  // open HTTP connections; more are closed
+  // A request head must arrive whole, and a reply be written, within this long.
+  std::chrono::milliseconds idle_timeout_ms{30000};
 };
 
 class HttpServer {

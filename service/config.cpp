@@ -82,6 +82,15 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
       auto parsed = parse_host_port(config.tcp_address);
       if (!parsed) return listen_reader.error("tcp", parsed.error().message);
     }
+    REPLAYD_ASSIGN_OR_RETURN(auto metrics, listen_reader.optional_string("metrics"));
+    if (metrics) config.metrics_address = *metrics;
+    if (listen_reader.has("metrics") && listen_reader.value("metrics")->is_null()) {
+      config.metrics_address = "";
+    }
+    if (!config.metrics_address.empty()) {
+      auto parsed = parse_host_port(config.metrics_address);
+      if (!parsed) return listen_reader.error("metrics", parsed.error().message);
+    }
     REPLAYD_RETURN_IF_ERROR(listen_reader.finish());
   }
   REPLAYD_ASSIGN_OR_RETURN(auto log_level, reader.optional_string("log_level"));

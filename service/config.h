@@ -25,6 +25,7 @@ struct Limits {
 struct ServerConfig {
   std::string unix_path = "/tmp/replayd.sock";  // empty: no Unix listener
   std::string tcp_address = "127.0.0.1:7700";   // HOST:PORT, port 0 = ephemeral; empty: none
+  std::string metrics_address = "127.0.0.1:9700";  // HTTP /metrics; HOST:PORT; empty: none
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
   std::string ready_file;                       // written once listening; empty: none
   Limits limits;

@@ -17,7 +17,7 @@ void table_changed(HostedTable& table) {
   table.insert_waiters.wake_front();
 }
 
-Dispatched dispatch(ServiceContext& context, Frame frame) {
+Dispatched dispatch(ServiceContext& context, Frame frame, metrics::RequestOp* op_out) {
   const std::uint64_t id = frame.header.request_id;
   auto document = parse_json(frame.meta, "request metadata");
   if (!document) return make_error_reply(id, document.error());
@@ -27,6 +27,7 @@ Dispatched dispatch(ServiceContext& context, Frame frame) {
   auto op_result = request.string("op");
   if (!op_result) return make_error_reply(id, op_result.error());
   const std::string& op = *op_result;
+  if (op_out) *op_out = metrics::request_op_of(op);
 
   if (context.shutting_down) {
     return make_error_reply(id, WireError::shutting_down, "the server is shutting down");

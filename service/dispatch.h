@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "metrics/request_op.h"
 #include "service/frame.h"
 #include "service/reply.h"
 #include "service/service_context.h"
@@ -27,6 +28,7 @@ struct PreparedInsert {
   Frame frame;
   std::vector<std::span<const std::byte>> columns;
   std::span<const double> priorities;
+  std::chrono::steady_clock::time_point received_at;  // when read (request latency metric)
 };
 
 struct PreparedSample {
@@ -35,12 +37,14 @@ struct PreparedSample {
   std::uint64_t n = 0;
   double beta = 0.4;
   std::optional<std::chrono::milliseconds> timeout;
+  std::chrono::steady_clock::time_point received_at;  // when read (request latency metric)
 };
 
 using Dispatched = std::variant<Reply, PreparedInsert, PreparedSample>;
 
 // Parses and validates a request; executes every op that never waits.
-Dispatched dispatch(ServiceContext& context, Frame frame);
+// When `op` is given, *op receives the request's op (RequestOp::unknown when none is readable).
+Dispatched dispatch(ServiceContext& context, Frame frame, metrics::RequestOp* op = nullptr);
 
 // Execute a prepared request. Precondition: the table admits it now (may_insert/may_sample).
 // After either, call table_changed() so waiters re-check.

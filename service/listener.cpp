@@ -30,6 +30,7 @@ asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, c
     if (context.sessions.size() >= context.limits.max_connections) {
       spdlog::warn("{} connection refused: max_connections = {} reached", kind,
                    context.limits.max_connections);
+      context.metrics.connection_refused();
       asio::error_code ignored;
       socket.close(ignored);
       continue;

@@ -34,6 +34,7 @@ std::string ready_document(const replayd::service::ListenAddresses& addresses) {
   boost::json::object ready{{"pid", ::getpid()}};
   if (!addresses.unix_path.empty()) ready["unix"] = addresses.unix_path;
   if (!addresses.tcp.empty()) ready["tcp"] = addresses.tcp;
+  if (!addresses.metrics.empty()) ready["metrics"] = addresses.metrics;
   return boost::json::serialize(ready) + "\n";
 }
 
@@ -44,13 +45,16 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::optional<std::string> unix_path;
   std::optional<std::string> tcp_address;
+  std::optional<std::string> metrics_address;
   std::optional<std::string> log_level;
   std::optional<std::string> ready_file;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path, "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
   app.add_option("--tcp", tcp_address, "TCP HOST:PORT, port 0 = any; \"\" disables (default 127.0.0.1:7700)");
+  app.add_option("--metrics", metrics_address,
+                 "HTTP HOST:PORT for /metrics, /healthz, /readyz; \"\" disables (default 127.0.0.1:9700)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
-  app.add_option("--ready-file", ready_file, "write {\"unix\",\"tcp\",\"pid\"} JSON here once listening");
+  app.add_option("--ready-file", ready_file, "write {\"unix\",\"tcp\",\"metrics\",\"pid\"} JSON here once listening");
   app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
   CLI11_PARSE(app, argc, argv);
 
@@ -69,6 +73,7 @@ int main(int argc, char** argv) {
     }
     if (unix_path) config.unix_path = *unix_path;
     if (tcp_address) config.tcp_address = *tcp_address;
+    if (metrics_address) config.metrics_address = *metrics_address;
     if (log_level) config.log_level = *log_level;
     if (ready_file) config.ready_file = *ready_file;
 

@@ -33,6 +33,7 @@ std::uint64_t random_seed() {
 Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.limits = config_.limits;
   context_.seed_source = &random_seed;
+  for (std::string_view code : wire_error_codes()) context_.metrics.declare_error_code(code);
   ready_future_ = ready_promise_.get_future().share();
 }
 
@@ -54,6 +55,18 @@ Status Server::open() {
   if (!unix_acceptor_ && !tcp_acceptor_) {
     return make_error(ErrorCode::invalid_argument, "no listener: both unix and tcp are disabled");
   }
+  if (!config_.metrics_address.empty()) REPLAYD_RETURN_IF_ERROR(open_metrics());
+  return Ok{};
+}
+
+Status Server::open_metrics() {
+  auto endpoint = MetricsEndpoint::open(io_, config_.metrics_address, context_, [this] {
+    if (context_.shutting_down) return std::string("shutting down");
+    return std::string(serving_ ? "" : "starting");
+  });
+  if (!endpoint) return endpoint.error();
+  metrics_endpoint_ = std::move(endpoint).value();
+  addresses_.metrics = metrics_endpoint_->address();
   return Ok{};
 }
 
@@ -135,6 +148,11 @@ void Server::run() {
     asio::co_spawn(io_, accept_tcp(*tcp_acceptor_, context_), log_listener_exit);
     spdlog::info("listening on tcp:{}", addresses_.tcp);
   }
+  if (metrics_endpoint_) {
+    metrics_endpoint_->start();
+    spdlog::info("serving metrics on http://{}/metrics", addresses_.metrics);
+  }
+  serving_ = true;
   ready_promise_.set_value(addresses_);
   io_.run();
 }
@@ -168,6 +186,7 @@ void Server::stop() {
           spdlog::warn("{} connections did not finish within {} s; closing them",
                        context_.sessions.size(), kShutdownGrace.count());
         }
+        if (metrics_endpoint_) metrics_endpoint_->close();
         io_.stop();
       },
       log_listener_exit);

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "service/config.h"
+#include "service/metrics_endpoint.h"
 #include "service/service_context.h"
 
 namespace replayd::service {
@@ -21,6 +22,7 @@ namespace replayd::service {
 struct ListenAddresses {
   std::string unix_path;  // empty when disabled
   std::string tcp;        // "host:port" with the bound port; empty when disabled
+  std::string metrics;    // "host:port" of the metrics HTTP listener; empty when disabled
 };
 
 class Server {
@@ -49,6 +51,7 @@ class Server {
   void stop();
   Status open_unix();
   Status open_tcp();
+  Status open_metrics();
 
   ServerConfig config_;
   asio::io_context io_;
@@ -56,6 +59,8 @@ class Server {
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::optional<asio::ip::tcp::acceptor> tcp_acceptor_;
   std::optional<asio::signal_set> signals_;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint_;  // null when metrics are disabled
+  bool serving_ = false;                               // run() started the listeners
   ListenAddresses addresses_;
   std::promise<ListenAddresses> ready_promise_;
   std::shared_future<ListenAddresses> ready_future_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <unordered_set>
 
+#include "metrics/server_metrics.h"
 #include "service/config.h"
 #include "service/table_registry.h"
 #include "service/wait_queue.h"
@@ -25,6 +26,8 @@ struct ServiceContext {
   std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
   WaitQueue sessions_drained;             // woken when the last session ends
   bool shutting_down = false;
+  // Prometheus instruments the request path updates (docs/OPERATIONS.md).
+  metrics::ServerMetrics metrics{kServerVersion};
   // Seeds tables whose description states none (random by default; fixed in tests).
   std::uint64_t (*seed_source)() = nullptr;
 };

@@ -31,10 +31,12 @@ Session::Session(Socket socket, ServiceContext& context)
       context_(context),
       decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}) {
   context_.sessions.insert(this);
+  context_.metrics.connection_opened();
 }
 
 Session::~Session() {
   context_.sessions.erase(this);
+  context_.metrics.connection_closed();
   if (context_.sessions.empty()) context_.sessions_drained.wake_all();
 }
 
@@ -69,12 +71,14 @@ asio::awaitable<void> Session::read_loop() {
     if (destination.size() >= kDirectReadBytes) {
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(destination.data(), destination.size()), as_tuple);
       if (ec) break;
+      context_.metrics.bytes_received(n);
       decoder_.commit_payload(n);
       if (decoder_.has_frame()) handle(decoder_.take_frame());
       continue;
     }
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), as_tuple);
     if (ec) break;
+    context_.metrics.bytes_received(n);
     consume({chunk.data(), n});
   }
   stop_reading();
@@ -109,19 +113,32 @@ void Session::stop_reading() {
 }
 
 void Session::handle(Frame frame) {
-  Dispatched dispatched = dispatch(context_, std::move(frame));
+  const auto received_at = std::chrono::steady_clock::now();
+  metrics::RequestOp op = metrics::RequestOp::unknown;
+  Dispatched dispatched = dispatch(context_, std::move(frame), &op);
   if (auto* reply = std::get_if<Reply>(&dispatched)) {
-    send(std::move(*reply));
+    answer(op, received_at, std::move(*reply));
   } else if (auto* insert = std::get_if<PreparedInsert>(&dispatched)) {
+    insert->received_at = received_at;
     handle_insert(std::move(*insert));
   } else {
-    handle_sample(std::move(std::get<PreparedSample>(dispatched)));
+    auto& sample = std::get<PreparedSample>(dispatched);
+    sample.received_at = received_at;
+    handle_sample(std::move(sample));
   }
 }
 
-bool Session::may_park(std::uint64_t request_id) {
+void Session::answer(metrics::RequestOp op, std::chrono::steady_clock::time_point received_at,
+                     Reply reply) {
+  context_.metrics.request_finished(op, reply.error_code,
+                                    std::chrono::steady_clock::now() - received_at);
+  send(std::move(reply));
+}
+
+bool Session::may_park(metrics::RequestOp op, std::uint64_t request_id,
+                       std::chrono::steady_clock::time_point received_at) {
   if (parked_.size() < context_.limits.max_waiting_per_connection) return true;
-  send(make_error_reply(request_id, WireError::resource_exhausted,
+  answer(op, received_at, make_error_reply(request_id, WireError::resource_exhausted,
                         "this connection already has max_waiting_per_connection = " +
                             std::to_string(context_.limits.max_waiting_per_connection) +
                             " requests waiting"));
@@ -131,17 +148,19 @@ bool Session::may_park(std::uint64_t request_id) {
 void Session::handle_insert(PreparedInsert insert) {
   HostedTable& hosted = *insert.table;
   if (hosted.insert_waiters.empty() && hosted.table->may_insert(insert.n)) {
-    send(execute_insert(insert));
+    answer(metrics::RequestOp::insert, insert.received_at, execute_insert(insert));
     table_changed(hosted);
     return;
   }
   if (insert.timeout && insert.timeout->count() == 0) {
-    send(make_error_reply(insert.request_id, WireError::timeout,
-                          "table '" + hosted.table->name() +
-                              "': the rate limiter does not admit this insert now and timeout_ms is 0"));
+    answer(metrics::RequestOp::insert, insert.received_at,
+           make_error_reply(insert.request_id, WireError::timeout,
+                            "table '" + hosted.table->name() +
+                                "': the rate limiter does not admit this insert now and "
+                                "timeout_ms is 0"));
     return;
   }
-  if (!may_park(insert.request_id)) return;
+  if (!may_park(metrics::RequestOp::insert, insert.request_id, insert.received_at)) return;
   asio::co_spawn(socket_.get_executor(),
                  [self = shared_from_this(), insert = std::move(insert)]() mutable {
                    return self->wait_then_insert(std::move(insert));
@@ -152,18 +171,19 @@ void Session::handle_insert(PreparedInsert insert) {
 void Session::handle_sample(PreparedSample sample) {
   HostedTable& hosted = *sample.table;
   if (hosted.sample_waiters.empty() && hosted.table->may_sample(sample.n)) {
-    send(execute_sample(sample));
+    answer(metrics::RequestOp::sample, sample.received_at, execute_sample(sample));
     table_changed(hosted);
     return;
   }
   if (sample.timeout && sample.timeout->count() == 0) {
-    send(make_error_reply(sample.request_id, WireError::timeout,
-                          "table '" + hosted.table->name() +
-                              "': not enough items or the rate limiter does not admit this sample "
-                              "now, and timeout_ms is 0"));
+    answer(metrics::RequestOp::sample, sample.received_at,
+           make_error_reply(sample.request_id, WireError::timeout,
+                            "table '" + hosted.table->name() +
+                                "': not enough items or the rate limiter does not admit this "
+                                "sample now, and timeout_ms is 0"));
     return;
   }
-  if (!may_park(sample.request_id)) return;
+  if (!may_park(metrics::RequestOp::sample, sample.request_id, sample.received_at)) return;
   asio::co_spawn(socket_.get_executor(),
                  [self = shared_from_this(), sample = std::move(sample)]() mutable {
                    return self->wait_then_sample(std::move(sample));
@@ -221,6 +241,7 @@ asio::awaitable<std::optional<Reply>> wait_for_admission(
 
 asio::awaitable<void> Session::wait_then_insert(PreparedInsert insert) {
   auto hosted = insert.table;
+  const auto parked_at = std::chrono::steady_clock::now();
   auto reply = co_await wait_for_admission(
       hosted->insert_waiters, parked_, *hosted, insert.request_id, insert.timeout, "insert",
       [&] { return hosted->table->may_insert(insert.n); },
@@ -229,12 +250,15 @@ asio::awaitable<void> Session::wait_then_insert(PreparedInsert insert) {
         table_changed(*hosted);
         return result;
       });
-  if (reply) send(std::move(*reply));
+  context_.metrics.rate_limiter_waited(metrics::RequestOp::insert,
+                                       std::chrono::steady_clock::now() - parked_at);
+  if (reply) answer(metrics::RequestOp::insert, insert.received_at, std::move(*reply));
   outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
 }
 
 asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
   auto hosted = sample.table;
+  const auto parked_at = std::chrono::steady_clock::now();
   auto reply = co_await wait_for_admission(
       hosted->sample_waiters, parked_, *hosted, sample.request_id, sample.timeout, "sample",
       [&] { return hosted->table->may_sample(sample.n); },
@@ -243,12 +267,15 @@ asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
         table_changed(*hosted);
         return result;
       });
-  if (reply) send(std::move(*reply));
+  context_.metrics.rate_limiter_waited(metrics::RequestOp::sample,
+                                       std::chrono::steady_clock::now() - parked_at);
+  if (reply) answer(metrics::RequestOp::sample, sample.received_at, std::move(*reply));
   outbox_ready_.wake_all();
 }
 
 void Session::send(Reply reply) {
   if (write_failed_) return;
+  if (reply.is_error) context_.metrics.error_replied(reply.error_code);
   outbox_bytes_ += reply.wire_bytes();
   outbox_.push_back(std::move(reply));
   outbox_ready_.wake_all();
@@ -275,7 +302,7 @@ asio::awaitable<void> Session::write_loop() {
       bytes += reply.wire_bytes();
     }
     auto [ec, written] = co_await asio::async_write(socket_, buffers, as_tuple);
-    (void)written;
+    context_.metrics.bytes_sent(written);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
     outbox_bytes_ -= bytes;
     read_resume_.wake_front();

@@ -52,7 +52,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void handle(Frame frame);
   void handle_insert(PreparedInsert insert);
   void handle_sample(PreparedSample sample);
-  bool may_park(std::uint64_t request_id);
+  // False (after answering resource_exhausted) when the connection may park no more requests.
+  bool may_park(metrics::RequestOp op, std::uint64_t request_id,
+                std::chrono::steady_clock::time_point received_at);
+  // Counts the reply of a request of `op` read at `received_at` in the metrics, then send()s.
+  void answer(metrics::RequestOp op, std::chrono::steady_clock::time_point received_at,
+              Reply reply);
   void send(Reply reply);
   void stop_reading();
   bool reading_paused() const;

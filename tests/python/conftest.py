@@ -70,8 +70,8 @@ class ServerProcess:
         ready_file = self.workdir / f"ready-{self._starts}.json"
         args = [str(binary), "--unix", self.unix_path, "--tcp", self.tcp_spec,
                 "--ready-file", str(ready_file), *self.extra_args]
-        if _supports_metrics_flag(binary):
-            args += ["--metrics", ""]
+        if "--metrics" not in self.extra_args and _supports_metrics_flag(binary):
+            args += ["--metrics", ""]  # no metrics listener unless a test asks for one
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)

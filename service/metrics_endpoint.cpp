@@ -1,0 +1,59 @@
+#include "service/metrics_endpoint.h"
+
+#include "metrics/endpoints.h"
+#include "service/reply.h"
+
+namespace replayd::service {
+
+MetricsEndpoint::MetricsEndpoint(asio::io_context& io, metrics::HttpHandler handler)
+    : http_(io, metrics::HttpServerLimits{}, std::move(handler)) {}
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::open(
+    asio::io_context& io, std::string_view address, ServiceContext& context,
+    std::function<std::string()> not_ready_reason) {
+  auto host_port = parse_host_port(address);
+  if (!host_port) {
+    return make_error(ErrorCode::invalid_argument, "metrics " + host_port.error().message);
+  }
+  asio::error_code ec;
+  const auto ip = asio::ip::make_address(host_port->host, ec);
+  if (ec) {
+    return make_error(ErrorCode::invalid_argument, "metrics address '" + std::string(address) +
+                                                       "': '" + host_port->host +
+                                                       "' is not an IP address");
+  }
+  metrics::EndpointCallbacks callbacks{
+      [&context] { return context.metrics.scrape(snapshot_tables(context.tables)); },
+      std::move(not_ready_reason)};
+  auto endpoint = std::make_unique<MetricsEndpoint>(
+      io, [callbacks = std::move(callbacks)](const metrics::HttpRequest& request) {
+        return metrics::route_request(request, callbacks);
+      });
+  REPLAYD_RETURN_IF_ERROR(endpoint->http_.open(asio::ip::tcp::endpoint(ip, host_port->port)));
+  return endpoint;
+}
+
+std::vector<metrics::TableSnapshot> snapshot_tables(const TableRegistry& tables) {
+  std::vector<metrics::TableSnapshot> snapshots;
+  for (const auto& hosted : tables.list()) {
+    metrics::TableSnapshot& snapshot = snapshots.emplace_back();
+    snapshot.name = hosted->table->name();
+    snapshot.info = hosted->table->info();
+    snapshot.waiting_inserts = hosted->insert_waiters.size();
+    snapshot.waiting_samples = hosted->sample_waiters.size();
+  }
+  return snapshots;
+}
+
+std::vector<std::string_view> wire_error_codes() {
+  std::vector<std::string_view> codes;
+  for (WireError code :
+       {WireError::invalid_argument, WireError::not_found, WireError::already_exists,
+        WireError::timeout, WireError::resource_exhausted, WireError::shutting_down,
+        WireError::protocol_error}) {
+    codes.emplace_back(wire_error_name(code));
+  }
+  return codes;
+}
+
+}  // namespace replayd::service
