@@ -33,6 +33,16 @@ struct Pick {
   double weight;
 };
 
+// The sampling mass of the present items: an item of mass m is drawn with probability
+// m / total, and `min_positive` is the smallest mass that can be drawn. Lets a client
+// combine several tables (shards) into one distribution with correct importance weights.
+// Selectors without priorities give every item mass 1. A total of 0 with items present
+// means every priority is 0 and draws are uniform.
+struct SamplingMass {
+  double total = 0;
+  double min_positive = 1;
+};
+
 class Selector {
  public:
   virtual ~Selector() = default;
@@ -53,6 +63,10 @@ class Selector {
   // prioritized). insert()ing the slots in this order, with their priorities, into an empty
   // selector of the same configuration rebuilds an identical selector. O(size).
   virtual void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const = 0;
+  // The mass of the `present` items (their count, given by the caller). O(1).
+  virtual SamplingMass mass(std::uint32_t present) const {
+    return SamplingMass{static_cast<double>(present), 1.0};
+  }
 };
 
 // Validates the configuration (names the bad parameter) and builds a selector for slots

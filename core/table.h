@@ -23,14 +23,14 @@
 namespace replayd {
 
 struct TableCounters {
-  std::uint64_t inserts = 0;          // items inserted
-  std::uint64_t samples = 0;          // items sampled (a batch of n counts n)
-  std::uint64_t priority_updates = 0; // updates applied
-  std::uint64_t stale_updates = 0;    // updates aimed at keys no longer stored (ignored)
-  std::uint64_t deletes = 0;          // items deleted by request
-  std::uint64_t stale_deletes = 0;    // deletes aimed at keys no longer stored (ignored)
-  std::uint64_t evictions = 0;        // items removed to make room
-  std::uint64_t expirations = 0;      // items removed after max_times_sampled samples
+  std::uint64_t inserts = 0;           // items inserted
+  std::uint64_t samples = 0;           // items sampled (a batch of n counts n)
+  std::uint64_t priority_updates = 0;  // updates applied
+  std::uint64_t stale_updates = 0;     // updates aimed at keys no longer stored (ignored)
+  std::uint64_t deletes = 0;           // items deleted by request
+  std::uint64_t stale_deletes = 0;     // deletes aimed at keys no longer stored (ignored)
+  std::uint64_t evictions = 0;         // items removed to make room
+  std::uint64_t expirations = 0;       // items removed after max_times_sampled samples
   bool operator==(const TableCounters&) const = default;
 };
 
@@ -67,8 +67,8 @@ class Table {
  public:
   // Validates `config` (see validate_table_config, selector and rate limiter rules) and
   // allocates storage for `capacity` items.
-  static Result<std::unique_ptr<Table>> create(TableConfig config,
-                                               std::uint64_t max_table_bytes = kDefaultMaxTableBytes);
+  static Result<std::unique_ptr<Table>> create(
+      TableConfig config, std::uint64_t max_table_bytes = kDefaultMaxTableBytes);
   static constexpr std::uint64_t kDefaultMaxTableBytes = std::uint64_t{64} << 30;
 
   const TableConfig& config() const { return config_; }
@@ -108,6 +108,8 @@ class Table {
   void reset();
 
   TableInfo info() const;
+  // The sampler's mass of the stored items (see SamplingMass). O(1).
+  SamplingMass sampling_mass() const { return sampler_->mass(storage_.size()); }
 
   // Read access for snapshots and tests.
   const Storage& storage() const { return storage_; }

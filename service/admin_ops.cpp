@@ -18,6 +18,7 @@ json::object table_info_json(const HostedTable& hosted) {
   const Table& table = *hosted.table;
   const TableInfo info = table.info();
   const auto& c = info.counters;
+  const SamplingMass mass = table.sampling_mass();
   return json::object{
       {"name", table.name()},
       {"size", info.size},
@@ -36,6 +37,8 @@ json::object table_info_json(const HostedTable& hosted) {
                                     {"deletes", info.rate_limiter.deletes}}},
       {"waiting", json::object{{"inserts", hosted.insert_waiters.size()},
                                {"samples", hosted.sample_waiters.size()}}},
+      {"mass", mass.total},
+      {"min_mass", mass.min_positive},
   };
 }
 

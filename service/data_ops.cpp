@@ -2,6 +2,7 @@
 // against the table's schema before anything is stored; samples are copied by the table
 // straight into the reply payload.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -165,7 +166,9 @@ constexpr std::array<std::pair<const char*, const char*>, 4> kSampleInfoColumns{
     {"key", "uint64"}, {"probability", "float64"}, {"weight", "float64"}, {"times_sampled", "uint32"}}};
 constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
 
-std::string sample_meta(const Schema& schema, std::uint64_t n, const ColumnLayout& layout) {
+// The reply metadata up to the column list; the caller appends the table state and the
+// closing brace.
+std::string sample_meta_prefix(const Schema& schema, std::uint64_t n, const ColumnLayout& layout) {
   std::string meta = "{\"n\":" + std::to_string(n) + ",\"columns\":[";
   const std::string n_text = std::to_string(n);
   auto add = [&](std::string_view name, std::string_view dtype, const std::vector<std::uint64_t>& shape,
@@ -183,8 +186,20 @@ std::string sample_meta(const Schema& schema, std::uint64_t n, const ColumnLayou
     const Field& field = schema.field(f);
     add(field.name, dtype_name(field.dtype), field.shape, layout.offsets[4 + f]);
   }
-  meta += "]}";
+  meta += "]";
   return meta;
+}
+
+std::string number_text(double value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  return std::string(text, end);
+}
+
+// The table as the draws saw it: a client sampling several shards combines them with it.
+std::string sampled_state(std::uint32_t size, const SamplingMass& mass) {
+  return ",\"state\":{\"size\":" + std::to_string(size) + ",\"mass\":" + number_text(mass.total) +
+         ",\"min_mass\":" + number_text(mass.min_positive) + "}}";
 }
 
 }  // namespace
@@ -215,13 +230,16 @@ Reply execute_sample(PreparedSample& sample) {
                         {payload.as<double>(offsets[2]), n},
                         {payload.as<std::uint32_t>(offsets[3]), n},
                         columns};
+  const std::uint32_t size_before = hosted.table->size();
+  const SamplingMass mass_before = hosted.table->sampling_mass();
   auto status = hosted.table->sample(n, sample.beta, buffers);
   if (!status) return make_error_reply(sample.request_id, status.error());
   if (hosted.cached_sample_n != n) {
-    hosted.cached_sample_meta = sample_meta(schema, n, *layout);
+    hosted.cached_sample_meta = sample_meta_prefix(schema, n, *layout);
     hosted.cached_sample_n = n;
   }
-  return make_reply(sample.request_id, hosted.cached_sample_meta, std::move(payload));
+  return make_reply(sample.request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before),
+                    std::move(payload));
 }
 
 Result<std::string> op_update_priorities(ServiceContext& context, JsonReader& request,

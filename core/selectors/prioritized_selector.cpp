@@ -42,6 +42,12 @@ void PrioritizedSelector::clear() {
   positive_masses_.clear();
 }
 
+SamplingMass PrioritizedSelector::mass(std::uint32_t present) const {
+  (void)present;
+  const double total = masses_.total();
+  return total > 0 ? SamplingMass{total, positive_masses_.min()} : SamplingMass{0.0, 0.0};
+}
+
 Pick PrioritizedSelector::sample(Rng& rng, double beta) const {
   const double total = masses_.total();
   const std::uint32_t n = present_.size();

@@ -27,8 +27,12 @@ class PrioritizedSelector final : public Selector {
   SelectorKind kind() const override { return SelectorKind::prioritized; }
   // The dense order of present_ (used by the all-zero fallback); masses follow priorities.
   void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const override {
-    for (std::uint32_t i = 0; i < present_.size(); ++i) visit(present_.at(i));
+    for (std::uint32_t i = 0; i < present_.size(); ++i)
+      visit(present_.at(i));
   }
+  // {sum of p^alpha, smallest positive p^alpha}; {0, 0} when every priority is 0 (the
+  // table then samples uniformly: a client combining shards falls back to their sizes).
+  SamplingMass mass(std::uint32_t present) const override;
 
  private:
   double mass_of(double priority) const;

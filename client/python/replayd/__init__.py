@@ -19,12 +19,13 @@ from .rate_limiters import Custom, MinSize, Queue, RateLimiter, SampleToInsertRa
 from .sample import Sample
 from .sampler import Sampler
 from .schema import Field, TableSchema
+from .sharded import ShardedClient
 from .writer import Writer
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Sample", "Sampler", "Writer", "Field", "TableSchema", "Address",
+    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "Field", "TableSchema", "Address",
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",

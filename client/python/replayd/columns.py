@@ -362,7 +362,7 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray) -> Sample:
     info = [array for _, array in views[:len(SAMPLE_INFO_COLUMNS)]]
     data = {name: array for name, array in views[len(SAMPLE_INFO_COLUMNS):]}
     return Sample(data=data, keys=info[0], probabilities=info[1], weights=info[2],
-                  times_sampled=info[3])
+                  times_sampled=info[3], state=meta.get("state"))
 
 
 def decode_keys(meta: Mapping[str, Any], payload: np.ndarray) -> np.ndarray:

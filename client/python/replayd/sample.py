@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 
@@ -24,6 +24,8 @@ class Sample:
         weights: float64 importance weights ``(N*P)^-beta / max_j (N*P_j)^-beta``
             (1 for non-prioritized tables).
         times_sampled: uint32 times each item has been sampled, this draw included.
+        state: the table as the draws saw it, ``{"size", "mass", "min_mass"}`` (see
+            docs/PROTOCOL.md, sample); None from servers that do not report it.
     """
 
     data: Dict[str, np.ndarray]
@@ -31,6 +33,7 @@ class Sample:
     probabilities: np.ndarray
     weights: np.ndarray
     times_sampled: np.ndarray
+    state: Optional[Dict[str, Any]] = None
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])

@@ -1,0 +1,333 @@
+"""`ShardedClient`: one logical table spread over several replayd servers (shards).
+
+    shards = replayd.ShardedClient(["tcp://node1:7700", "tcp://node2:7700"])
+    shards.create_table("replay", fields, capacity=1_000_000, sampler="prioritized")
+    keys = shards.insert("replay", batch)              # whole batches, round-robin
+    batch = shards.sample("replay", 256)               # drawn from the union
+    shards.update_priorities("replay", batch.keys, td) # routed to the owning shard
+
+What is exact and what is approximate:
+- A sample of n splits its draws among shards with a multinomial over each shard's sampling
+  mass (its item count for uniform tables, the sum of priority^alpha for prioritized ones),
+  using the masses the shards reported with their previous replies (or `info` the first
+  time). When no shard changed since, the union is drawn exactly as one table holding every
+  item would be. Inserts and priority updates on other connections make those masses one
+  call stale: the split is then slightly off, but `probabilities` and `weights` stay exact
+  for the draw that happened: P = q_s * p_local, w = (P / min P)^-beta over the union.
+- Rate limiters, capacity and eviction act per shard: `capacity` is divided evenly, each
+  shard evicts its own oldest item, and each shard's limiter admits its own share.
+- FIFO and LIFO samplers are per-shard orders; the union is not one global order.
+
+Keys are global: the shard's index sits in the top 8 bits (at most 256 shards) above the
+shard's own key (< 2^56). Like Client, a ShardedClient pickles as its addresses.
+Thread-safe: every method may be called from several threads.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from concurrent.futures import Future
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .client import DEFAULT, Client
+from .errors import InvalidArgument
+from .sample import Sample
+
+__all__ = ["ShardedClient", "SHARD_BITS"]
+
+SHARD_BITS = 8
+_LOCAL_BITS = 64 - SHARD_BITS
+_LOCAL_MASK = np.uint64((1 << _LOCAL_BITS) - 1)
+MAX_SHARDS = 1 << SHARD_BITS
+
+
+def _global_keys(shard: int, local: np.ndarray) -> np.ndarray:
+    local = np.asarray(local, dtype=np.uint64)
+    if local.size and int(local.max()) >> _LOCAL_BITS:
+        raise InvalidArgument(f"shard {shard} issued a key >= 2^{_LOCAL_BITS}; it cannot be "
+                              f"combined with a shard index")
+    return local | np.uint64(shard << _LOCAL_BITS)
+
+
+def split_keys(keys: Any, shard_count: int) -> Dict[int, np.ndarray]:
+    """Groups global keys by shard: shard index -> positions into `keys`."""
+    keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
+    shards = (keys >> np.uint64(_LOCAL_BITS)).astype(np.int64)
+    if keys.size and int(shards.max()) >= shard_count:
+        raise InvalidArgument(f"key {int(keys[int(np.argmax(shards))])} names shard "
+                              f"{int(shards.max())}, but there are {shard_count} shards")
+    return {int(s): np.flatnonzero(shards == s) for s in np.unique(shards)}
+
+
+class ShardedClient:
+    """Several replayd servers used as one. `options` go to each shard's `Client`."""
+
+    def __init__(self, addresses: Sequence[str], *, seed: Optional[int] = None,
+                 **options: Any) -> None:
+        addresses = list(addresses)
+        if not 1 <= len(addresses) <= MAX_SHARDS:
+            raise InvalidArgument(f"a ShardedClient needs 1 to {MAX_SHARDS} addresses, "
+                                  f"got {len(addresses)}")
+        self._addresses = addresses
+        self._options = dict(options)
+        self._seed = seed
+        self.shards: List[Client] = [Client(a, **options) for a in addresses]
+        self._init_state()
+
+    def _init_state(self) -> None:
+        self._lock = threading.Lock()
+        self._rng = np.random.default_rng(self._seed)
+        self._next_shard = itertools.count()
+        self._masses: Dict[str, List[Optional[Tuple[int, float, float]]]] = {}
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"addresses": self._addresses, "options": self._options, "seed": self._seed}
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        self.__init__(state["addresses"], seed=state["seed"], **state["options"])
+
+    def __repr__(self) -> str:
+        return f"replayd.ShardedClient({self._addresses!r})"
+
+    def __enter__(self) -> "ShardedClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
+
+    # -- tables ------------------------------------------------------------------------
+
+    def create_table(self, name: str, fields: Any, capacity: int, **kwargs: Any) -> List[Dict[str, Any]]:
+        """Creates the table on every shard with capacity ceil(capacity / shards) each.
+        Seeds, when given, differ per shard (seed + shard index). Returns each shard's INFO."""
+        per_shard = max(1, math.ceil(capacity / len(self.shards)))
+        seed = kwargs.pop("seed", None)
+        return [shard.create_table(name, fields, per_shard,
+                                   seed=None if seed is None else seed + i, **kwargs)
+                for i, shard in enumerate(self.shards)]
+
+    def drop_table(self, table: str) -> None:
+        for shard in self.shards:
+            shard.drop_table(table)
+        self._forget(table)
+
+    def reset(self, table: str) -> None:
+        for shard in self.shards:
+            shard.reset(table)
+        self._forget(table)
+
+    def size(self, table: str) -> int:
+        """Items stored over all shards."""
+        return sum(shard.size(table) for shard in self.shards)
+
+    def table_info(self, table: str) -> List[Dict[str, Any]]:
+        """Each shard's INFO of `table`, in shard order."""
+        return [shard.table_info(table) for shard in self.shards]
+
+    # -- items -------------------------------------------------------------------------
+
+    def _pick_shard(self) -> int:
+        with self._lock:
+            return next(self._next_shard) % len(self.shards)
+
+    def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
+               timeout: Any = DEFAULT) -> np.ndarray:
+        """Inserts the whole batch into the next shard (round-robin); returns global keys."""
+        shard = self._pick_shard()
+        return _global_keys(shard, self.shards[shard].insert(table, data, priorities,
+                                                             timeout=timeout))
+
+    def insert_async(self, table: str, data: Mapping[str, Any],
+                     priorities: Any = None) -> "Future[np.ndarray]":
+        """Like `insert`, returning a Future of the global keys."""
+        shard = self._pick_shard()
+        local = self.shards[shard].insert_async(table, data, priorities)
+        return _chain(local, lambda keys: _global_keys(shard, keys))
+
+    def update_priorities(self, table: str, keys: Any, priorities: Any) -> int:
+        """Routes each key to its shard; returns how many keys were stale."""
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        futures = [self.shards[s].update_priorities_async(
+                       table, np.asarray(keys, np.uint64).reshape(-1)[at] & _LOCAL_MASK,
+                       priorities[at])
+                   for s, at in split_keys(keys, len(self.shards)).items()]
+        stale = sum(int(f.result().get("stale", 0)) for f in futures)
+        self._forget(table)
+        return stale
+
+    def delete(self, table: str, keys: Any) -> int:
+        """Routes each key to its shard; returns how many items were deleted."""
+        keys = np.asarray(keys, np.uint64).reshape(-1)
+        deleted = sum(self.shards[s].delete(table, keys[at] & _LOCAL_MASK)
+                      for s, at in split_keys(keys, len(self.shards)).items())
+        self._forget(table)
+        return deleted
+
+    # -- sampling ----------------------------------------------------------------------
+
+    def _known_masses(self, table: str) -> List[Tuple[int, float, float]]:
+        """(size, mass, min_mass) per shard: from the last replies, else from `info`."""
+        with self._lock:
+            known = self._masses.get(table)
+        if known is None or any(m is None for m in known):
+            infos = [shard.table_info(table) for shard in self.shards]
+            known = [(int(i["size"]), float(i["mass"]), float(i["min_mass"])) for i in infos]
+            with self._lock:
+                self._masses[table] = list(known)
+        return known  # type: ignore[return-value]
+
+    def _forget(self, table: str) -> None:
+        """Our own update or delete changed the masses: read them afresh next time."""
+        with self._lock:
+            self._masses.pop(table, None)
+
+    def _remember(self, table: str, shard: int, state: Optional[Mapping[str, Any]]) -> None:
+        if not state:
+            return
+        with self._lock:
+            known = self._masses.setdefault(table, [None] * len(self.shards))
+            known[shard] = (int(state["size"]), float(state["mass"]), float(state["min_mass"]))
+
+    def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
+                     timeout: Any = DEFAULT) -> "Future[Sample]":
+        """Draws `batch_size` items from the union (see the module docstring): the draws are
+        split among shards in proportion to their sampling mass and requested from all of
+        them at once. The Future's Sample has global keys and union-wide probabilities and
+        importance weights; its items are grouped by shard."""
+        masses = self._known_masses(table)
+        shares = _shares(masses)
+        with self._lock:
+            counts = self._rng.multinomial(batch_size, shares)
+        parts = [(s, int(c), self.shards[s].sample_async(table, int(c), beta=beta,
+                                                          timeout=timeout))
+                 for s, c in enumerate(counts) if c > 0]
+        result: Future = Future()
+        remaining = [len(parts)]
+        guard = threading.Lock()
+
+        def one_done(_future: Future) -> None:
+            with guard:
+                remaining[0] -= 1
+                if remaining[0]:
+                    return
+            try:
+                result.set_result(self._combine(table, parts, shares, masses, beta))
+            except BaseException as exc:  # the shard's error, or a combining error
+                result.set_exception(exc)
+
+        for _, _, future in parts:
+            future.add_done_callback(one_done)
+        return result
+
+    def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
+               timeout: Any = DEFAULT) -> Sample:
+        """`sample_async(...).result()`."""
+        return self.sample_async(table, batch_size, beta=beta, timeout=timeout).result()
+
+    def _combine(self, table: str, parts: List[Tuple[int, int, Future]], shares: np.ndarray,
+                 masses: List[Tuple[int, float, float]], beta: float) -> Sample:
+        samples = [(s, future.result()) for s, _, future in parts]
+        for s, sample in samples:
+            self._remember(table, s, sample.state)
+        states = {s: sample.state for s, sample in samples if sample.state}
+        # The smallest probability any stored item had over the union: per shard, its share
+        # times its smallest local probability, as the draw saw the shard.
+        smallest = math.inf
+        for s, known in enumerate(masses):
+            if s in states:
+                known = (int(states[s]["size"]), float(states[s]["mass"]),
+                         float(states[s]["min_mass"]))
+            if shares[s] > 0 and known[0] > 0:
+                smallest = min(smallest, shares[s] * _smallest_local_probability(*known))
+        probabilities = np.concatenate([shares[s] * sample.probabilities for s, sample in samples])
+        if beta and math.isfinite(smallest):
+            weights = (probabilities / smallest) ** -beta
+        else:
+            weights = np.ones_like(probabilities)
+        return Sample(
+            data={name: np.concatenate([sample.data[name] for _, sample in samples])
+                  for name in samples[0][1].data},
+            keys=np.concatenate([_global_keys(s, sample.keys) for s, sample in samples]),
+            probabilities=probabilities,
+            weights=weights,
+            times_sampled=np.concatenate([sample.times_sampled for _, sample in samples]),
+            state=None)
+
+    def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
+                transform: Any = None) -> "ShardedSampler":
+        """An iterator over union samples keeping `prefetch` requests in flight."""
+        return ShardedSampler(self, table, batch_size, prefetch=prefetch, beta=beta,
+                              transform=transform)
+
+
+def _shares(masses: List[Tuple[int, float, float]]) -> np.ndarray:
+    """Each shard's share of the draws: in proportion to its mass; when every stored item has
+    priority 0 (no mass anywhere), in proportion to the sizes, as one table would fall back
+    to uniform; when nothing is known to be stored, evenly (each shard's limiter decides)."""
+    sizes = np.array([size for size, _, _ in masses], float)
+    weights = np.array([mass if size > 0 else 0.0 for size, mass, _ in masses])
+    if not weights.sum() > 0:
+        weights = sizes
+    if not weights.sum() > 0:
+        weights = np.ones(len(masses))
+    return weights / weights.sum()
+
+
+def _smallest_local_probability(size: int, mass: float, min_mass: float) -> float:
+    """The smallest probability a draw on one shard gives any of its items."""
+    return min_mass / mass if mass > 0 else 1.0 / size
+
+
+def _chain(future: Future, convert: Any) -> Future:
+    """A Future of convert(future.result())."""
+    out: Future = Future()
+
+    def done(f: Future) -> None:
+        try:
+            out.set_result(convert(f.result()))
+        except BaseException as exc:
+            out.set_exception(exc)
+
+    future.add_done_callback(done)
+    return out
+
+
+class ShardedSampler:
+    """Keeps `prefetch` union samples in flight; iterating yields them in request order
+    (after `transform`, which runs in the thread that completes the last shard's reply)."""
+
+    def __init__(self, client: ShardedClient, table: str, batch_size: int, *, prefetch: int,
+                 beta: float, transform: Any) -> None:
+        if prefetch < 1:
+            raise InvalidArgument("prefetch must be >= 1")
+        self._request = lambda: client.sample_async(table, batch_size, beta=beta)
+        self._transform = transform
+        self._in_flight = [self._request() for _ in range(prefetch)]
+        self._closed = False
+
+    def __iter__(self) -> "ShardedSampler":
+        return self
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        sample = self._in_flight.pop(0).result()
+        self._in_flight.append(self._request())
+        return self._transform(sample) if self._transform else sample
+
+    def close(self) -> None:
+        self._closed = True
+        self._in_flight.clear()
+
+    def __enter__(self) -> "ShardedSampler":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
