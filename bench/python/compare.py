@@ -65,6 +65,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--json", default=str(REPO / "bench" / "results" / "python_compare.json"),
                    help="where to write the results as JSON ('' to skip)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--from-json", default="",
+                   help="print the table of an earlier run's JSON instead of running")
     args = p.parse_args(argv)
     args.systems = [s for s in args.systems.split(",") if s]
     args.workloads = [w for w in args.workloads.split(",") if w]
@@ -173,8 +176,14 @@ def run(args: argparse.Namespace) -> Dict:
 
 def main(argv: List[str]) -> int:
     args = parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            doc = json.load(f)
+        present = {r["system"] for r in doc["results"]}
+        print(format_table(doc, [s for s in args.systems if s in present], args.markdown))
+        return 0
     doc = run(args)
-    print(format_table(doc, args.systems))
+    print(format_table(doc, args.systems, args.markdown))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

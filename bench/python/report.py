@@ -50,8 +50,9 @@ def human(value: Optional[float]) -> str:
     return f"{value:.3g}"
 
 
-def format_table(doc: Dict[str, Any], systems: List[str]) -> str:
-    """Rows = workload x measure; a column per system (median, min-max), then ratios."""
+def format_table(doc: Dict[str, Any], systems: List[str], markdown: bool = False) -> str:
+    """Rows = workload x measure; a column per system (median, min-max), then ratios.
+    `markdown`: a Markdown table instead of aligned text."""
     index: Dict[tuple, Dict[str, Any]] = {}
     for r in doc["results"]:
         index[(r["workload"], r["measure"], r["system"])] = r
@@ -88,10 +89,14 @@ def format_table(doc: Dict[str, Any], systems: List[str]) -> str:
                 cells.append(f"{medians['replayd'] / medians['shm']:.2f}x"
                              if "replayd" in medians and "shm" in medians else "-")
             rows.append(cells)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i])
-                       for i, c in enumerate(row)) for row in rows]
-    lines.insert(1, "  ".join("-" * wd for wd in widths))
+    if markdown:
+        lines = ["| " + " | ".join(row) + " |" for row in rows]
+        lines.insert(1, "|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|")
+    else:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        lines = ["  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i])
+                           for i, c in enumerate(row)) for row in rows]
+        lines.insert(1, "  ".join("-" * wd for wd in widths))
     lines.insert(0, f"transitions/s, median of {doc['reps']} (min-max); "
                     f"{doc['duration_s']:g} s per measure, mixed {doc['mixed_duration_s']:g} s")
     mixed = _mixed_share(index, workloads, systems)
