@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> Dict:
         if not args.quiet:
             print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
+    started_utc = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
+    machine = machine_info()
     raw: Dict[str, Dict[str, Dict[str, List[float]]]] = {}  # workload/measure/system
     substituted: Dict[str, Dict[str, Dict[str, str]]] = {}
     with tempfile.TemporaryDirectory(prefix="replayd-bench-") as tmp:
@@ -167,8 +169,10 @@ def run(args: argparse.Namespace) -> Dict:
                                           "runs": values},
                     "substituted_by": substituted.get(wname, {}).get(key, {}).get(sname)})
     return {"command": " ".join(["bench/python/compare.py", *sys.argv[1:]]),
-            "date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": machine_info(), "python": platform.python_version(),
+            "date_utc": started_utc,
+            "ended_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+            "loadavg_end": os.getloadavg(),
+            "machine": machine, "python": platform.python_version(),
             "reps": args.reps, "duration_s": args.duration, "warmup_s": args.warmup,
             "capacity_override": args.capacity or None, "client_path": args.client,
             "mixed_duration_s": args.mixed_duration, "results": results}
