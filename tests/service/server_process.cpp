@@ -78,9 +78,8 @@ ServerProcess::ServerProcess(ServerOptions options) {
   const std::string ready_file = directory_ + "/ready.json";
   const std::string log_file = directory_ + "/replayd.log";
 
-  std::vector<std::string> args{
-      REPLAYD_SERVER_BINARY, "--unix",   unix_path_,    "--tcp", "127.0.0.1:0",
-      "--ready-file",        ready_file, "--log-level", "warn"};
+  std::vector<std::string> args{server_binary(), "--unix",   unix_path_,    "--tcp", "127.0.0.1:0",
+                                "--ready-file",  ready_file, "--log-level", "warn"};
   if (has_metrics_flag()) {
     args.push_back("--metrics");
     args.push_back("");
@@ -93,8 +92,9 @@ ServerProcess::ServerProcess(ServerOptions options) {
   }
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   std::vector<char*> argv;
-  for (auto& arg : args)
+  for (auto& arg : args) {
     argv.push_back(arg.data());
+  }
   argv.push_back(nullptr);
 
   posix_spawn_file_actions_t actions;

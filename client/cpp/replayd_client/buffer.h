@@ -16,8 +16,9 @@ namespace replayd::client {
 class Buffer {
  public:
   Buffer() = default;
-  // Allocates `bytes` uninitialised bytes. Throws std::bad_alloc.
-  explicit Buffer(std::size_t bytes) : data_(new std::byte[bytes]), size_(bytes) {}
+  // Allocates `bytes` uninitialised bytes (nothing for 0). Throws std::bad_alloc.
+  explicit Buffer(std::size_t bytes)
+      : data_(bytes ? new std::byte[bytes] : nullptr), size_(bytes) {}
 
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }

@@ -188,6 +188,7 @@ void Connection::send(std::uint64_t request_id, std::string_view meta,
 }
 
 bool Connection::read_exact(std::byte* out, std::size_t bytes) {
+  if (bytes == 0) return true;
   const std::size_t buffered = std::min(bytes, read_end_ - read_begin_);
   std::memcpy(out, read_buffer_.get() + read_begin_, buffered);
   read_begin_ += buffered;

@@ -109,7 +109,10 @@ const json::object& ReplyDecoder::parse(const Reply& reply) {
 std::shared_ptr<const SampleLayout> ReplyDecoder::sample_layout(const Reply& reply) {
   std::shared_ptr<const SampleLayout> layout;
   for (const auto& cached : layouts_) {
-    if (cached.layout && cached.meta == reply.meta) layout = cached.layout;
+    if (cached.layout && cached.meta == reply.meta) {
+      layout = cached.layout;
+      break;
+    }
   }
   if (!layout) {
     layout = layout_of(parse(reply));
