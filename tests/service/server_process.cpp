@@ -69,6 +69,15 @@ std::size_t raise_open_file_limit() {
 }
 
 ServerProcess::ServerProcess(ServerOptions options) {
+  try {
+    start(options);
+  } catch (...) {
+    stop_and_remove();  // a failed start leaves no process and no directory behind
+    throw;
+  }
+}
+
+void ServerProcess::start(const ServerOptions& options) {
   // The child inherits the limit, so it can hold as many connections as the test opens.
   raise_open_file_limit();
   std::string pattern = (std::filesystem::temp_directory_path() / "replayd-test-XXXXXX").string();
@@ -123,6 +132,10 @@ ServerProcess::ServerProcess(ServerOptions options) {
 }
 
 ServerProcess::~ServerProcess() {
+  stop_and_remove();
+}
+
+void ServerProcess::stop_and_remove() {
   if (pid_ > 0 && running()) {
     ::kill(pid_, SIGTERM);
     const auto deadline = std::chrono::steady_clock::now() + kStopTimeout;
@@ -136,7 +149,7 @@ ServerProcess::~ServerProcess() {
     }
   }
   std::error_code ignored;
-  std::filesystem::remove_all(directory_, ignored);
+  if (!directory_.empty()) std::filesystem::remove_all(directory_, ignored);
 }
 
 bool ServerProcess::running() {

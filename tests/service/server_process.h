@@ -40,6 +40,10 @@ class ServerProcess {
   std::string log() const;
 
  private:
+  void start(const ServerOptions& options);
+  // SIGTERM (SIGKILL after 10 s) if running, then removes the directory.
+  void stop_and_remove();
+
   std::string directory_;
   std::string unix_path_;
   std::string tcp_host_port_;
