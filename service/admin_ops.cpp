@@ -52,7 +52,9 @@ json::object limits_json(const Limits& limits) {
                       {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
                       {"max_connections", limits.max_connections},
                       {"max_table_bytes", limits.max_table_bytes},
-                      {"max_tables", limits.max_tables}};
+                      {"max_tables", limits.max_tables},
+                      {"idle_timeout_ms", limits.idle_timeout_ms},
+                      {"write_timeout_ms", limits.write_timeout_ms}};
 }
 
 json::array all_table_infos(const ServiceContext& context) {
@@ -67,6 +69,9 @@ Result<std::string> op_hello(ServiceContext& context, JsonReader& request) {
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t protocol, request.uint_or("protocol", kProtocolVersion));
   REPLAYD_ASSIGN_OR_RETURN(auto client, request.optional_string("client"));
   (void)client;  // informational only
+  // Checked by the Session before dispatch on connections that must authenticate.
+  REPLAYD_ASSIGN_OR_RETURN(auto token, request.optional_string("token"));
+  (void)token;
   REPLAYD_RETURN_IF_ERROR(request.finish());
   if (protocol != kProtocolVersion) {
     return make_error(ErrorCode::invalid_argument,

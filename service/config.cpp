@@ -3,6 +3,7 @@
 #include <charconv>
 #include <set>
 
+#include "service/auth.h"
 #include "service/json_reader.h"
 #include "service/table_description.h"
 
@@ -39,10 +40,38 @@ Status parse_limits(const json::value& value, Limits& limits) {
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1,
                                      std::uint64_t{1} << 50));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables", limits.max_tables, 1, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "idle_timeout_ms", limits.idle_timeout_ms, 0,
+                                     std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0,
+                                     std::uint64_t{1} << 40));
   return reader.finish();
 }
 
 }  // namespace
+
+std::optional<std::string> token_problem(std::string_view token) {
+  if (token.empty() || token.size() > kMaxTokenBytes) {
+    return "must be 1 to " + std::to_string(kMaxTokenBytes) + " characters";
+  }
+  for (const char c : token) {
+    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
+      return std::string("must be printable ASCII without spaces");
+    }
+  }
+  return std::nullopt;
+}
+
+Result<unsigned> parse_unix_mode(std::string_view text) {
+  unsigned mode = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mode, 8);
+  if (text.empty() || text.size() > 4 || ec != std::errc() || end != text.data() + text.size() ||
+      mode > 0777) {
+    std::string message(text);  // built by appending: g++ 12 warns (falsely) on "'" + string
+    message.append(": expected an octal mode such as \"0660\"");
+    return make_error(ErrorCode::invalid_argument, std::move(message));
+  }
+  return mode;
+}
 
 Result<HostPort> parse_host_port(std::string_view text) {
   const auto colon = text.rfind(':');
@@ -91,8 +120,24 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
       auto parsed = parse_host_port(config.metrics_address);
       if (!parsed) return listen_reader.error("metrics", parsed.error().message);
     }
+    REPLAYD_ASSIGN_OR_RETURN(auto unix_mode, listen_reader.optional_string("unix_mode"));
+    if (unix_mode) {
+      auto mode = parse_unix_mode(*unix_mode);
+      if (!mode) return listen_reader.error("unix_mode", mode.error().message);
+      config.unix_mode = *mode;
+    }
     REPLAYD_RETURN_IF_ERROR(listen_reader.finish());
   }
+  if (const json::value* auth = reader.value("auth"); auth && !auth->is_null()) {
+    REPLAYD_ASSIGN_OR_RETURN(JsonReader auth_reader, JsonReader::of(*auth, "auth"));
+    REPLAYD_ASSIGN_OR_RETURN(auto token, auth_reader.optional_string("token"));
+    if (token) {
+      if (auto problem = token_problem(*token)) return auth_reader.error("token", *problem);
+      config.auth_token = *token;
+    }
+    REPLAYD_RETURN_IF_ERROR(auth_reader.finish());
+  }
+  REPLAYD_ASSIGN_OR_RETURN(config.insecure, reader.boolean_or("insecure", false));
   REPLAYD_ASSIGN_OR_RETURN(auto log_level, reader.optional_string("log_level"));
   if (log_level) {
     static const std::set<std::string> kLevels{"trace", "debug", "info", "warn",

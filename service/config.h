@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,12 @@ struct Limits {
   std::uint32_t max_connections = 4096;                          // open client connections
   std::uint64_t max_table_bytes = std::uint64_t{64} << 30;       // data bytes per table
   std::uint32_t max_tables = 256;                                // tables per server
+  // A connection with no complete request for this long, and nothing waiting or queued, is
+  // closed (a frame that takes longer to arrive counts as idle). 0 disables.
+  std::uint64_t idle_timeout_ms = 300000;
+  // A connection with queued replies of which no byte could be written for this long (the
+  // client stopped reading) is closed. 0 disables.
+  std::uint64_t write_timeout_ms = 60000;
 };
 
 struct ServerConfig {
@@ -28,6 +35,9 @@ struct ServerConfig {
   std::string metrics_address = "127.0.0.1:9700";  // HTTP /metrics; HOST:PORT; empty: none
   std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
   std::string ready_file;                       // written once listening; empty: none
+  unsigned unix_mode = 0660;                    // permission bits of the Unix socket file
+  std::string auth_token;                       // required in hello on TCP; empty: none
+  bool insecure = false;  // allow a non-loopback TCP address without auth_token
   Limits limits;
   std::vector<TableConfig> tables;
 };
@@ -42,5 +52,13 @@ struct HostPort {
   std::uint16_t port = 0;
 };
 Result<HostPort> parse_host_port(std::string_view text);
+
+// Why `token` is not acceptable as auth.token or REPLAYD_TOKEN (1-1024 printable ASCII
+// characters, no spaces); nullopt when it is.
+std::optional<std::string> token_problem(std::string_view token);
+
+// Parses a permission mode written in octal ("0660", "660"); invalid_argument unless it is
+// 1-4 octal digits of at most 0777.
+Result<unsigned> parse_unix_mode(std::string_view text);
 
 }  // namespace replayd::service

@@ -87,6 +87,10 @@ class FrameDecoder {
   // Whether the decoder sits between frames (no partial frame buffered).
   bool idle() const { return state_ == State::header && header_filled_ == 0; }
 
+  // Replaces the limits; they apply from the next header on (a frame being decoded keeps
+  // the limits its header was checked against).
+  void set_limits(FrameLimits limits) { limits_ = limits; }
+
  private:
   enum class State { header, meta, payload, complete, failed };
   void parse_header();

@@ -14,7 +14,7 @@ constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 template <typename Acceptor, typename Prepare>
 asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, const char* kind,
-                                  Prepare prepare) {
+                                  bool requires_token, Prepare prepare) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer retry(executor);
   while (acceptor.is_open()) {
@@ -37,6 +37,7 @@ asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, c
     }
     prepare(socket);
     auto session = std::make_shared<Session>(Session::Socket(std::move(socket)), context);
+    if (requires_token) session->require_token();
     session->start();
   }
 }
@@ -44,7 +45,8 @@ asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, c
 }  // namespace
 
 asio::awaitable<void> accept_tcp(asio::ip::tcp::acceptor& acceptor, ServiceContext& context) {
-  co_await accept_loop(acceptor, context, "tcp", [](asio::ip::tcp::socket& socket) {
+  co_await accept_loop(acceptor, context, "tcp", !context.auth_token.empty(),
+                       [](asio::ip::tcp::socket& socket) {
     asio::error_code ignored;
     socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   });
@@ -52,7 +54,8 @@ asio::awaitable<void> accept_tcp(asio::ip::tcp::acceptor& acceptor, ServiceConte
 
 asio::awaitable<void> accept_unix(asio::local::stream_protocol::acceptor& acceptor,
                                   ServiceContext& context) {
-  co_await accept_loop(acceptor, context, "unix", [](asio::local::stream_protocol::socket&) {});
+  co_await accept_loop(acceptor, context, "unix", false,
+                       [](asio::local::stream_protocol::socket&) {});
 }
 
 }  // namespace replayd::service

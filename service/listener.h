@@ -1,7 +1,9 @@
 // Listeners: accept loops for TCP and Unix stream sockets. A listener only accepts and
 // spawns a Session; it never dies on an accept error (e.g. EMFILE, out of descriptors): it
 // logs, waits kAcceptRetryDelay and tries again. Connections beyond max_connections are
-// accepted and closed at once. Threading: io_context thread only.
+// accepted and closed at once. TCP connections must authenticate (hello with the token)
+// when context.auth_token is set; Unix ones never do (the socket file's mode guards them).
+// Threading: io_context thread only.
 #pragma once
 
 #include <asio/awaitable.hpp>

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> metrics_address;
   std::optional<std::string> log_level;
   std::optional<std::string> ready_file;
+  bool insecure = false;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path, "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
   app.add_option("--tcp", tcp_address, "TCP HOST:PORT, port 0 = any; \"\" disables (default 127.0.0.1:7700)");
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
                  "HTTP HOST:PORT for /metrics, /healthz, /readyz; \"\" disables (default 127.0.0.1:9700)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--ready-file", ready_file, "write {\"unix\",\"tcp\",\"metrics\",\"pid\"} JSON here once listening");
+  app.add_flag("--insecure", insecure,
+               "allow a non-loopback TCP address without a token (docs/SECURITY.md)");
   app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
   CLI11_PARSE(app, argc, argv);
 
@@ -76,6 +80,16 @@ int main(int argc, char** argv) {
     if (metrics_address) config.metrics_address = *metrics_address;
     if (log_level) config.log_level = *log_level;
     if (ready_file) config.ready_file = *ready_file;
+    if (insecure) config.insecure = true;
+    // The environment wins over the file, so a deployment can inject the secret without
+    // writing it into the config; there is no flag (command lines are visible to every user).
+    if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) {
+      if (auto problem = replayd::service::token_problem(token)) {
+        std::cerr << "replayd: REPLAYD_TOKEN: " << *problem << "\n";
+        return 2;
+      }
+      config.auth_token = token;
+    }
 
     const auto level = spdlog::level::from_str(config.log_level);
     if (level == spdlog::level::off && config.log_level != "off") {

@@ -13,6 +13,7 @@ const char* wire_error_name(WireError code) {
     case WireError::resource_exhausted: return "resource_exhausted";
     case WireError::shutting_down: return "shutting_down";
     case WireError::protocol_error: return "protocol_error";
+    case WireError::unauthenticated: return "unauthenticated";
   }
   return "invalid_argument";
 }

@@ -21,7 +21,8 @@ enum class WireError {
   timeout,
   resource_exhausted,
   shutting_down,
-  protocol_error
+  protocol_error,
+  unauthenticated
 };
 
 const char* wire_error_name(WireError code);

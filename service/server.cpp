@@ -4,6 +4,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/post.hpp>
+#include <cerrno>
 #include <filesystem>
 #include <random>
 #include <spdlog/spdlog.h>
@@ -32,6 +33,7 @@ std::uint64_t random_seed() {
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.limits = config_.limits;
+  context_.auth_token = config_.auth_token;
   context_.seed_source = &random_seed;
   for (std::string_view code : wire_error_codes()) context_.metrics.declare_error_code(code);
   ready_future_ = ready_promise_.get_future().share();
@@ -91,7 +93,16 @@ Status Server::open_unix() {
   asio::error_code ec;
   asio::local::stream_protocol::acceptor acceptor(io_);
   acceptor.open(asio::local::stream_protocol(), ec);
-  if (!ec) acceptor.bind(asio::local::stream_protocol::endpoint(path), ec);
+  if (!ec) {
+    // The socket file is created owner-only (umask) and then given unix_mode, so it is never
+    // more open than configured. open() runs before any other thread exists.
+    const mode_t previous_umask = ::umask(0177);
+    acceptor.bind(asio::local::stream_protocol::endpoint(path), ec);
+    ::umask(previous_umask);
+  }
+  if (!ec && ::chmod(path.c_str(), static_cast<mode_t>(config_.unix_mode)) != 0) {
+    ec = asio::error_code(errno, asio::error::get_system_category());
+  }
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return make_error(ErrorCode::invalid_argument,
@@ -111,6 +122,12 @@ Status Server::open_tcp() {
     return make_error(ErrorCode::invalid_argument,
                       "tcp address '" + config_.tcp_address + "': '" + host_port->host +
                           "' is not an IP address");
+  }
+  if (!address.is_loopback() && config_.auth_token.empty() && !config_.insecure) {
+    return make_error(ErrorCode::invalid_argument,
+                      "refusing to listen on tcp " + config_.tcp_address +
+                          " (not a loopback address) without a token: set auth.token or "
+                          "REPLAYD_TOKEN, or pass --insecure to accept any client that can reach it");
   }
   const asio::ip::tcp::endpoint endpoint(address, host_port->port);
   asio::ip::tcp::acceptor acceptor(io_);

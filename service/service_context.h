@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_set>
 
 #include "metrics/server_metrics.h"
@@ -26,6 +27,8 @@ struct ServiceContext {
   std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
   WaitQueue sessions_drained;             // woken when the last session ends
   bool shutting_down = false;
+  // TCP connections must present this token in their first request (hello); empty: none.
+  std::string auth_token;
   // Prometheus instruments the request path updates (docs/OPERATIONS.md).
   metrics::ServerMetrics metrics{kServerVersion};
   // Seeds tables whose description states none (random by default; fixed in tests).

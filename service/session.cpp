@@ -6,6 +6,8 @@
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include "service/auth.h"
+
 namespace replayd::service {
 namespace {
 
@@ -29,7 +31,8 @@ void log_coroutine_exit(std::exception_ptr error) {
 Session::Session(Socket socket, ServiceContext& context)
     : socket_(std::move(socket)),
       context_(context),
-      decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}) {
+      decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}),
+      watchdog_(socket_.get_executor()) {
   context_.sessions.insert(this);
   context_.metrics.connection_opened();
 }
@@ -40,12 +43,22 @@ Session::~Session() {
   if (context_.sessions.empty()) context_.sessions_drained.wake_all();
 }
 
+void Session::require_token() {
+  authenticated_ = false;
+  decoder_.set_limits(FrameLimits{kHeaderBytes + context_.limits.max_meta_bytes,
+                                  context_.limits.max_meta_bytes});
+}
+
 void Session::start() {
   auto executor = socket_.get_executor();
   asio::co_spawn(executor, [self = shared_from_this()] { return self->read_loop(); },
                  log_coroutine_exit);
   asio::co_spawn(executor, [self = shared_from_this()] { return self->write_loop(); },
                  log_coroutine_exit);
+  if (context_.limits.idle_timeout_ms > 0 || context_.limits.write_timeout_ms > 0) {
+    asio::co_spawn(executor, [self = shared_from_this()] { return self->watch_timeouts(); },
+                   log_coroutine_exit);
+  }
 }
 
 void Session::begin_shutdown() {
@@ -92,6 +105,13 @@ void Session::consume(std::span<const std::byte> bytes) {
       handle(decoder_.take_frame());
     } else if (decoder_.error() != DecodeError::none) {
       const DecodeError error = decoder_.error();
+      if (!authenticated_ && error == DecodeError::frame_too_large) {
+        send(make_error_reply(decoder_.current_request_id(), WireError::unauthenticated,
+                              "this TCP listener requires a token: the first request must be "
+                              "hello with \"token\" and no payload; the connection is closed"));
+        stop_reading();
+        return;
+      }
       const WireError code =
           is_limit_error(error) ? WireError::resource_exhausted : WireError::protocol_error;
       send(make_error_reply(decoder_.current_request_id(), code,
@@ -112,7 +132,21 @@ void Session::stop_reading() {
   outbox_ready_.wake_all();
 }
 
+bool Session::authenticate(const Frame& frame) {
+  if (auto refusal = refuse_unauthenticated(context_.auth_token, frame.meta)) {
+    spdlog::warn("tcp connection refused: {}", *refusal);
+    send(make_error_reply(frame.header.request_id, WireError::unauthenticated, *refusal));
+    stop_reading();
+    return false;
+  }
+  authenticated_ = true;
+  decoder_.set_limits(FrameLimits{context_.limits.max_frame_bytes, context_.limits.max_meta_bytes});
+  return true;
+}
+
 void Session::handle(Frame frame) {
+  last_activity_ = std::chrono::steady_clock::now();
+  if (!authenticated_ && !authenticate(frame)) return;
   const auto received_at = std::chrono::steady_clock::now();
   metrics::RequestOp op = metrics::RequestOp::unknown;
   Dispatched dispatched = dispatch(context_, std::move(frame), &op);
@@ -253,6 +287,7 @@ asio::awaitable<void> Session::wait_then_insert(PreparedInsert insert) {
   context_.metrics.rate_limiter_waited(metrics::RequestOp::insert,
                                        std::chrono::steady_clock::now() - parked_at);
   if (reply) answer(metrics::RequestOp::insert, insert.received_at, std::move(*reply));
+  last_activity_ = std::chrono::steady_clock::now();
   outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
 }
 
@@ -270,11 +305,13 @@ asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
   context_.metrics.rate_limiter_waited(metrics::RequestOp::sample,
                                        std::chrono::steady_clock::now() - parked_at);
   if (reply) answer(metrics::RequestOp::sample, sample.received_at, std::move(*reply));
+  last_activity_ = std::chrono::steady_clock::now();
   outbox_ready_.wake_all();
 }
 
 void Session::send(Reply reply) {
   if (write_failed_) return;
+  if (outbox_.empty()) write_waiting_since_ = std::chrono::steady_clock::now();
   if (reply.is_error) context_.metrics.error_replied(reply.error_code);
   outbox_bytes_ += reply.wire_bytes();
   outbox_.push_back(std::move(reply));
@@ -301,10 +338,17 @@ asio::awaitable<void> Session::write_loop() {
       if (!reply.payload.empty()) buffers.emplace_back(reply.payload.data(), reply.payload.size());
       bytes += reply.wire_bytes();
     }
-    auto [ec, written] = co_await asio::async_write(socket_, buffers, as_tuple);
+    // Called before each write_some: every chunk the kernel took counts as progress for
+    // the write timeout, so a slow but steady reader of a large batch is never cut off.
+    auto note_progress = [this](const asio::error_code& error, std::size_t) -> std::size_t {
+      write_waiting_since_ = std::chrono::steady_clock::now();
+      return error ? 0 : asio::detail::default_max_transfer_size;
+    };
+    auto [ec, written] = co_await asio::async_write(socket_, buffers, note_progress, as_tuple);
     context_.metrics.bytes_sent(written);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
     outbox_bytes_ -= bytes;
+    last_activity_ = write_waiting_since_ = std::chrono::steady_clock::now();
     read_resume_.wake_front();
     if (ec) {
       write_failed_ = true;
@@ -317,6 +361,45 @@ asio::awaitable<void> Session::write_loop() {
   asio::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.close(ignored);
+  closed_ = true;
+  watchdog_.cancel();
+}
+
+asio::awaitable<void> Session::watch_timeouts() {
+  using Clock = std::chrono::steady_clock;
+  const std::chrono::milliseconds idle_timeout(context_.limits.idle_timeout_ms);
+  const std::chrono::milliseconds write_timeout(context_.limits.write_timeout_ms);
+  while (!closed_) {
+    const auto now = Clock::now();
+    const bool quiescent = reading_ && parked_.empty() && outbox_.empty();
+    if (write_timeout.count() > 0 && !outbox_.empty() && now - write_waiting_since_ >= write_timeout) {
+      spdlog::warn("closing a connection whose replies ({} bytes queued) were not read for "
+                   "write_timeout_ms = {}",
+                   outbox_bytes_, write_timeout.count());
+      asio::error_code ignored;
+      socket_.close(ignored);  // pending reads and writes end with operation_aborted
+      co_return;
+    }
+    if (idle_timeout.count() > 0 && quiescent && now - last_activity_ >= idle_timeout) {
+      spdlog::info("closing a connection idle for idle_timeout_ms = {}", idle_timeout.count());
+      send(make_error_reply(0, WireError::timeout,
+                            "no complete request for idle_timeout_ms = " +
+                                std::to_string(idle_timeout.count()) + "; the connection is closed"));
+      stop_reading();
+      continue;
+    }
+    // Sleep until the earliest moment either rule could fire; a rule whose condition does not
+    // hold now cannot fire sooner than one full timeout from now.
+    auto next = now + std::chrono::hours(24);
+    if (idle_timeout.count() > 0 && reading_) {
+      next = std::min(next, (quiescent ? last_activity_ : now) + idle_timeout);
+    }
+    if (write_timeout.count() > 0) {
+      next = std::min(next, (outbox_.empty() ? now : write_waiting_since_) + write_timeout);
+    }
+    watchdog_.expires_at(next);
+    co_await watchdog_.async_wait(as_tuple);
+  }
 }
 
 }  // namespace replayd::service

@@ -10,10 +10,20 @@
 // Closing: on EOF, a read/write error or a framing error, parked requests are cancelled
 // (removed from their tables' queues, no reply), queued replies are flushed, and the socket
 // is closed. begin_shutdown() instead answers parked requests with shutting_down first.
+// Timeouts (a watchdog coroutine, one timer per connection): no complete request for
+// limits.idle_timeout_ms while nothing waits or is queued: a `timeout` error with request id
+// 0, then close. Queued replies of which no byte could be written for
+// limits.write_timeout_ms (the client stopped reading): the socket is closed at once and the
+// replies dropped.
+// Authentication: after require_token(), the first request must be hello with the server's
+// token; anything else gets `unauthenticated` and the connection closes. Until then frames
+// may not exceed header + max_meta_bytes (no payload is allocated for a stranger).
 #pragma once
 
 #include <asio/awaitable.hpp>
 #include <asio/generic/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <unordered_set>
@@ -35,7 +45,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Starts the reader and writer coroutines.
+  // Before start(): this connection must authenticate with context.auth_token.
+  void require_token();
+  // Starts the reader and writer coroutines (and the timeout watchdog when enabled).
   void start();
   // Server stopping: stop reading; parked requests answer shutting_down (the caller cancels
   // table waiters first); replies are flushed; then the socket closes.
@@ -44,6 +56,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   asio::awaitable<void> read_loop();
   asio::awaitable<void> write_loop();
+  asio::awaitable<void> watch_timeouts();
   asio::awaitable<void> wait_then_insert(PreparedInsert insert);
   asio::awaitable<void> wait_then_sample(PreparedSample sample);
 
@@ -61,6 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void send(Reply reply);
   void stop_reading();
   bool reading_paused() const;
+  // The first request of a connection that must authenticate; false when it was refused.
+  bool authenticate(const Frame& frame);
 
   Socket socket_;
   ServiceContext& context_;
@@ -72,6 +87,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unordered_set<WaitQueue::Waiter*> parked_;
   bool reading_ = true;     // false once the reader stopped for good
   bool write_failed_ = false;
+  bool authenticated_ = true;  // false until hello with the token, after require_token()
+  bool closed_ = false;        // the writer finished and the socket is closed
+  asio::steady_timer watchdog_;
+  // Last complete request, finished write or finished parked request (idle timeout).
+  std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
+  // Since when queued replies wait for the kernel to take a byte (write timeout).
+  std::chrono::steady_clock::time_point write_waiting_since_;
 };
 
 }  // namespace replayd::service

@@ -55,15 +55,19 @@ class Client:
         timeout: default timeout of every call, in seconds (None: wait forever). Also
             bounds connecting.
         name: a label sent in ``hello`` (shows up in server logs).
+        token: the server's shared token (docs/SECURITY.md), sent in ``hello``; required
+            on TCP when the server has one. Default: the ``REPLAYD_TOKEN`` environment
+            variable, when set. It travels with the handle when pickled.
 
     Use as a context manager, or call `close`; a closed Client reconnects if used again.
     """
 
     def __init__(self, address: Union[str, Address], *, timeout: Optional[float] = None,
-                 name: str = "replayd-python") -> None:
+                 name: str = "replayd-python", token: Optional[str] = None) -> None:
         self._address = parse_address(address)
         self._timeout = timeout
         self._name = name
+        self._token = token if token is not None else (os.environ.get("REPLAYD_TOKEN") or None)
         self._init_process_state()
 
     def _init_process_state(self) -> None:
@@ -85,12 +89,14 @@ class Client:
         return self._timeout
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"address": str(self._address), "timeout": self._timeout, "name": self._name}
+        return {"address": str(self._address), "timeout": self._timeout, "name": self._name,
+                "token": self._token}
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self._address = parse_address(state["address"])
         self._timeout = state.get("timeout")
         self._name = state.get("name", "replayd-python")
+        self._token = state.get("token")
         self._init_process_state()
 
     def __repr__(self) -> str:
@@ -131,7 +137,7 @@ class Client:
                 conn = None
             if conn is None:
                 conn = Connection.open(self._address, timeout=self._timeout,
-                                       client_name=self._name)
+                                       client_name=self._name, token=self._token)
                 self._conn = conn
             return conn
 
@@ -139,7 +145,7 @@ class Client:
         """A new private connection to the same server (the caller closes it). Without a
         reader thread, one thread at a time may use it (see Connection)."""
         return Connection.open(self._address, timeout=self._timeout, client_name=self._name,
-                               reader_thread=reader_thread)
+                               token=self._token, reader_thread=reader_thread)
 
     @property
     def server(self) -> Dict[str, Any]:

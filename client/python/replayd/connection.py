@@ -75,12 +75,15 @@ class Connection:
     @classmethod
     def open(cls, address: Address, *, timeout: Optional[float] = None,
              client_name: str = "replayd-python",
-             reader_thread: bool = True) -> "Connection":
-        """Connects, sends ``hello`` and checks the protocol version.
+             token: Optional[str] = None, reader_thread: bool = True) -> "Connection":
+        """Connects, sends ``hello`` (with `token` when given) and checks the protocol
+        version.
 
         `timeout` (seconds) bounds the connect and the hello round trip (None: connect
         without a limit, wait for hello at most 30 s). Raises ConnectionLost when the
-        server cannot be reached, ProtocolError when it does not speak protocol 1.
+        server cannot be reached, ProtocolError when it does not speak protocol 1, and
+        ReplayError with code ``unauthenticated`` when a TCP server requires a token and
+        `token` is missing or wrong.
         """
         try:
             sock = address.connect(timeout)
@@ -88,8 +91,11 @@ class Connection:
             raise ConnectionLost(f"cannot connect to {address}: {exc}") from None
         conn = cls(address, sock, reader_thread=reader_thread)
         try:
-            hello = conn.call({"op": "hello", "protocol": PROTOCOL_VERSION,
-                               "client": client_name},
+            request: Dict[str, Any] = {"op": "hello", "protocol": PROTOCOL_VERSION,
+                                       "client": client_name}
+            if token is not None:
+                request["token"] = token
+            hello = conn.call(request,
                               timeout=_HELLO_TIMEOUT_S if timeout is None else timeout)
             if hello.get("protocol") != PROTOCOL_VERSION:
                 raise ProtocolError(f"server at {address} speaks protocol "
