@@ -147,6 +147,15 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
     }
     config.log_level = *log_level;
   }
+  if (reader.has("data_dir") && reader.value("data_dir")->is_null()) {
+    config.data_dir = "";
+  } else {
+    REPLAYD_ASSIGN_OR_RETURN(auto data_dir, reader.optional_string("data_dir"));
+    if (data_dir) config.data_dir = *data_dir;
+  }
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "snapshot_interval_s", config.snapshot_interval_s, 0, 1u << 24));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "snapshot_keep", config.snapshot_keep, 1, 1000));
   if (const json::value* limits = reader.value("limits"); limits && !limits->is_null()) {
     REPLAYD_RETURN_IF_ERROR(parse_limits(*limits, config.limits));
   }

@@ -40,6 +40,11 @@ struct ServerConfig {
   bool insecure = false;  // allow a non-loopback TCP address without auth_token
   Limits limits;
   std::vector<TableConfig> tables;
+  // Snapshots (docs/SNAPSHOT.md).
+  std::string data_dir;                      // where snapshots live; empty: snapshots disabled
+  std::uint32_t snapshot_interval_s = 0;     // seconds between periodic snapshots; 0: none
+  std::uint32_t snapshot_keep = 3;           // complete snapshots kept, 1 - 1000
+  std::uint32_t snapshot_test_pause_ms = 0;  // test-only flag; 0 in production
 };
 
 // Parses a whole config document. `seed_source` gives seeds to tables that state none.

@@ -1,6 +1,7 @@
 #include "service/dispatch.h"
 
 #include "service/ops.h"
+#include "service/snapshot_op.h"
 
 namespace replayd::service {
 namespace {
@@ -46,6 +47,12 @@ Dispatched dispatch(ServiceContext& context, Frame frame, metrics::RequestOp* op
   }
   if (op == "update_priorities") return reply_of(id, op_update_priorities(context, request, frame));
   if (op == "delete") return reply_of(id, op_delete(context, request, frame));
+  if (op == "snapshot") {
+    auto prepared = prepare_snapshot(context, request);
+    if (!prepared) return make_error_reply(id, prepared.error());
+    prepared->request_id = id;
+    return std::move(prepared).value();
+  }
   if (op == "hello") return reply_of(id, op_hello(context, request));
   if (op == "ping") return reply_of(id, op_ping(context, request));
   if (op == "info") return reply_of(id, op_info(context, request));
@@ -56,7 +63,8 @@ Dispatched dispatch(ServiceContext& context, Frame frame, metrics::RequestOp* op
   return make_error_reply(id, WireError::invalid_argument,
                           "unknown op '" + op +
                               "': expected hello, ping, info, list_tables, create_table, "
-                              "drop_table, reset_table, insert, sample, update_priorities or delete");
+                              "drop_table, reset_table, insert, sample, update_priorities, delete or "
+                              "snapshot");
 }
 
 }  // namespace replayd::service

@@ -40,7 +40,13 @@ struct PreparedSample {
   std::chrono::steady_clock::time_point received_at;  // when read (request latency metric)
 };
 
-using Dispatched = std::variant<Reply, PreparedInsert, PreparedSample>;
+// A snapshot request: the reply comes when run `run` of the Snapshotter ends.
+struct PreparedSnapshot {
+  std::uint64_t request_id = 0;
+  std::uint64_t run = 0;
+};
+
+using Dispatched = std::variant<Reply, PreparedInsert, PreparedSample, PreparedSnapshot>;
 
 // Parses and validates a request; executes every op that never waits.
 // When `op` is given, *op receives the request's op (RequestOp::unknown when none is readable).

@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> metrics_address;
   std::optional<std::string> log_level;
   std::optional<std::string> ready_file;
+  std::optional<std::string> data_dir;
+  std::uint32_t snapshot_test_pause_ms = 0;
   bool insecure = false;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path, "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
@@ -59,6 +61,11 @@ int main(int argc, char** argv) {
   app.add_option("--ready-file", ready_file, "write {\"unix\",\"tcp\",\"metrics\",\"pid\"} JSON here once listening");
   app.add_flag("--insecure", insecure,
                "allow a non-loopback TCP address without a token (docs/SECURITY.md)");
+  app.add_option("--data-dir", data_dir,
+                 "snapshot directory (docs/SNAPSHOT.md); \"\" disables snapshots (default: none)");
+  app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
+                 "TEST ONLY: each snapshot write pauses this long after its header")
+      ->group("");
   app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
   CLI11_PARSE(app, argc, argv);
 
@@ -80,6 +87,8 @@ int main(int argc, char** argv) {
     if (metrics_address) config.metrics_address = *metrics_address;
     if (log_level) config.log_level = *log_level;
     if (ready_file) config.ready_file = *ready_file;
+    if (data_dir) config.data_dir = *data_dir;
+    config.snapshot_test_pause_ms = snapshot_test_pause_ms;
     if (insecure) config.insecure = true;
     // The environment wins over the file, so a deployment can inject the secret without
     // writing it into the config; there is no flag (command lines are visible to every user).

@@ -11,6 +11,8 @@
 
 #include "service/listener.h"
 #include "service/session.h"
+#include "service/snapshot_files.h"
+#include "service/snapshot_restore.h"
 
 namespace replayd::service {
 namespace {
@@ -37,6 +39,11 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.seed_source = &random_seed;
   for (std::string_view code : wire_error_codes()) context_.metrics.declare_error_code(code);
   ready_future_ = ready_promise_.get_future().share();
+  snapshotter_ = std::make_unique<Snapshotter>(
+      io_, context_.tables,
+      SnapshotOptions{config_.data_dir, config_.snapshot_interval_s, config_.snapshot_keep,
+                      config_.snapshot_test_pause_ms});
+  context_.snapshots = snapshotter_.get();
 }
 
 Server::~Server() {
@@ -47,10 +54,18 @@ Server::~Server() {
 }
 
 Status Server::open() {
-  for (const auto& table_config : config_.tables) {
-    auto table = Table::create(table_config, context_.limits.max_table_bytes);
-    if (!table) return table.error();
-    context_.tables.add(std::move(table).value());
+  if (snapshotter_->enabled()) {
+    REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
+    REPLAYD_ASSIGN_OR_RETURN(std::uint64_t newest, restore_tables(config_.data_dir, config_.tables,
+                                                                  context_.limits, context_.tables));
+    snapshotter_->set_newest_sequence(newest);
+    remove_snapshot_temporaries(config_.data_dir);
+  } else {
+    for (const auto& table_config : config_.tables) {
+      auto table = Table::create(table_config, context_.limits.max_table_bytes);
+      if (!table) return table.error();
+      context_.tables.add(std::move(table).value());
+    }
   }
   if (!config_.unix_path.empty()) REPLAYD_RETURN_IF_ERROR(open_unix());
   if (!config_.tcp_address.empty()) REPLAYD_RETURN_IF_ERROR(open_tcp());
@@ -170,8 +185,10 @@ void Server::run() {
     spdlog::info("serving metrics on http://{}/metrics", addresses_.metrics);
   }
   serving_ = true;
+  snapshotter_->start();
   ready_promise_.set_value(addresses_);
   io_.run();
+  snapshotter_->write_final();
 }
 
 void Server::request_stop() {
@@ -187,6 +204,7 @@ void Server::stop() {
   if (tcp_acceptor_) tcp_acceptor_->close(ignored);
   if (signals_) signals_->cancel(ignored);
   context_.tables.cancel_all_waiters(CancelReason::shutting_down);
+  snapshotter_->stop();
   for (Session* session : std::vector<Session*>(context_.sessions.begin(), context_.sessions.end())) {
     session->begin_shutdown();
   }

@@ -16,6 +16,7 @@
 #include "service/config.h"
 #include "service/metrics_endpoint.h"
 #include "service/service_context.h"
+#include "service/snapshotter.h"
 
 namespace replayd::service {
 
@@ -33,12 +34,14 @@ class Server {
   explicit Server(ServerConfig config);
   ~Server();
 
-  // Creates the configured tables and binds the listeners. On error nothing is listening.
+  // Creates the configured tables (restoring them from the newest usable snapshot when
+  // data_dir is set; docs/SNAPSHOT.md) and binds the listeners. On error nothing is listening.
   Status open();
   // Stops on SIGINT/SIGTERM as well as on request_stop().
   void handle_signals();
   // Serves until stopped: stop accepting, answer waiting requests shutting_down, flush
-  // replies, close. Returns when every session has ended (or after kShutdownGrace).
+  // replies, close. Returns when every session has ended (or after kShutdownGrace) and,
+  // with data_dir set, the final snapshot is written.
   void run();
   // Thread-safe; posts the stop to the io_context.
   void request_stop();
@@ -56,6 +59,7 @@ class Server {
   ServerConfig config_;
   asio::io_context io_;
   ServiceContext context_;
+  std::unique_ptr<Snapshotter> snapshotter_;  // always present; enabled() when data_dir is set
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::optional<asio::ip::tcp::acceptor> tcp_acceptor_;
   std::optional<asio::signal_set> signals_;

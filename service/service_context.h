@@ -19,6 +19,7 @@ namespace replayd::service {
 inline constexpr const char* kServerVersion = REPLAYD_VERSION;
 
 class Session;
+class Snapshotter;
 
 struct ServiceContext {
   TableRegistry tables;
@@ -27,6 +28,8 @@ struct ServiceContext {
   std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
   WaitQueue sessions_drained;             // woken when the last session ends
   bool shutting_down = false;
+  // Snapshots of all tables (docs/SNAPSHOT.md); owned by the Server, null in unit tests.
+  Snapshotter* snapshots = nullptr;
   // TCP connections must present this token in their first request (hello); empty: none.
   std::string auth_token;
   // Prometheus instruments the request path updates (docs/OPERATIONS.md).

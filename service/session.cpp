@@ -6,6 +6,8 @@
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include "service/snapshot_op.h"
+
 #include "service/auth.h"
 
 namespace replayd::service {
@@ -155,6 +157,8 @@ void Session::handle(Frame frame) {
   } else if (auto* insert = std::get_if<PreparedInsert>(&dispatched)) {
     insert->received_at = received_at;
     handle_insert(std::move(*insert));
+  } else if (auto* snapshot = std::get_if<PreparedSnapshot>(&dispatched)) {
+    handle_snapshot(*snapshot);
   } else {
     auto& sample = std::get<PreparedSample>(dispatched);
     sample.received_at = received_at;
@@ -306,6 +310,20 @@ asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
                                        std::chrono::steady_clock::now() - parked_at);
   if (reply) answer(metrics::RequestOp::sample, sample.received_at, std::move(*reply));
   last_activity_ = std::chrono::steady_clock::now();
+  outbox_ready_.wake_all();
+}
+
+void Session::handle_snapshot(PreparedSnapshot snapshot) {
+  const auto received_at = std::chrono::steady_clock::now();
+  if (!may_park(metrics::RequestOp::unknown, snapshot.request_id, received_at)) return;
+  asio::co_spawn(socket_.get_executor(),
+                 [self = shared_from_this(), snapshot] { return self->wait_then_snapshot(snapshot); },
+                 log_coroutine_exit);
+}
+
+asio::awaitable<void> Session::wait_then_snapshot(PreparedSnapshot snapshot) {
+  auto reply = co_await await_snapshot(*context_.snapshots, parked_, snapshot);
+  if (reply) send(std::move(*reply));
   outbox_ready_.wake_all();
 }
 

@@ -59,12 +59,15 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> watch_timeouts();
   asio::awaitable<void> wait_then_insert(PreparedInsert insert);
   asio::awaitable<void> wait_then_sample(PreparedSample sample);
+  asio::awaitable<void> wait_then_snapshot(PreparedSnapshot snapshot);
 
   // Feeds bytes to the decoder and handles every frame they complete.
   void consume(std::span<const std::byte> bytes);
   void handle(Frame frame);
   void handle_insert(PreparedInsert insert);
   void handle_sample(PreparedSample sample);
+  // Parks the request until its snapshot is written (service/snapshot_op.h).
+  void handle_snapshot(PreparedSnapshot snapshot);
   // False (after answering resource_exhausted) when the connection may park no more requests.
   bool may_park(metrics::RequestOp op, std::uint64_t request_id,
                 std::chrono::steady_clock::time_point received_at);

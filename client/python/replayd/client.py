@@ -255,6 +255,14 @@ class Client:
         self._schemas.pop(table, None)
         self._call({"op": "drop_table", "table": table}, timeout=timeout)
 
+    def snapshot(self, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """Writes a snapshot of every table to the server's data directory and returns,
+        once it is durable, ``{"file", "tables", "items", "bytes", "duration_ms",
+        "stall_ms"}``. The snapshot holds every change acknowledged before the call.
+        Raises InvalidArgument when the server has no data directory, and
+        ResourceExhausted when the write failed (disk full, ...)."""
+        return self._call({"op": "snapshot"}, timeout=timeout)
+
     # -- items -------------------------------------------------------------------------
 
     def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
