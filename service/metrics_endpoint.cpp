@@ -50,7 +50,7 @@ std::vector<std::string_view> wire_error_codes() {
   for (WireError code :
        {WireError::invalid_argument, WireError::not_found, WireError::already_exists,
         WireError::timeout, WireError::resource_exhausted, WireError::shutting_down,
-        WireError::protocol_error}) {
+        WireError::protocol_error, WireError::unauthenticated}) {
     codes.emplace_back(wire_error_name(code));
   }
   return codes;
