@@ -89,8 +89,10 @@ class Client:
         return self._timeout
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"address": str(self._address), "timeout": self._timeout, "name": self._name,
-                "token": self._token}
+        state = {"address": str(self._address), "timeout": self._timeout, "name": self._name}
+        if self._token is not None:
+            state["token"] = self._token
+        return state
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self._address = parse_address(state["address"])
