@@ -1,0 +1,51 @@
+// Explorer and learner loops: each owns one Client (its own connection) and keeps `depth`
+// requests of each kind in flight, timing each from send to reply. They run inside a worker
+// process (worker_processes.h) and return a trivially copyable WorkerResult.
+// Threading: one worker per process, on its main thread (plus the Client's reader thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "latency_histogram.h"
+#include "workload.h"
+
+namespace replayd::loadgen {
+
+struct OpTotals {
+  std::uint64_t calls = 0;
+  std::uint64_t items = 0;
+  LatencyHistogram latency;
+};
+
+struct WorkerResult {
+  OpTotals insert;
+  OpTotals sample;
+  OpTotals update;
+  double elapsed_s = 0;      // first request sent to last reply received
+  std::uint64_t errors = 0;  // requests that failed (the first message goes to stderr)
+};
+
+struct WorkerPlan {
+  std::string address;
+  std::string table;
+  Workload workload;
+  std::uint64_t insert_chunk_items = 64;
+  std::uint64_t sample_batch_items = 256;
+  bool update_priorities = false;
+  std::uint32_t depth = 8;
+  double duration_s = 1;
+  std::uint64_t seed = 1;
+};
+
+// Connects (before `wait_for_start` returns), then inserts insert_chunk_items per call for
+// duration_s with `depth` calls in flight. Throws client::Error if it cannot connect.
+WorkerResult run_explorer(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context);
+
+// Connects, then samples sample_batch_items per call for duration_s with `depth` calls in
+// flight; with update_priorities, sends random new priorities for every sampled key (also
+// up to `depth` in flight). Throws client::Error if it cannot connect.
+WorkerResult run_learner(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context);
+
+}  // namespace replayd::loadgen
