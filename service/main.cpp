@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "service/config.h"
+#include "service/health_probe.h"
 #include "service/server.h"
 
 namespace {
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> ready_file;
   std::optional<std::string> data_dir;
   std::uint32_t snapshot_test_pause_ms = 0;
+  std::optional<std::string> probe_url;
+  bool check_config = false;
   bool insecure = false;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path, "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
@@ -66,8 +69,19 @@ int main(int argc, char** argv) {
   app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
                  "TEST ONLY: each snapshot write pauses this long after its header")
       ->group("");
+  app.add_option("--probe", probe_url,
+                 "GET this URL of a running server (e.g. http://127.0.0.1:9700/healthz); exit 0 "
+                 "if it answers 200, 1 otherwise (a health check without curl)");
+  app.add_flag("--check-config", check_config,
+               "validate the config file and flags, then exit 0 (valid) or 2 (the error)");
   app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
   CLI11_PARSE(app, argc, argv);
+
+  if (probe_url) {
+    const auto result = replayd::service::probe_http(*probe_url, std::chrono::seconds(3));
+    std::cout << *probe_url << ": " << result.detail << "\n";
+    return result.healthy ? 0 : 1;
+  }
 
   try {
     ServerConfig config;
@@ -106,6 +120,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     spdlog::set_level(level);
+    if (check_config) {
+      std::cout << "replayd: configuration valid: " << config.tables.size() << " tables\n";
+      return 0;
+    }
 
     replayd::service::Server server(config);
     if (auto status = server.open(); !status) {
