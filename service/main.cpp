@@ -1,5 +1,6 @@
 // replayd: the replay-buffer server. Parses flags (CLI11) and the config file, opens the
 // listeners, writes the ready file, and serves until SIGINT/SIGTERM.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,16 @@
 namespace {
 
 using replayd::service::ServerConfig;
+
+// Request payloads and sample replies are large transient buffers (a W2 sample of 32 items
+// is 1.8 MB), allocated and freed per request. glibc would map such blocks with mmap, or
+// trim them off the heap once freed, so every request paid page faults on fresh memory (W2
+// sampling ran 5-8x slower, docs/BENCHMARKS.md). Keep them in the heap for reuse: blocks
+// below 32 MiB come from the heap, and up to 128 MiB of free heap is kept, not returned.
+void keep_large_buffers_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+}
 
 // Writes `content` to `path` atomically (temporary file, then rename).
 bool write_file_atomically(const std::string& path, const std::string& content) {
@@ -43,6 +54,7 @@ std::string ready_document(const replayd::service::ListenAddresses& addresses) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_large_buffers_in_heap();
   CLI::App app{"replayd: a replay-buffer server for reinforcement learning"};
   std::string config_path;
   std::optional<std::string> unix_path;
