@@ -69,7 +69,7 @@ int run(LoadgenOptions options) {
   }
   const std::uint64_t prefill = options.prefill_items >= 0
                                     ? static_cast<std::uint64_t>(options.prefill_items)
-                                    : (options.learners > 0 ? workload.capacity_items : 0);
+                                    : workload.capacity_items;
   prepare_table(address, workload, options.prioritized, prefill);
 
   WorkerPlan plan{address,

@@ -37,7 +37,7 @@ std::optional<LoadgenOptions> parse_options(int argc, char** argv, int& exit_cod
   app.add_option("--duration", options.duration_s, "measured seconds (default 3)")
       ->check(CLI::PositiveNumber);
   app.add_option("--prefill", options.prefill_items,
-                 "items inserted before measuring (default: capacity when learners run, else 0)");
+                 "items inserted before measuring (default: the table's capacity)");
   app.add_option("--limits-seconds", options.limits_s,
                  "seconds per machine-limit probe; 0 skips them (default 0.5)")
       ->check(CLI::NonNegativeNumber);

@@ -26,7 +26,8 @@ struct LoadgenOptions {
   bool prioritized = false;  // prioritized sampler; learners then update sampled priorities
   std::uint32_t depth = 8;   // requests in flight per worker (per op kind)
   double duration_s = 3.0;   // measured time per run, seconds
-  // Items inserted before the measurement; -1: the table's capacity when learners run, else 0.
+  // Items inserted before the measurement; -1: the table's capacity, so that inserts evict
+  // and write pages already touched (steady state, not the first fill of fresh memory).
   std::int64_t prefill_items = -1;
   double limits_s = 0.5;  // time per machine-limit probe, seconds; 0 skips the probes
   std::string json_path;  // write the JSON report here; empty: none

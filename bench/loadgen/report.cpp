@@ -34,6 +34,15 @@ std::string format(const char* spec, double value) {
 
 }  // namespace
 
+double server_transitions_per_cpu_s(const RunReport& report) {
+  if (report.server_cpu_s <= 0) return 0;
+  std::uint64_t items = 0;
+  for (const auto& op : report.ops) {
+    if (op.op != "update") items += op.items;
+  }
+  return static_cast<double>(items) / report.server_cpu_s;
+}
+
 RunReport summarize(const LoadgenOptions& options, const Workload& workload, const WorkerRun& run) {
   RunReport report;
   report.options = options;
@@ -79,7 +88,9 @@ void print_table(std::ostream& out, const RunReport& report) {
   }
   if (report.server_cpu_s >= 0 && report.elapsed_s > 0) {
     out << "server CPU: " << format("%.2f", report.server_cpu_s) << " s ("
-        << format("%.0f", 100 * report.server_cpu_s / report.elapsed_s) << "% of one core)\n";
+        << format("%.0f", 100 * report.server_cpu_s / report.elapsed_s) << "% of one core), "
+        << format("%.0f", server_transitions_per_cpu_s(report))
+        << " transitions (inserted + sampled) per server CPU-second\n";
   }
   if (report.errors || report.failed_workers) {
     out << "errors: " << report.errors << " failed requests, " << report.failed_workers
@@ -125,7 +136,10 @@ boost::json::object to_json(const RunReport& report) {
                           {"errors", report.errors},
                           {"failed_workers", report.failed_workers},
                           {"ops", ops}};
-  if (report.server_cpu_s >= 0) out["server_cpu_s"] = report.server_cpu_s;
+  if (report.server_cpu_s >= 0) {
+    out["server_cpu_s"] = report.server_cpu_s;
+    out["server_transitions_per_cpu_s"] = server_transitions_per_cpu_s(report);
+  }
   if (report.has_limits) {
     const auto& l = report.limits;
     out["machine"] = {{"memcpy_gb_s", l.memcpy_gb_s},

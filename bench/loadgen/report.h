@@ -41,6 +41,10 @@ struct RunReport {
 // Sums the workers' results into per-op throughput and merged latency histograms.
 RunReport summarize(const LoadgenOptions& options, const Workload& workload, const WorkerRun& run);
 
+// Transitions inserted plus sampled per second of server CPU (user + system): what one
+// server core sustains, whatever else the machine runs. 0 when the server was not started here.
+double server_transitions_per_cpu_s(const RunReport& report);
+
 void print_table(std::ostream& out, const RunReport& report);
 boost::json::object to_json(const RunReport& report);
 
