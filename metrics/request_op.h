@@ -22,6 +22,7 @@ enum class RequestOp : std::uint8_t {
   sample,
   update_priorities,
   delete_keys,
+  snapshot,
   unknown,  // the request named no op, an unknown op, or its metadata was not JSON
 };
 
@@ -30,8 +31,9 @@ inline constexpr std::size_t kRequestOpCount = static_cast<std::size_t>(RequestO
 // The wire name ("delete" for delete_keys, "unknown" for unknown). O(1).
 constexpr std::string_view request_op_name(RequestOp op) {
   constexpr std::array<std::string_view, kRequestOpCount> kNames{
-      "hello",       "ping",   "info",   "list_tables",       "create_table", "drop_table",
-      "reset_table", "insert", "sample", "update_priorities", "delete",       "unknown"};
+      "hello",      "ping",        "info",   "list_tables", "create_table",
+      "drop_table", "reset_table", "insert", "sample",      "update_priorities",
+      "delete",     "snapshot",    "unknown"};
   return kNames[static_cast<std::size_t>(op)];
 }
 

@@ -87,6 +87,7 @@ asio::awaitable<void> Session::read_loop() {
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(destination.data(), destination.size()), as_tuple);
       if (ec) break;
       context_.metrics.bytes_received(n);
+      read_at_ = std::chrono::steady_clock::now();
       decoder_.commit_payload(n);
       if (decoder_.has_frame()) handle(decoder_.take_frame());
       continue;
@@ -94,6 +95,7 @@ asio::awaitable<void> Session::read_loop() {
     auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), as_tuple);
     if (ec) break;
     context_.metrics.bytes_received(n);
+    read_at_ = std::chrono::steady_clock::now();
     consume({chunk.data(), n});
   }
   stop_reading();
@@ -149,7 +151,7 @@ bool Session::authenticate(const Frame& frame) {
 void Session::handle(Frame frame) {
   last_activity_ = std::chrono::steady_clock::now();
   if (!authenticated_ && !authenticate(frame)) return;
-  const auto received_at = std::chrono::steady_clock::now();
+  const auto received_at = read_at_;
   metrics::RequestOp op = metrics::RequestOp::unknown;
   Dispatched dispatched = dispatch(context_, std::move(frame), &op);
   if (auto* reply = std::get_if<Reply>(&dispatched)) {
@@ -314,16 +316,19 @@ asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
 }
 
 void Session::handle_snapshot(PreparedSnapshot snapshot) {
-  const auto received_at = std::chrono::steady_clock::now();
-  if (!may_park(metrics::RequestOp::unknown, snapshot.request_id, received_at)) return;
+  const auto received_at = read_at_;
+  if (!may_park(metrics::RequestOp::snapshot, snapshot.request_id, received_at)) return;
   asio::co_spawn(socket_.get_executor(),
-                 [self = shared_from_this(), snapshot] { return self->wait_then_snapshot(snapshot); },
+                 [self = shared_from_this(), snapshot, received_at] {
+                   return self->wait_then_snapshot(snapshot, received_at);
+                 },
                  log_coroutine_exit);
 }
 
-asio::awaitable<void> Session::wait_then_snapshot(PreparedSnapshot snapshot) {
+asio::awaitable<void> Session::wait_then_snapshot(PreparedSnapshot snapshot,
+                                                  std::chrono::steady_clock::time_point received_at) {
   auto reply = co_await await_snapshot(*context_.snapshots, parked_, snapshot);
-  if (reply) send(std::move(*reply));
+  if (reply) answer(metrics::RequestOp::snapshot, received_at, std::move(*reply));
   outbox_ready_.wake_all();
 }
 

@@ -59,7 +59,8 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> watch_timeouts();
   asio::awaitable<void> wait_then_insert(PreparedInsert insert);
   asio::awaitable<void> wait_then_sample(PreparedSample sample);
-  asio::awaitable<void> wait_then_snapshot(PreparedSnapshot snapshot);
+  asio::awaitable<void> wait_then_snapshot(PreparedSnapshot snapshot,
+                                           std::chrono::steady_clock::time_point received_at);
 
   // Feeds bytes to the decoder and handles every frame they complete.
   void consume(std::span<const std::byte> bytes);
@@ -87,6 +88,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::size_t outbox_bytes_ = 0;
   WaitQueue outbox_ready_;  // the writer waits here for replies (or for closing)
   WaitQueue read_resume_;   // the reader waits here while paused by backpressure
+  // When the last read from the socket completed: the received time of the requests it
+  // completed (request latency metric; one clock read per read, not per request).
+  std::chrono::steady_clock::time_point read_at_;
   std::unordered_set<WaitQueue::Waiter*> parked_;
   bool reading_ = true;     // false once the reader stopped for good
   bool write_failed_ = false;
