@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -348,6 +350,41 @@ def test_pipelined_requests_are_answered_in_order(metrics_server):
                      b"GET /readyz HTTP/1.1\r\nConnection: close\r\n\r\n")
     statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", reply)
     assert statuses == [b"200", b"404", b"200"]
+
+
+def request_frame(request_id: int, meta: dict) -> bytes:
+    body = json.dumps(meta).encode()
+    return struct.pack("<4sBBHQIIQ", b"RPLY", 1, 1, 0, request_id, len(body), 0, 0) + body
+
+
+def test_readyz_answers_503_while_the_server_drains_and_healthz_stays_200(make_server):
+    server = make_server(extra_args=METRICS_ARGS)
+    address = server.ready["metrics"]
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("big", {"pixels": (np.uint8, 1 << 16)}, 64)
+        c.insert("big", {"pixels": np.zeros((64, 1 << 16), np.uint8)})
+    # A client that asks for 32 MB of samples and reads none of it keeps its connection
+    # busy flushing, so the server drains for its whole shutdown grace period.
+    stuck = socket.socket(socket.AF_UNIX)
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(server.ready["unix"])
+    try:
+        stuck.sendall(b"".join(request_frame(i, {"op": "sample", "table": "big", "n": 64})
+                               for i in range(8)))
+        time.sleep(0.3)
+        server.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 4
+        status = body = None
+        while time.monotonic() < deadline:
+            status, body, _ = http_get(address, "/readyz")
+            if status == 503:
+                break
+            time.sleep(0.02)
+        assert (status, body) == (503, "not ready: shutting down\n")
+        assert http_get(address, "/healthz")[0] == 200
+    finally:
+        stuck.close()
+    assert server.proc.wait(15) == 0
 
 
 # -- configuration and startup -------------------------------------------------------------
