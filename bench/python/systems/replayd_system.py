@@ -101,7 +101,7 @@ class ReplaydSystem(System):
         for path in (sock, ready):
             path.unlink(missing_ok=True)
         log = open(workdir / "replayd.log", "ab")
-        self.proc = subprocess.Popen([str(binary), "--unix", str(sock), "--tcp", "",
+        self.proc = subprocess.Popen([str(binary), "--unix", str(sock), "--tcp", "", "--metrics", "",
                                       "--ready-file", str(ready), "--log-level", "warn"],
                                      stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
