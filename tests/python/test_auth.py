@@ -94,10 +94,10 @@ def test_the_unix_socket_needs_no_token(guarded):
 
 
 def test_a_client_without_the_token_gets_unauthenticated(guarded):
-    with pytest.raises(replayd.ReplayError) as info:
+    with pytest.raises(replayd.Unauthenticated) as info:
         replayd.Client(guarded.tcp_address, timeout=30).ping()
     assert info.value.code == "unauthenticated"
-    with pytest.raises(replayd.ReplayError, match="wrong token"):
+    with pytest.raises(replayd.Unauthenticated, match="wrong token"):
         replayd.Client(guarded.tcp_address, timeout=30, token="guess").ping()
 
 

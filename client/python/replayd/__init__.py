@@ -14,6 +14,7 @@ from .address import Address, parse_address
 from .client import Client
 from .errors import (AlreadyExists, ConnectionLost, InvalidArgument, NotFound,
                      ProtocolError, ReplayError, ResourceExhausted, ShuttingDown,
+                     Unauthenticated,
                      TimeoutError)
 from .rate_limiters import Custom, MinSize, Queue, RateLimiter, SampleToInsertRatio
 from .sample import Sample
@@ -29,5 +30,5 @@ __all__ = [
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",
-    "ResourceExhausted", "ShuttingDown", "ProtocolError", "ConnectionLost",
+    "ResourceExhausted", "ShuttingDown", "ProtocolError", "Unauthenticated", "ConnectionLost",
 ]

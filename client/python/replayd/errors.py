@@ -91,6 +91,13 @@ class ProtocolError(ReplayError):
     code = "protocol_error"
 
 
+class Unauthenticated(ReplayError, PermissionError):
+    """The server requires a token on this TCP connection and none, or a wrong one, was
+    given (`Client(..., token=...)` or REPLAYD_TOKEN). The server closed the connection."""
+
+    code = "unauthenticated"
+
+
 class ConnectionLost(ReplayError, ConnectionError):
     """The connection closed (or could not be opened) before the reply arrived.
 
@@ -104,7 +111,7 @@ class ConnectionLost(ReplayError, ConnectionError):
 _BY_CODE: Mapping[str, type] = {
     cls.code: cls
     for cls in (InvalidArgument, NotFound, AlreadyExists, TimeoutError, ResourceExhausted,
-                ShuttingDown, ProtocolError, ConnectionLost)
+                ShuttingDown, ProtocolError, Unauthenticated, ConnectionLost)
 }
 
 
