@@ -83,17 +83,31 @@ std::shared_ptr<const SampleLayout> layout_of(const json::object& meta) {
   return layout;
 }
 
+double number_at(const json::object& meta, std::string_view key) {
+  const json::value* value = meta.if_contains(key);
+  if (!value || !value->is_number()) bad_reply("expected a number '" + std::string(key) + "'");
+  return value->to_number<double>();
+}
+
+TableState state_of(const json::object& state) {
+  return {uint_at(state, "size"), number_at(state, "mass"), number_at(state, "min_mass")};
+}
+
 }  // namespace
 
 ReplyDecoder::ReplyDecoder() : arena_(arena_bytes_.data(), arena_bytes_.size()) {}
 
-const json::object& ReplyDecoder::parse(const Reply& reply) {
+const json::object& ReplyDecoder::parse_text(std::string_view text) {
   parsed_.reset();
   arena_.release();  // every allocation of the previous reply's metadata is gone now
   std::error_code ec;
-  parsed_.emplace(json::parse(reply.meta, ec, json::storage_ptr(&arena_)));
+  parsed_.emplace(json::parse(text, ec, json::storage_ptr(&arena_)));
   if (ec || !parsed_->is_object()) bad_reply("reply metadata is not a JSON object");
-  const json::object& meta = parsed_->get_object();
+  return parsed_->get_object();
+}
+
+const json::object& ReplyDecoder::parse(const Reply& reply) {
+  const json::object& meta = parse_text(reply.meta);
   if (const json::value* error = meta.if_contains("error")) {
     const json::object* details = error->if_object();
     const json::value* code = details ? details->if_contains("code") : nullptr;
@@ -106,26 +120,42 @@ const json::object& ReplyDecoder::parse(const Reply& reply) {
   return meta;
 }
 
-std::shared_ptr<const SampleLayout> ReplyDecoder::sample_layout(const Reply& reply) {
+std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> ReplyDecoder::sample_meta(
+    const Reply& reply) {
+  // The server appends the state last: {"n":..,"columns":[..],"state":{..}}. Any other
+  // spelling still decodes, through a full parse.
+  constexpr std::string_view kStateKey = ",\"state\":";
+  const std::string_view meta = reply.meta;
+  const std::size_t state_at = meta.rfind(kStateKey);
+  const std::string_view columns_text = meta.substr(0, state_at);
   std::shared_ptr<const SampleLayout> layout;
+  std::optional<TableState> state;
   for (const auto& cached : layouts_) {
-    if (cached.layout && cached.meta == reply.meta) {
+    if (cached.layout && state_at != std::string_view::npos && cached.meta == columns_text &&
+        meta.back() == '}') {
+      const std::size_t begin = state_at + kStateKey.size();
+      state = state_of(parse_text(meta.substr(begin, meta.size() - 1 - begin)));
       layout = cached.layout;
       break;
     }
   }
   if (!layout) {
-    layout = layout_of(parse(reply));
+    const json::object& parsed = parse(reply);
+    layout = layout_of(parsed);
+    if (const json::value* table = parsed.if_contains("state")) {
+      if (!table->is_object()) bad_reply("a sample reply's state is not an object");
+      state = state_of(table->get_object());
+    }
     CachedLayout& slot = layouts_[next_layout_];
     next_layout_ = (next_layout_ + 1) % kCachedLayouts;
-    slot.meta = reply.meta;
+    slot.meta = columns_text;
     slot.layout = layout;
   }
   if (layout->payload_bytes > reply.payload.size()) {
     bad_reply("sample columns need " + std::to_string(layout->payload_bytes) +
               " payload bytes, the reply has " + std::to_string(reply.payload.size()));
   }
-  return layout;
+  return {std::move(layout), state};
 }
 
 void decode_empty(Reply&& reply, ReplyDecoder& decoder) {
@@ -182,8 +212,8 @@ Keys decode_keys(Reply&& reply, ReplyDecoder& decoder) {
 }
 
 SampleBatch decode_sample(Reply&& reply, ReplyDecoder& decoder) {
-  auto layout = decoder.sample_layout(reply);
-  return SampleBatch(std::move(layout), std::move(reply.payload));
+  auto [layout, state] = decoder.sample_meta(reply);
+  return SampleBatch(std::move(layout), std::move(reply.payload), state);
 }
 
 UpdateResult decode_update(Reply&& reply, ReplyDecoder& decoder) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "replayd_client/buffer.h"
 #include "replayd_client/results.h"
@@ -28,12 +29,16 @@ class ReplyDecoder {
   // JSON object. O(metadata bytes).
   const boost::json::object& parse(const Reply& reply);
 
-  // The layout of a sample reply; checks that it fits the payload. O(1) for metadata seen
-  // recently, else a parse. Throws like parse(), or Error(bad_reply) for a layout that
-  // breaks docs/PROTOCOL.md.
-  std::shared_ptr<const SampleLayout> sample_layout(const Reply& reply);
+  // The layout and table state of a sample reply; checks that the layout fits the payload.
+  // Layouts are remembered by their metadata text without the trailing "state", so a
+  // repeated shape costs a parse of the small state object only. Throws like parse(), or
+  // Error(bad_reply) for a layout that breaks docs/PROTOCOL.md.
+  std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> sample_meta(
+      const Reply& reply);
 
  private:
+  const boost::json::object& parse_text(std::string_view text);
+
   static constexpr std::size_t kCachedLayouts = 8;
   struct CachedLayout {
     std::string meta;

@@ -7,6 +7,7 @@
 #include <boost/json/object.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,6 +71,15 @@ struct SampleLayout {
   std::uint64_t payload_bytes = 0;  // the least payload size the columns need
 };
 
+// A sampled table as the draws saw it, just before the first (the reply's "state"): its
+// item count and sampling mass (item count for uniform tables, sum of priority^alpha for
+// prioritized ones) and the smallest positive mass of one item. Combines shards' samples.
+struct TableState {
+  std::uint64_t size = 0;
+  double mass = 0;
+  double min_mass = 0;
+};
+
 // A typed view of one column: valid while the SampleBatch it came from lives.
 class ColumnView {
  public:
@@ -102,26 +112,33 @@ class SampleBatch {
  public:
   SampleBatch() = default;
   // Precondition (checked by the decoder): the layout fits in the payload.
-  SampleBatch(std::shared_ptr<const SampleLayout> layout, Buffer payload)
-      : layout_(std::move(layout)), payload_(std::move(payload)) {}
+  SampleBatch(std::shared_ptr<const SampleLayout> layout, Buffer payload,
+              std::optional<TableState> state = std::nullopt)
+      : layout_(std::move(layout)), payload_(std::move(payload)), state_(state) {}
 
   std::size_t size() const { return layout_ ? layout_->n : 0; }
   std::span<const std::uint64_t> keys() const { return typed<std::uint64_t>(0); }
   std::span<const double> probabilities() const { return typed<double>(1); }
   std::span<const double> weights() const { return typed<double>(2); }
   std::span<const std::uint32_t> times_sampled() const { return typed<std::uint32_t>(3); }
+  // The table as the draws saw it; nullopt from a server that does not report it (and for
+  // a batch combined from several shards).
+  const std::optional<TableState>& state() const { return state_; }
+  const SampleLayout* layout() const { return layout_.get(); }
 
   // The table's fields, in field order.
   std::size_t field_count() const { return layout_ ? layout_->columns.size() - 4 : 0; }
-  ColumnView field(std::size_t index) const { return view(4 + index); }
+  ColumnView field(std::size_t index) const { return column(4 + index); }
   // The field named `name`; throws Error(invalid_argument) if there is none. O(fields).
   ColumnView field(std::string_view name) const;
-
- private:
-  ColumnView view(std::size_t column) const {
+  // Any column by position: 0..3 are key, probability, weight, times_sampled, then the
+  // fields. Throws std::out_of_range past the last.
+  ColumnView column(std::size_t column) const {
     const ColumnSpec& spec = layout_->columns.at(column);
     return ColumnView(spec, payload_.span().subspan(spec.offset, spec.bytes));
   }
+
+ private:
   template <typename T>
   std::span<const T> typed(std::size_t column) const {
     if (!layout_) return {};
@@ -130,6 +147,7 @@ class SampleBatch {
 
   std::shared_ptr<const SampleLayout> layout_;
   Buffer payload_;
+  std::optional<TableState> state_;
 };
 
 }  // namespace replayd::client
