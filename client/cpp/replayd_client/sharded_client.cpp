@@ -1,0 +1,251 @@
+#include "replayd_client/sharded_client.h"
+
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "replayd_client/shard_keys.h"
+#include "replayd_client/union_sample.h"
+
+namespace replayd::client {
+namespace json = boost::json;
+
+// What the client knows of each shard's tables, its draw-splitting generator and the
+// round-robin position. Thread-safe (one mutex); shared with deferred sample futures so
+// they may outlive a call but not the ShardedClient's shards.
+class ShardMasses {
+ public:
+  ShardMasses(std::size_t shards, std::optional<std::uint64_t> seed)
+      : shards_(shards), random_(seed ? *seed : std::random_device{}()) {}
+
+  std::size_t next_shard() {
+    std::lock_guard lock(mutex_);
+    return next_shard_++ % shards_;
+  }
+  std::vector<std::uint64_t> split(std::uint64_t n, std::span<const double> shares) {
+    std::lock_guard lock(mutex_);
+    return split_draws(n, shares, random_);
+  }
+  // Every shard's state of `table` if each is known.
+  std::optional<std::vector<TableState>> known(std::string_view table) {
+    std::lock_guard lock(mutex_);
+    auto entry = tables_.find(table);
+    if (entry == tables_.end()) return std::nullopt;
+    std::vector<TableState> states;
+    for (const auto& state : entry->second) {
+      if (!state) return std::nullopt;
+      states.push_back(*state);
+    }
+    return states;
+  }
+  void remember(std::string_view table, std::size_t shard, const TableState& state) {
+    std::lock_guard lock(mutex_);
+    auto entry = tables_.find(table);
+    if (entry == tables_.end()) {
+      entry = tables_.emplace(std::string(table), std::vector<std::optional<TableState>>(shards_))
+                  .first;
+    }
+    entry->second[shard] = state;
+  }
+  // Our own update or delete changed the masses: read them afresh next time.
+  void forget(std::string_view table) {
+    std::lock_guard lock(mutex_);
+    if (auto entry = tables_.find(table); entry != tables_.end()) tables_.erase(entry);
+  }
+
+ private:
+  std::mutex mutex_;
+  const std::size_t shards_;
+  std::mt19937_64 random_;
+  std::uint64_t next_shard_ = 0;
+  std::map<std::string, std::vector<std::optional<TableState>>, std::less<>> tables_;
+};
+
+namespace {
+
+TableState state_from_info(const json::object& info) {
+  const json::object& table = info.at("tables").as_array().at(0).as_object();
+  return {table.at("size").to_number<std::uint64_t>(), table.at("mass").to_number<double>(),
+          table.at("min_mass").to_number<double>()};
+}
+
+}  // namespace
+
+ShardedClient::ShardedClient(std::span<const std::string> addresses, ClientOptions options,
+                             std::optional<std::uint64_t> seed) {
+  if (addresses.empty() || addresses.size() > kMaxShards) {
+    throw Error(ErrorCode::invalid_argument, "a ShardedClient needs 1 to " +
+                                                 std::to_string(kMaxShards) + " addresses, got " +
+                                                 std::to_string(addresses.size()));
+  }
+  for (const auto& address : addresses)
+    shards_.push_back(std::make_unique<Client>(address, options));
+  masses_ = std::make_shared<ShardMasses>(shards_.size(), seed);
+}
+
+ShardedClient::~ShardedClient() = default;
+
+void ShardedClient::close() {
+  for (auto& shard : shards_)
+    shard->close();
+}
+
+std::vector<json::object> ShardedClient::create_table(const json::object& description,
+                                                      bool exist_ok) {
+  std::vector<std::future<json::object>> created;
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    json::object shard_description = description;
+    if (const json::value* capacity = description.if_contains("capacity");
+        capacity && capacity->is_number()) {
+      const auto total = capacity->to_number<std::uint64_t>();
+      shard_description["capacity"] =
+          std::max<std::uint64_t>(1, (total + shards_.size() - 1) / shards_.size());
+    }
+    if (const json::value* seed = description.if_contains("seed"); seed && seed->is_number()) {
+      shard_description["seed"] = seed->to_number<std::uint64_t>() + s;
+    }
+    created.push_back(shards_[s]->create_table_async(shard_description, exist_ok));
+  }
+  std::vector<json::object> infos;
+  for (auto& future : created)
+    infos.push_back(future.get());
+  return infos;
+}
+
+void ShardedClient::drop_table(std::string_view table) {
+  for (auto& shard : shards_)
+    shard->drop_table(table);
+  masses_->forget(table);
+}
+
+void ShardedClient::reset_table(std::string_view table) {
+  for (auto& shard : shards_)
+    shard->reset_table(table);
+  masses_->forget(table);
+}
+
+std::uint64_t ShardedClient::size(std::string_view table) {
+  std::vector<std::future<json::object>> infos;
+  for (auto& shard : shards_)
+    infos.push_back(shard->info_async(table));
+  std::uint64_t items = 0;
+  for (auto& info : infos)
+    items += state_from_info(info.get()).size;
+  return items;
+}
+
+std::future<Keys> ShardedClient::insert_async(std::string_view table, const InsertBatch& batch,
+                                              InsertOptions options) {
+  const std::size_t shard = masses_->next_shard();
+  return std::async(std::launch::deferred,
+                    [shard, local = shards_[shard]->insert_async(table, batch, options)]() mutable {
+                      const Keys keys = local.get();
+                      Buffer global(keys.size() * sizeof(std::uint64_t));
+                      auto* out = reinterpret_cast<std::uint64_t*>(global.data());
+                      for (std::size_t i = 0; i < keys.size(); ++i)
+                        out[i] = global_key(shard, keys[i]);
+                      return Keys(std::move(global), keys.size());
+                    });
+}
+
+std::future<SampleBatch> ShardedClient::sample_async(std::string_view table, std::uint64_t n,
+                                                     SampleOptions options) {
+  auto known = masses_->known(table);
+  if (!known) {
+    std::vector<std::future<json::object>> infos;
+    for (auto& shard : shards_)
+      infos.push_back(shard->info_async(table));
+    known.emplace();
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      known->push_back(state_from_info(infos[s].get()));
+      masses_->remember(table, s, known->back());
+    }
+  }
+  std::vector<double> shares = draw_shares(*known);
+  const std::vector<std::uint64_t> counts = masses_->split(n, shares);
+  std::vector<std::pair<std::size_t, std::future<SampleBatch>>> requests;
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    if (counts[s] > 0)
+      requests.emplace_back(s, shards_[s]->sample_async(table, counts[s], options));
+  }
+  return std::async(
+      std::launch::deferred,
+      [masses = masses_, table = std::string(table), requests = std::move(requests),
+       shares = std::move(shares), known = std::move(*known), beta = options.beta]() mutable {
+        std::vector<ShardSample> parts;
+        for (auto& [shard, future] : requests)
+          parts.push_back({shard, future.get()});
+        for (const auto& part : parts) {
+          if (part.sample.state()) masses->remember(table, part.shard, *part.sample.state());
+        }
+        return combine_shard_samples(parts, shares, known, beta);
+      });
+}
+
+std::vector<std::vector<std::size_t>> ShardedClient::route(
+    std::span<const std::uint64_t> keys) const {
+  std::vector<std::vector<std::size_t>> positions(shards_.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::size_t shard = shard_of_key(keys[i]);
+    if (shard >= shards_.size()) {
+      throw Error(ErrorCode::invalid_argument, "key " + std::to_string(keys[i]) + " names shard " +
+                                                   std::to_string(shard) + ", but there are " +
+                                                   std::to_string(shards_.size()) + " shards");
+    }
+    positions[shard].push_back(i);
+  }
+  return positions;
+}
+
+UpdateResult ShardedClient::update_priorities(std::string_view table,
+                                              std::span<const std::uint64_t> keys,
+                                              std::span<const double> priorities) {
+  if (keys.size() != priorities.size()) {
+    throw Error(ErrorCode::invalid_argument, "update_priorities: " + std::to_string(keys.size()) +
+                                                 " keys but " + std::to_string(priorities.size()) +
+                                                 " priorities");
+  }
+  const auto positions = route(keys);
+  std::vector<std::future<UpdateResult>> updates;
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    if (positions[s].empty()) continue;
+    std::vector<std::uint64_t> local;
+    std::vector<double> values;
+    for (std::size_t i : positions[s]) {
+      local.push_back(local_key(keys[i]));
+      values.push_back(priorities[i]);
+    }
+    updates.push_back(shards_[s]->update_priorities_async(table, local, values));  // sent now
+  }
+  masses_->forget(table);
+  UpdateResult total;
+  for (auto& update : updates) {
+    const UpdateResult result = update.get();
+    total.applied += result.applied;
+    total.stale += result.stale;
+  }
+  return total;
+}
+
+DeleteResult ShardedClient::delete_keys(std::string_view table,
+                                        std::span<const std::uint64_t> keys) {
+  const auto positions = route(keys);
+  std::vector<std::future<DeleteResult>> deletes;
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    if (positions[s].empty()) continue;
+    std::vector<std::uint64_t> local;
+    for (std::size_t i : positions[s])
+      local.push_back(local_key(keys[i]));
+    deletes.push_back(shards_[s]->delete_keys_async(table, local));
+  }
+  masses_->forget(table);
+  DeleteResult total;
+  for (auto& result : deletes) {
+    const DeleteResult one = result.get();
+    total.deleted += one.deleted;
+    total.stale += one.stale;
+  }
+  return total;
+}
+
+}  // namespace replayd::client

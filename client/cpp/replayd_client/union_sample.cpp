@@ -1,0 +1,155 @@
+#include "replayd_client/union_sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "replayd_client/shard_keys.h"
+
+namespace replayd::client {
+namespace {
+
+constexpr std::uint64_t kAlignment = 8;  // every column starts at a multiple of 8 bytes
+
+std::uint64_t aligned(std::uint64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+bool same_item_shape(const ColumnSpec& a, const ColumnSpec& b) {
+  return a.name == b.name && a.dtype == b.dtype &&
+         std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1, b.shape.end());
+}
+
+// The layout of the union: the first part's columns with n rows in all, offsets as the
+// protocol lays them out. Checks every part has the same columns.
+std::shared_ptr<SampleLayout> union_layout(std::span<const ShardSample> parts, std::uint64_t n) {
+  const SampleLayout& first = *parts.front().sample.layout();
+  for (const auto& part : parts) {
+    const SampleLayout& other = *part.sample.layout();
+    bool same = other.columns.size() == first.columns.size();
+    for (std::size_t c = 0; same && c < first.columns.size(); ++c) {
+      same = same_item_shape(first.columns[c], other.columns[c]);
+    }
+    if (!same) {
+      throw Error(ErrorCode::invalid_argument, "shards " + std::to_string(parts.front().shard) +
+                                                   " and " + std::to_string(part.shard) +
+                                                   " hold the table with different fields");
+    }
+  }
+  auto layout = std::make_shared<SampleLayout>();
+  layout->n = n;
+  std::uint64_t offset = 0;
+  for (const ColumnSpec& column : first.columns) {
+    ColumnSpec spec = column;
+    spec.shape.front() = n;
+    spec.bytes = first.n ? column.bytes / first.n * n : 0;
+    spec.offset = offset;
+    offset = aligned(offset + spec.bytes);
+    layout->columns.push_back(std::move(spec));
+  }
+  layout->payload_bytes = offset;
+  return layout;
+}
+
+// The smallest probability a draw on one shard gives any of its items.
+double smallest_local_probability(const TableState& state) {
+  return state.mass > 0 ? state.min_mass / state.mass : 1.0 / static_cast<double>(state.size);
+}
+
+}  // namespace
+
+std::vector<double> draw_shares(std::span<const TableState> shards) {
+  std::vector<double> weights(shards.size());
+  auto normalised = [&weights]() {
+    const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+    if (!(total > 0)) return false;
+    for (double& weight : weights)
+      weight /= total;
+    return true;
+  };
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    weights[s] = shards[s].size ? shards[s].mass : 0;
+  if (normalised()) return weights;
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    weights[s] = static_cast<double>(shards[s].size);
+  if (normalised()) return weights;
+  std::fill(weights.begin(), weights.end(), 1.0);
+  normalised();
+  return weights;
+}
+
+std::vector<std::uint64_t> split_draws(std::uint64_t n, std::span<const double> shares,
+                                       std::mt19937_64& random) {
+  // Sequential binomials: shard s gets Binomial(draws left, share_s / share left).
+  std::vector<std::uint64_t> counts(shares.size(), 0);
+  double share_left = 1.0;
+  std::uint64_t left = n;
+  for (std::size_t s = 0; s < shares.size() && left > 0; ++s) {
+    if (s + 1 == shares.size() || share_left <= 0) {
+      counts[s] = left;
+      break;
+    }
+    const double p = std::clamp(shares[s] / share_left, 0.0, 1.0);
+    counts[s] = std::binomial_distribution<std::uint64_t>(left, p)(random);
+    left -= counts[s];
+    share_left -= shares[s];
+  }
+  return counts;
+}
+
+SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
+                                  std::span<const double> shares, std::span<const TableState> known,
+                                  double beta) {
+  if (parts.empty()) return {};
+  std::uint64_t n = 0;
+  for (const auto& part : parts)
+    n += part.sample.size();
+  auto layout = union_layout(parts, n);
+  Buffer payload(layout->payload_bytes);
+  std::memset(payload.data(), 0, payload.size());  // padding goes out as zeros
+
+  // Per-draw columns: global keys, union probabilities, times_sampled as drawn.
+  auto* keys = reinterpret_cast<std::uint64_t*>(payload.data() + layout->columns[0].offset);
+  auto* probabilities = reinterpret_cast<double*>(payload.data() + layout->columns[1].offset);
+  auto* weights = reinterpret_cast<double*>(payload.data() + layout->columns[2].offset);
+  std::uint64_t row = 0;
+  for (const auto& part : parts) {
+    const auto local_keys = part.sample.keys();
+    const auto local_probabilities = part.sample.probabilities();
+    for (std::size_t i = 0; i < local_keys.size(); ++i, ++row) {
+      keys[row] = global_key(part.shard, local_keys[i]);
+      probabilities[row] = shares[part.shard] * local_probabilities[i];
+    }
+  }
+  // Every other column (times_sampled and the fields) is the parts' bytes in part order.
+  for (std::size_t c = 3; c < layout->columns.size(); ++c) {
+    std::byte* out = payload.data() + layout->columns[c].offset;
+    for (const auto& part : parts) {
+      const auto bytes = part.sample.column(c).bytes();
+      if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
+      out += bytes.size();
+    }
+  }
+
+  // The smallest probability any stored item had over the union, per shard as its own
+  // draw saw it (shards that served no draw: as last known).
+  std::vector<TableState> states(known.begin(), known.end());
+  for (const auto& part : parts) {
+    if (part.sample.state()) states[part.shard] = *part.sample.state();
+  }
+  double smallest = std::numeric_limits<double>::infinity();
+  for (std::size_t s = 0; s < states.size(); ++s) {
+    if (shares[s] > 0 && states[s].size > 0) {
+      smallest = std::min(smallest, shares[s] * smallest_local_probability(states[s]));
+    }
+  }
+  const bool weighted = beta > 0 && std::isfinite(smallest) && smallest > 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    weights[i] = weighted ? std::pow(probabilities[i] / smallest, -beta) : 1.0;
+  }
+  return SampleBatch(std::move(layout), std::move(payload));
+}
+
+}  // namespace replayd::client
