@@ -136,7 +136,9 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
     return invalid(name(), "sample output buffers do not match n and the schema");
   }
   for (std::size_t f = 0; f < fields.size(); ++f) {
-    if (out.columns[f].size() != n * fields[f].item_bytes()) {
+    const bool copied = out.columns[f].size() == n * fields[f].item_bytes();
+    const bool viewed = out.columns[f].empty() && f < out.rows.size() && out.rows[f].size() == n;
+    if (!copied && !viewed) {
       return invalid(name(), "field '" + fields[f].name + "': output column has the wrong size");
     }
   }
@@ -158,7 +160,11 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
     const std::uint32_t slot = pick.slot;
     for (std::size_t f = 0; f < fields.size(); ++f) {
       const std::uint64_t bytes = storage_.item_bytes(f);
-      std::memcpy(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+      if (out.columns[f].empty()) {
+        out.rows[f][i] = storage_.cell(f, slot);
+      } else {
+        std::memcpy(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+      }
     }
     const std::uint32_t times = storage_.times_sampled(slot) + 1;
     storage_.set_times_sampled(slot, times);

@@ -45,12 +45,17 @@ struct TableInfo {
 // Caller-owned destination for a sample of n items. Every span holds exactly n values;
 // columns holds one span per schema field, in schema order, of n * item_bytes bytes.
 // The spans are only borrowed for the duration of sample().
+// A field may instead be viewed in place: its column left empty and rows[field] holding n
+// pointers, which sample() sets to the stored values of the draws. Such a pointer stays
+// valid, and its bytes unchanged, only until the table's next insert, delete, reset or
+// restore (or its destruction): a caller must copy or send them before then.
 struct SampleBuffers {
   std::span<std::uint64_t> keys;
   std::span<double> probabilities;
   std::span<double> weights;
   std::span<std::uint32_t> times_sampled;  // count after this sample, so >= 1
   std::span<const std::span<std::byte>> columns;
+  std::span<const std::span<const std::byte*>> rows = {};  // per field, where columns[f] is empty
 };
 
 struct UpdateOutcome {

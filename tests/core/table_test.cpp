@@ -552,6 +552,38 @@ TEST_CASE("a sample copies exactly the inserted bytes of multi-dimensional field
   CHECK(seen.size() == 16);  // 320 uniform draws reach every stored item
 }
 
+TEST_CASE("a field sampled in place points at the stored bytes of each drawn item") {
+  auto table = make_table(id_config(8));
+  IdColumns items({10, 11, 12, 13, 14});
+  std::vector<std::uint64_t> inserted(5);
+  REQUIRE(table->insert(items.spans, 5, {}, inserted).ok());
+
+  const std::uint64_t n = 32;
+  std::vector<std::uint64_t> keys(n);
+  std::vector<double> probabilities(n), weights(n);
+  std::vector<std::uint32_t> times(n);
+  std::vector<std::byte> id_column(n * sizeof(std::int64_t)), rew_column(n * sizeof(float));
+  std::vector<const std::byte*> obs_rows(n, nullptr);
+  // obs (field 1) is viewed in place; id and rew are copied.
+  const std::vector<std::span<std::byte>> columns{id_column, {}, rew_column};
+  const std::vector<std::span<const std::byte*>> rows{{}, obs_rows, {}};
+  REQUIRE(table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, rows}).ok());
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::int64_t id = 0;
+    std::memcpy(&id, id_column.data() + i * sizeof id, sizeof id);
+    float obs[3];
+    std::memcpy(obs, obs_rows[i], sizeof obs);
+    INFO("row " << i << " id " << id);
+    CHECK(obs[0] == static_cast<float>(id));
+    CHECK(obs[2] == static_cast<float>(id) + 0.5f);
+    CHECK(obs_rows[i] == table->storage().cell(1, *table->storage().find(keys[i])));
+  }
+  // A field neither copied nor viewed (no row pointers for it) is refused.
+  const std::vector<std::span<const std::byte*>> too_few{{}, {}, {}};
+  CHECK_FALSE(
+      table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, too_few}).ok());
+}
+
 TEST_CASE("a prioritized table reports each item's probability and importance weight") {
   auto config = id_config(4);
   config.sampler = SelectorConfig{SelectorKind::prioritized, 1.0};
