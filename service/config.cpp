@@ -44,6 +44,8 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0,
                                      std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "socket_send_buffer_bytes",
+                                     limits.socket_send_buffer_bytes, 0, 1u << 30));
   return reader.finish();
 }
 

@@ -204,6 +204,31 @@ std::string sampled_state(std::uint32_t size, const SamplingMass& mass) {
 
 }  // namespace
 
+namespace {
+
+// Fields of at least this many bytes per item go to the socket straight from the table's rows
+// (Reply pieces) instead of being copied into the reply first; smaller ones are copied (a
+// gathered write costs per piece, a copy of a few bytes does not).
+constexpr std::uint64_t kViewedMinItemBytes = 4096;
+// At most this many row views per reply (each is one piece of the gathered write).
+constexpr std::uint64_t kMaxViewedRows = 1024;
+constexpr std::array<std::byte, 8> kZeroPadding{};
+
+// Which fields a sample of n items views in place.
+std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n) {
+  std::vector<bool> viewed(schema.size(), false);
+  std::uint64_t rows = 0;
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    if (schema.field(f).item_bytes() >= kViewedMinItemBytes && rows + n <= kMaxViewedRows) {
+      viewed[f] = true;
+      rows += n;
+    }
+  }
+  return viewed;
+}
+
+}  // namespace
+
 Reply execute_sample(PreparedSample& sample) {
   HostedTable& hosted = *sample.table;
   const Schema& schema = hosted.table->schema();
@@ -212,24 +237,45 @@ Reply execute_sample(PreparedSample& sample) {
   for (const auto& field : schema.fields()) bytes_per_item.push_back(field.item_bytes());
   auto layout = layout_columns(bytes_per_item, n);
   if (!layout) return make_error_reply(sample.request_id, layout.error());
-
-  ByteBuffer payload(layout->total_bytes);
-  std::vector<std::span<std::byte>> columns;
-  columns.reserve(schema.size());
-  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
-    // Padding after each column goes out as zeros, never as stale heap bytes.
-    const std::uint64_t used = n * bytes_per_item[i];
-    const std::uint64_t end =
-        i + 1 < bytes_per_item.size() ? layout->offsets[i + 1] : layout->total_bytes;
-    std::memset(payload.data() + layout->offsets[i] + used, 0, end - layout->offsets[i] - used);
-    if (i >= 4) columns.emplace_back(payload.data() + layout->offsets[i], used);
-  }
   const auto& offsets = layout->offsets;
-  SampleBuffers buffers{{payload.as<std::uint64_t>(offsets[0]), n},
-                        {payload.as<double>(offsets[1]), n},
-                        {payload.as<double>(offsets[2]), n},
-                        {payload.as<std::uint32_t>(offsets[3]), n},
-                        columns};
+  auto column_end = [&](std::size_t i) {
+    return i + 1 < bytes_per_item.size() ? offsets[i + 1] : layout->total_bytes;
+  };
+
+  // The reply owns the per-draw columns and the copied fields, packed in wire order with
+  // their padding; viewed fields stay in the table and are written from there.
+  const std::vector<bool> viewed = viewed_fields(schema, n);
+  const bool views = std::find(viewed.begin(), viewed.end(), true) != viewed.end();
+  auto is_viewed = [&](std::size_t column) { return column >= 4 && viewed[column - 4]; };
+  std::vector<std::uint64_t> owned_at(bytes_per_item.size(), 0);
+  std::uint64_t owned_bytes = 0;
+  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
+    if (is_viewed(i)) continue;
+    owned_at[i] = owned_bytes;
+    owned_bytes += column_end(i) - offsets[i];
+  }
+  ByteBuffer payload(owned_bytes);
+  std::vector<std::span<std::byte>> columns;
+  std::vector<std::vector<const std::byte*>> row_pointers(schema.size());
+  std::vector<std::span<const std::byte*>> rows(schema.size());
+  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
+    const std::uint64_t used = n * bytes_per_item[i];
+    if (is_viewed(i)) {
+      row_pointers[i - 4].resize(n);
+      rows[i - 4] = row_pointers[i - 4];
+      columns.emplace_back();
+      continue;
+    }
+    // Padding after each column goes out as zeros, never as stale heap bytes.
+    std::memset(payload.data() + owned_at[i] + used, 0, column_end(i) - offsets[i] - used);
+    if (i >= 4) columns.emplace_back(payload.data() + owned_at[i], used);
+  }
+  SampleBuffers buffers{{payload.as<std::uint64_t>(owned_at[0]), n},
+                        {payload.as<double>(owned_at[1]), n},
+                        {payload.as<double>(owned_at[2]), n},
+                        {payload.as<std::uint32_t>(owned_at[3]), n},
+                        columns,
+                        rows};
   const std::uint32_t size_before = hosted.table->size();
   const SamplingMass mass_before = hosted.table->sampling_mass();
   auto status = hosted.table->sample(n, sample.beta, buffers);
@@ -238,8 +284,32 @@ Reply execute_sample(PreparedSample& sample) {
     hosted.cached_sample_meta = sample_meta_prefix(schema, n, *layout);
     hosted.cached_sample_n = n;
   }
-  return make_reply(sample.request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before),
-                    std::move(payload));
+  const std::byte* owned = payload.data();
+  Reply reply = make_reply(sample.request_id,
+                           hosted.cached_sample_meta + sampled_state(size_before, mass_before),
+                           std::move(payload));
+  if (!views) return reply;
+  // The wire payload as pieces: owned runs (adjacent columns merged) and one piece per row.
+  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
+    const std::uint64_t padded = column_end(i) - offsets[i];
+    if (!is_viewed(i)) {
+      const std::byte* begin = owned + owned_at[i];
+      auto& last = reply.pieces;
+      if (!last.empty() && last.back().data() + last.back().size() == begin) {
+        last.back() = {last.back().data(), last.back().size() + padded};
+      } else {
+        last.emplace_back(begin, padded);
+      }
+      continue;
+    }
+    for (const std::byte* row : row_pointers[i - 4]) reply.pieces.emplace_back(row, bytes_per_item[i]);
+    const std::uint64_t padding = padded - n * bytes_per_item[i];
+    if (padding > 0) reply.pieces.emplace_back(kZeroPadding.data(), padding);
+  }
+  encode_header(FrameHeader{FrameKind::reply, sample.request_id,
+                            static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
+                reply.header);
+  return reply;
 }
 
 Result<std::string> op_update_priorities(ServiceContext& context, JsonReader& request,

@@ -36,6 +36,12 @@ asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, c
       continue;
     }
     prepare(socket);
+    if (context.limits.socket_send_buffer_bytes > 0) {
+      asio::error_code ignored;  // the kernel caps the size; a refusal keeps its default
+      socket.set_option(asio::socket_base::send_buffer_size(
+                            static_cast<int>(context.limits.socket_send_buffer_bytes)),
+                        ignored);
+    }
     auto session = std::make_shared<Session>(Session::Socket(std::move(socket)), context);
     if (requires_token) session->require_token();
     session->start();

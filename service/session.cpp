@@ -334,11 +334,49 @@ asio::awaitable<void> Session::wait_then_snapshot(PreparedSnapshot snapshot,
 
 void Session::send(Reply reply) {
   if (write_failed_) return;
-  if (outbox_.empty()) write_waiting_since_ = std::chrono::steady_clock::now();
   if (reply.is_error) context_.metrics.error_replied(reply.error_code);
+  if (reply.borrows()) {
+    const std::size_t written = outbox_.empty() ? write_now(reply) : 0;
+    if (write_failed_ || written == reply.wire_bytes()) return;
+    reply.settle(written);  // no other handler has run: the rows are as sampled
+  }
+  if (outbox_.empty()) write_waiting_since_ = std::chrono::steady_clock::now();
   outbox_bytes_ += reply.wire_bytes();
   outbox_.push_back(std::move(reply));
   outbox_ready_.wake_all();
+}
+
+std::size_t Session::write_now(const Reply& reply) {
+  auto& buffers = write_now_buffers_;
+  buffers.clear();
+  reply.gather(buffers);
+  asio::error_code ec;
+  socket_.non_blocking(true, ec);  // synchronous calls only; async ones never block anyway
+  std::size_t written = 0;
+  std::size_t first = 0;  // buffers[first...] are still to write
+  while (!ec && first < buffers.size()) {
+    const std::size_t sent =
+        socket_.write_some(std::span(buffers).subspan(first), ec);  // at most 64 buffers a call
+    written += sent;
+    for (std::size_t left = sent; left > 0 && first < buffers.size();) {
+      const std::size_t taken = std::min(left, buffers[first].size());
+      buffers[first] += taken;
+      left -= taken;
+      if (buffers[first].size() == 0) ++first;
+    }
+    while (first < buffers.size() && buffers[first].size() == 0) ++first;
+  }
+  if (written > 0) {
+    context_.metrics.bytes_sent(written);
+    last_activity_ = std::chrono::steady_clock::now();
+  }
+  if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+    spdlog::debug("writing a reply failed: {}", ec.message());
+    write_failed_ = true;
+    stop_reading();
+    outbox_ready_.wake_all();
+  }
+  return written;
 }
 
 asio::awaitable<void> Session::write_loop() {
@@ -356,9 +394,7 @@ asio::awaitable<void> Session::write_loop() {
     std::size_t bytes = 0;
     for (std::size_t i = 0; i < count; ++i) {
       const Reply& reply = outbox_[i];
-      buffers.emplace_back(reply.header.data(), reply.header.size());
-      buffers.emplace_back(reply.meta.data(), reply.meta.size());
-      if (!reply.payload.empty()) buffers.emplace_back(reply.payload.data(), reply.payload.size());
+      reply.gather(buffers);
       bytes += reply.wire_bytes();
     }
     // Called before each write_some: every chunk the kernel took counts as progress for

@@ -75,7 +75,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // Counts the reply of a request of `op` read at `received_at` in the metrics, then send()s.
   void answer(metrics::RequestOp op, std::chrono::steady_clock::time_point received_at,
               Reply reply);
+  // Queues the reply for the writer. A reply that borrows table rows is first written
+  // straight to the socket when nothing else is queued, and whatever the socket does not
+  // take at once is copied (Reply::settle) before send returns.
   void send(Reply reply);
+  // Writes as much of `reply` as the socket takes without waiting; returns the bytes
+  // written. Only when the outbox is empty, so frames never interleave. A socket error
+  // other than would_block marks the write failed and stops reading.
+  std::size_t write_now(const Reply& reply);
   void stop_reading();
   bool reading_paused() const;
   // The first request of a connection that must authenticate; false when it was refused.
@@ -85,6 +92,7 @@ class Session : public std::enable_shared_from_this<Session> {
   ServiceContext& context_;
   FrameDecoder decoder_;
   std::deque<Reply> outbox_;
+  std::vector<asio::const_buffer> write_now_buffers_;  // scratch of write_now, reused
   std::size_t outbox_bytes_ = 0;
   WaitQueue outbox_ready_;  // the writer waits here for replies (or for closing)
   WaitQueue read_resume_;   // the reader waits here while paused by backpressure
