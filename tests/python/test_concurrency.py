@@ -66,6 +66,50 @@ def test_threads_share_one_client(client, table_name):
     assert client.connection() is client.connection()  # one connection for all threads
 
 
+def reader_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("replayd-reader")]
+
+
+def test_synchronous_calls_read_their_own_replies_without_a_reader_thread(server):
+    before = len(reader_threads())
+    with replayd.Client(server.unix_address, timeout=30) as client:
+        make(client, "sync_only")
+        client.insert("sync_only", items(range(50)))
+        check_consistent(client.sample("sync_only", 20))
+        assert client.size("sync_only") == 50
+        assert len(reader_threads()) == before  # the callers read their replies themselves
+        client.insert_async("sync_only", items([50])).result(timeout=30)
+        assert len(reader_threads()) == before + 1  # an async call starts the reader
+
+
+def test_waiting_callers_hand_over_to_a_reader_thread_started_meanwhile(server):
+    with replayd.Client(server.unix_address, timeout=30) as client:
+        make(client, "handover")
+        client.insert("handover", items(range(100)))
+        errors = []
+        started = threading.Barrier(5)
+
+        def sample_a_while():
+            try:
+                started.wait(10)
+                for _ in range(200):
+                    check_consistent(client.sample("handover", 16))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=sample_a_while) for _ in range(4)]
+        for t in threads:
+            t.start()
+        started.wait(10)
+        # Async inserts start the reader thread while the four callers take turns reading.
+        futures = [client.insert_async("handover", items([1000 + i])) for i in range(50)]
+        assert len({int(f.result(timeout=30)[0]) for f in futures}) == 50
+        for t in threads:
+            t.join(60)
+        assert not errors, errors[0]
+        assert client.size("handover") == 150
+
+
 def test_many_async_requests_in_flight(client, table_name):
     make(client, table_name)
     futures = [client.insert_async(table_name, items([i])) for i in range(200)]

@@ -128,7 +128,9 @@ class Client:
         Raises ConnectionLost when the server cannot be reached."""
         conn = self._conn
         if conn is not None and conn.alive and conn.pid == _PID[0]:
-            return conn
+            conn.notice_close()  # a server that closed an idle connection: reconnect below
+            if conn.alive:
+                return conn
         with self._lock:
             conn = self._conn
             if conn is not None and conn.pid != os.getpid():
@@ -166,7 +168,7 @@ class Client:
         if server_timeout:
             meta["timeout_ms"] = requests.timeout_ms(seconds)
         conn = self.connection()
-        request_id, future = conn.submit(meta, buffers, decode)
+        request_id, future = conn.submit(meta, buffers, decode, caller_waits=True)
         local = None if seconds is None else (seconds + _GRACE_S if server_timeout else seconds)
         return conn.wait(request_id, future, local)
 
@@ -278,7 +280,8 @@ class Client:
         """
         batch = prepare_insert(self.schema(table), data, priorities)
         seconds = self._timeout_of(timeout)
-        conn, request_id, future = self._send_insert(table, batch, seconds, window=False)
+        conn, request_id, future = self._send_insert(table, batch, seconds, window=False,
+                                                     caller_waits=True)
         return conn.wait(request_id, future, None if seconds is None else seconds + _GRACE_S)
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
@@ -299,13 +302,14 @@ class Client:
         return self._send_insert(table, batch, timeout, window=False)[2]
 
     def _send_insert(self, table: str, batch: InsertBatch, seconds: Optional[float], *,
-                     window: bool) -> Tuple[Connection, int, Future]:
+                     window: bool, caller_waits: bool = False) -> Tuple[Connection, int, Future]:
         meta = requests.insert_meta(table, batch, seconds)
         conn = self.connection()
         if window:
             self._insert_window.acquire()
         try:
-            request_id, future = conn.submit(meta, batch.buffers(), decode_keys)
+            request_id, future = conn.submit(meta, batch.buffers(), decode_keys,
+                                             caller_waits=caller_waits)
         except BaseException:
             if window:
                 self._insert_window.release()

@@ -1,16 +1,22 @@
 """Connection: one socket to a replayd server, owned by one process.
 
 Threading: any number of threads may `submit` at once. Frames are written whole under a
-send lock with scatter/gather ``sendmsg`` (column buffers are not concatenated). One daemon
-reader thread per connection parses replies and completes the matching futures by request
-id, so requests pipeline freely and replies may arrive in any order.
+send lock with scatter/gather ``sendmsg`` (column buffers are not concatenated). Replies
+are matched to futures by request id, so requests pipeline freely and replies may arrive in
+any order.
 
-Futures complete in the reader thread: callbacks added to them must be quick and must not
-wait for another reply on the same connection.
+Who reads the socket: a caller that waits for its own reply (`wait`) reads it itself, and
+dispatches any other replies it meets, while no other thread reads; callers waiting at the
+same time take turns (one reads, the others wait for their future or for their turn). That
+saves a wake-up of a second thread per synchronous call. The first request whose caller
+does not wait at once (``caller_waits=False``: the _async calls, the Writer) starts a daemon
+reader thread, which from then on reads every reply; waiting callers then just wait.
 
-A private connection may do without the reader thread (``reader_thread=False``): then one
-thread at a time uses it, and `wait` reads the socket itself until its reply is in. That
-saves two thread switches per reply (the prefetching Sampler's connection works so).
+Futures may complete in the reader thread or in another caller's: callbacks added to them
+must be quick and must not wait for another reply on the same connection.
+
+A private connection never starts the reader thread (``reader_thread=False``): one thread
+uses it, and `wait` always reads the socket itself (the prefetching Sampler's connection).
 
 Lifetime: a connection is dead once the socket fails or closes; every request in flight
 then fails with ConnectionLost and is not repeated. A dead connection is never revived;
@@ -62,15 +68,13 @@ class Connection:
         self._next_id = 1
         self._dead: Optional[str] = None  # why the connection died
         self._note = ""  # what the server said before closing, if anything
-        self._reader: Optional[threading.Thread] = None
-        self._frames: Optional[FrameReader] = None  # without a reader thread: wait() reads
-        if reader_thread:
-            self._reader = threading.Thread(target=_read_loop,
-                                            args=(weakref.ref(self), sock),
-                                            name=f"replayd-reader {address}", daemon=True)
-            self._reader.start()
-        else:
-            self._frames = FrameReader()
+        self._reader: Optional[threading.Thread] = None  # started by the first async request
+        self._may_start_reader = reader_thread
+        # Whoever reads the socket (a waiting caller, or the reader thread for good) sets
+        # _reading under _read_turn and uses _frames, which keeps a partial frame between turns.
+        self._frames = FrameReader()
+        self._reading = False
+        self._read_turn = threading.Condition(self._lock)
 
     @classmethod
     def open(cls, address: Address, *, timeout: Optional[float] = None,
@@ -116,13 +120,15 @@ class Connection:
         return self._dead is None
 
     def submit(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
-               decode: Optional[Decoder] = None) -> Tuple[int, Future]:
+               decode: Optional[Decoder] = None, *,
+               caller_waits: bool = False) -> Tuple[int, Future]:
         """Sends one request and returns (request id, future of its result).
 
         The frame is fully handed to the kernel before this returns, so the caller may
         reuse `buffers` at once. The future's result is ``decode(meta, payload)`` of the
         reply, or the reply's metadata when `decode` is None; it fails with the server's
-        error, or ConnectionLost if the connection dies first.
+        error, or ConnectionLost if the connection dies first. `caller_waits`: the caller
+        calls `wait` at once, so no reader thread is needed for this request.
         Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
         larger than the server's limits, checked before sending).
         """
@@ -131,6 +137,8 @@ class Connection:
         with self._lock:
             if self._dead is not None:
                 raise ConnectionLost(self._dead_message())
+            if not caller_waits and self._reader is None and self._may_start_reader:
+                self._start_reader()
             request_id = self._next_id
             self._next_id += 1
             self._pending[request_id] = (future, decode)
@@ -154,7 +162,7 @@ class Connection:
         forever). On expiry the request is forgotten (a late reply is dropped) and
         replayd.TimeoutError is raised; the request may still execute on the server.
         Without a reader thread, the calling thread reads replies meanwhile."""
-        if self._frames is not None:
+        if self._reader is None:
             self._read_until(future, timeout)
         try:
             return future.result(timeout)
@@ -168,7 +176,7 @@ class Connection:
     def call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
              decode: Optional[Decoder] = None, *, timeout: Optional[float] = None) -> Any:
         """`submit` then `wait`."""
-        request_id, future = self.submit(meta, buffers, decode)
+        request_id, future = self.submit(meta, buffers, decode, caller_waits=True)
         return self.wait(request_id, future, timeout)
 
     def forget(self, request_id: int) -> None:
@@ -209,28 +217,86 @@ class Connection:
 
     # -- reader side -------------------------------------------------------------------
 
-    def _read_until(self, future: Future, timeout: Optional[float]) -> None:
-        """Without a reader thread: reads and dispatches replies until `future` is done,
-        the connection dies (which fails it) or `timeout` seconds pass."""
-        assert self._frames is not None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not future.done() and self._dead is None:
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not select.select([self._sock], [], [], remaining)[0]:
+    def notice_close(self) -> None:
+        """Without a reader thread and while no caller reads: handles what the server sent
+        unasked (its last error before closing an idle connection, the end of the stream),
+        so that a connection the server closed is seen dead before a request goes out on
+        it. Costs one poll system call; nothing with a reader thread."""
+        with self._read_turn:
+            if self._reading or self._reader is not None or self._dead is not None:
+                return
+            self._reading = True
+        try:
+            while select.select([self._sock], [], [], 0)[0]:
+                received = self._sock.recv_into(self._frames.buffer())
+                if received == 0:
+                    self._kill("the server closed the connection")
                     return
-            try:
+                for frame in self._frames.advance(received):
+                    self._dispatch(frame)
+        except ProtocolError as exc:
+            self._kill(f"unreadable reply from the server: {exc.message}")
+        except OSError as exc:
+            self._kill(f"connection lost: {exc}")
+        finally:
+            with self._read_turn:
+                self._reading = False
+                self._read_turn.notify_all()
+
+    def _start_reader(self) -> None:
+        """Starts the reader thread (called with _lock held). It takes the socket over once
+        the caller reading it now, if any, is done."""
+        self._reader = threading.Thread(target=_read_loop, args=(weakref.ref(self),),
+                                        name=f"replayd-reader {self.address}", daemon=True)
+        self._reader.start()
+
+    def _take_turn(self, future: Future, deadline: Optional[float]) -> bool:
+        """Waits until this caller may read the socket (True, with _reading set) or needs
+        not: its future is done, the connection died, the reader thread runs or the
+        deadline passed (False)."""
+        with self._read_turn:
+            while not future.done() and self._dead is None and self._reader is None:
+                if not self._reading:
+                    self._reading = True
+                    return True
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._read_turn.wait(remaining)
+        return False
+
+    def _read_until(self, future: Future, timeout: Optional[float]) -> None:
+        """Without a reader thread: reads and dispatches replies, in turn with other waiting
+        callers, until `future` is done, the connection dies (which fails it), a reader
+        thread takes over or `timeout` seconds pass."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._take_turn(future, deadline):
+            return
+        try:
+            while not future.done() and self._dead is None and self._reader is None:
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not select.select([self._sock], [], [], remaining)[0]:
+                        return
                 received = self._sock.recv_into(self._frames.buffer())
                 if received == 0:
                     self._kill("the server closed the connection" if self._frames.idle else
                                "the server closed the connection in the middle of a reply")
                     return
-                for frame in self._frames.advance(received):
+                frames = self._frames.advance(received)
+                for frame in frames:
                     self._dispatch(frame)
-            except ProtocolError as exc:
-                self._kill(f"unreadable reply from the server: {exc.message}")
-            except OSError as exc:
-                self._kill(f"connection lost: {exc}")
+                if frames:
+                    with self._read_turn:  # other waiters: their reply may be in
+                        self._read_turn.notify_all()
+        except ProtocolError as exc:
+            self._kill(f"unreadable reply from the server: {exc.message}")
+        except OSError as exc:
+            self._kill(f"connection lost: {exc}")
+        finally:
+            with self._read_turn:
+                self._reading = False
+                self._read_turn.notify_all()
 
     def _dispatch(self, frame: Frame) -> None:
         if frame.kind != KIND_REPLY:
@@ -266,6 +332,7 @@ class Connection:
             if self._dead is None:
                 self._dead = reason
             pending, self._pending = self._pending, {}
+            self._read_turn.notify_all()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -310,13 +377,23 @@ def _send_all(sock: socket.socket, pieces: List[Any]) -> None:
                 sent = 0
 
 
-def _read_loop(ref: "weakref.ref[Connection]", sock: socket.socket) -> None:
-    """The reader thread: parses frames and dispatches them until the socket ends.
+def _read_loop(ref: "weakref.ref[Connection]") -> None:
+    """The reader thread: once no waiting caller reads, takes the socket for good and
+    dispatches frames until it ends.
 
     Holds only a weak reference to its Connection between frames, so an unreferenced
     connection can be collected (its __del__ shuts the socket down, which ends this loop).
     """
-    reader = FrameReader()
+    conn = ref()
+    if conn is None:
+        return
+    sock, reader, turn = conn._sock, conn._frames, conn._read_turn
+    with turn:
+        while conn._reading and conn._dead is None:
+            turn.wait()
+        conn._reading = True
+        turn.notify_all()  # waiting callers now wait for their futures instead
+    del conn
     reason = "the server closed the connection"
     try:
         while True:
