@@ -12,6 +12,7 @@ Frame layout (all integers little-endian):
 from __future__ import annotations
 
 import json
+import sys
 import struct
 from dataclasses import dataclass
 from typing import Any, Dict, List, NamedTuple, Sequence, Union
@@ -137,6 +138,38 @@ def encode_frame(request_id: int, meta: Union[Dict[str, Any], bytes],
     return pieces
 
 
+class PayloadPool:
+    """Reuses the arrays of large reply payloads once nothing refers to them any more.
+
+    A sample's columns are views of its payload array, and every numpy view (and anything
+    made from one without copying: memoryviews, torch.from_numpy) keeps that array alive,
+    so an array whose only reference is this pool's is no longer visible to anyone and may
+    be filled again. Reusing it saves the page faults a fresh allocation of megabytes costs
+    (glibc maps such blocks anew and unmaps them on free). Not thread-safe: one per
+    FrameReader, used by whoever reads the socket.
+    """
+
+    MIN_BYTES = 1 << 16  # smaller payloads come from the heap without faults anyway
+    SLOTS = 8
+
+    def __init__(self) -> None:
+        self._arrays: List[np.ndarray] = []
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """An uninitialised uint8 array of `nbytes`."""
+        if nbytes < self.MIN_BYTES:
+            return np.empty(nbytes, dtype=np.uint8)
+        for array in self._arrays:
+            # 3 references: the list, the loop variable and getrefcount's argument.
+            if nbytes <= array.nbytes <= 2 * nbytes and sys.getrefcount(array) <= 3:
+                return array[:nbytes]
+        array = np.empty(nbytes, dtype=np.uint8)
+        if len(self._arrays) >= self.SLOTS:
+            self._arrays.pop(0)
+        self._arrays.append(array)
+        return array
+
+
 class FrameReader:
     """Incremental frame parser: the owner writes received bytes where `buffer()` points
     and reports how many with `advance(n)`, which returns the frames completed so far.
@@ -166,6 +199,7 @@ class FrameReader:
         self._meta: Dict[str, Any] | None = None
         self._payload: np.ndarray | None = None  # set while receiving a payload directly
         self._filled = 0
+        self._payloads = PayloadPool()
 
     def buffer(self) -> memoryview:
         """Where the next received bytes must be written (never empty)."""
@@ -221,7 +255,7 @@ class FrameReader:
                 self._start += header.meta_bytes
                 self._meta = _parse_meta(raw)
                 continue
-            payload = np.empty(header.payload_bytes, dtype=np.uint8)
+            payload = self._payloads.take(header.payload_bytes)
             take = min(available, header.payload_bytes)
             if take:
                 payload[:take] = np.frombuffer(self._stage, np.uint8, take, self._start)
