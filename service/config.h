@@ -29,8 +29,8 @@ struct Limits {
   std::uint64_t write_timeout_ms = 60000;
   // SO_SNDBUF of each client socket, bytes (the kernel caps it at net.core.wmem_max). The part
   // of a sample reply that fits is written from the table's rows without a copy. 0: the
-  // kernel's default (docs/CONFIG.md says when raising it pays).
-  std::uint64_t socket_send_buffer_bytes = 0;
+  // kernel's default.
+  std::uint64_t socket_send_buffer_bytes = 4 << 20;
 };
 
 struct ServerConfig {
