@@ -29,9 +29,13 @@ constexpr std::array<DTypeInfo, 12> kDTypes{{
 
 }  // namespace
 
-std::size_t dtype_size(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)].size; }
+std::size_t dtype_size(DType dtype) {
+  return kDTypes[static_cast<std::size_t>(dtype)].size;
+}
 
-std::string_view dtype_name(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)].name; }
+std::string_view dtype_name(DType dtype) {
+  return kDTypes[static_cast<std::size_t>(dtype)].name;
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& info : kDTypes) {

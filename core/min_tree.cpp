@@ -17,6 +17,8 @@ void MinTree::set(std::uint32_t index, double value) {
   }
 }
 
-void MinTree::clear() { std::fill(nodes_.begin(), nodes_.end(), kEmpty); }
+void MinTree::clear() {
+  std::fill(nodes_.begin(), nodes_.end(), kEmpty);
+}
 
 }  // namespace replayd

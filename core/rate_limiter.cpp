@@ -39,8 +39,8 @@ bool RateLimiter::admits_insert(const RateLimiterConfig& config, const RateLimit
                                 std::uint64_t n) {
   const auto size_after = static_cast<double>(c.inserts + n) - static_cast<double>(c.deletes);
   if (size_after <= static_cast<double>(config.min_size_to_sample)) return true;
-  const double diff =
-      static_cast<double>(c.inserts + n) * config.samples_per_insert - static_cast<double>(c.samples);
+  const double diff = static_cast<double>(c.inserts + n) * config.samples_per_insert -
+                      static_cast<double>(c.samples);
   return diff <= config.max_diff;
 }
 
@@ -53,9 +53,13 @@ bool RateLimiter::admits_sample(const RateLimiterConfig& config, const RateLimit
   return diff >= config.min_diff;
 }
 
-bool RateLimiter::may_insert(std::uint64_t n) const { return admits_insert(config_, counters_, n); }
+bool RateLimiter::may_insert(std::uint64_t n) const {
+  return admits_insert(config_, counters_, n);
+}
 
-bool RateLimiter::may_sample(std::uint64_t n) const { return admits_sample(config_, counters_, n); }
+bool RateLimiter::may_sample(std::uint64_t n) const {
+  return admits_sample(config_, counters_, n);
+}
 
 Result<RateLimiter> RateLimiter::create(const RateLimiterConfig& config) {
   const double spi = config.samples_per_insert;

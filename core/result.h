@@ -64,15 +64,15 @@ inline Error make_error(ErrorCode code, std::string message) {
 // return a Result or Status.
 #define REPLAYD_CONCAT_INNER(a, b) a##b
 #define REPLAYD_CONCAT(a, b) REPLAYD_CONCAT_INNER(a, b)
-#define REPLAYD_ASSIGN_OR_RETURN(lhs, expr)                              \
-  auto REPLAYD_CONCAT(replayd_result_, __LINE__) = (expr);               \
-  if (!REPLAYD_CONCAT(replayd_result_, __LINE__)) {                      \
-    return REPLAYD_CONCAT(replayd_result_, __LINE__).error();            \
-  }                                                                      \
+#define REPLAYD_ASSIGN_OR_RETURN(lhs, expr)                   \
+  auto REPLAYD_CONCAT(replayd_result_, __LINE__) = (expr);    \
+  if (!REPLAYD_CONCAT(replayd_result_, __LINE__)) {           \
+    return REPLAYD_CONCAT(replayd_result_, __LINE__).error(); \
+  }                                                           \
   lhs = std::move(REPLAYD_CONCAT(replayd_result_, __LINE__)).value()
-#define REPLAYD_RETURN_IF_ERROR(expr)                                     \
-  do {                                                                   \
-    if (auto replayd_status_ = (expr); !replayd_status_) {               \
-      return replayd_status_.error();                                    \
-    }                                                                    \
+#define REPLAYD_RETURN_IF_ERROR(expr)                      \
+  do {                                                     \
+    if (auto replayd_status_ = (expr); !replayd_status_) { \
+      return replayd_status_.error();                      \
+    }                                                      \
   } while (0)

@@ -12,11 +12,12 @@ bool is_name_char(char c) {
 
 Status validate_field(const Field& field) {
   const std::string who = "field '" + field.name + "'";
-  if (field.name.empty()) return make_error(ErrorCode::invalid_argument, "a field has an empty name");
+  if (field.name.empty())
+    return make_error(ErrorCode::invalid_argument, "a field has an empty name");
   if (field.name.size() > Schema::kMaxNameChars) {
-    return make_error(ErrorCode::invalid_argument,
-                      who + ": name longer than " + std::to_string(Schema::kMaxNameChars) +
-                          " characters");
+    return make_error(
+        ErrorCode::invalid_argument,
+        who + ": name longer than " + std::to_string(Schema::kMaxNameChars) + " characters");
   }
   for (char c : field.name) {
     if (!is_name_char(c)) {
@@ -34,13 +35,13 @@ Status validate_field(const Field& field) {
   for (std::size_t i = 0; i < field.shape.size(); ++i) {
     const std::uint64_t dim = field.shape[i];
     if (dim == 0) {
-      return make_error(ErrorCode::invalid_argument,
-                        who + ": dimension " + std::to_string(i) + " is 0, dimensions must be >= 1");
+      return make_error(ErrorCode::invalid_argument, who + ": dimension " + std::to_string(i) +
+                                                         " is 0, dimensions must be >= 1");
     }
     if (dim > Schema::kMaxItemBytes || bytes * dim > Schema::kMaxItemBytes) {
-      return make_error(ErrorCode::invalid_argument,
-                        who + ": one item would exceed " + std::to_string(Schema::kMaxItemBytes) +
-                            " bytes");
+      return make_error(
+          ErrorCode::invalid_argument,
+          who + ": one item would exceed " + std::to_string(Schema::kMaxItemBytes) + " bytes");
     }
     bytes *= dim;
   }
@@ -51,11 +52,14 @@ Status validate_field(const Field& field) {
 
 std::uint64_t Field::elements() const {
   std::uint64_t n = 1;
-  for (auto dim : shape) n *= dim;
+  for (auto dim : shape)
+    n *= dim;
   return n;
 }
 
-std::uint64_t Field::item_bytes() const { return elements() * dtype_size(dtype); }
+std::uint64_t Field::item_bytes() const {
+  return elements() * dtype_size(dtype);
+}
 
 Result<Schema> Schema::create(std::vector<Field> fields) {
   if (fields.empty()) return make_error(ErrorCode::invalid_argument, "schema has no fields");

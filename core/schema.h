@@ -33,7 +33,8 @@ class Schema {
   static constexpr std::size_t kMaxFields = 64;
   static constexpr std::size_t kMaxDims = 8;
   static constexpr std::size_t kMaxNameChars = 64;
-  static constexpr std::uint64_t kMaxItemBytes = std::uint64_t{1} << 30;  // 1 GiB per field per item
+  static constexpr std::uint64_t kMaxItemBytes = std::uint64_t{1}
+                                                 << 30;  // 1 GiB per field per item
 
   // Validates and builds a schema. Errors name the offending field and the rule it breaks.
   static Result<Schema> create(std::vector<Field> fields);

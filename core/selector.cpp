@@ -10,30 +10,37 @@ namespace replayd {
 
 std::string_view selector_kind_name(SelectorKind kind) {
   switch (kind) {
-    case SelectorKind::uniform: return "uniform";
-    case SelectorKind::prioritized: return "prioritized";
-    case SelectorKind::fifo: return "fifo";
-    case SelectorKind::lifo: return "lifo";
+    case SelectorKind::uniform:
+      return "uniform";
+    case SelectorKind::prioritized:
+      return "prioritized";
+    case SelectorKind::fifo:
+      return "fifo";
+    case SelectorKind::lifo:
+      return "lifo";
   }
   return "unknown";
 }
 
 Result<SelectorKind> parse_selector_kind(std::string_view name) {
-  for (auto kind : {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo,
-                    SelectorKind::lifo}) {
+  for (auto kind :
+       {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo, SelectorKind::lifo}) {
     if (selector_kind_name(kind) == name) return kind;
   }
-  return make_error(ErrorCode::invalid_argument,
-                    "unknown selector '" + std::string(name) +
-                        "': expected uniform, prioritized, fifo or lifo");
+  return make_error(
+      ErrorCode::invalid_argument,
+      "unknown selector '" + std::string(name) + "': expected uniform, prioritized, fifo or lifo");
 }
 
 Result<std::unique_ptr<Selector>> make_selector(const SelectorConfig& config,
                                                 std::uint32_t capacity) {
   switch (config.kind) {
-    case SelectorKind::uniform: return std::unique_ptr<Selector>(new UniformSelector(capacity));
-    case SelectorKind::fifo: return std::unique_ptr<Selector>(new FifoSelector(capacity));
-    case SelectorKind::lifo: return std::unique_ptr<Selector>(new LifoSelector(capacity));
+    case SelectorKind::uniform:
+      return std::unique_ptr<Selector>(new UniformSelector(capacity));
+    case SelectorKind::fifo:
+      return std::unique_ptr<Selector>(new FifoSelector(capacity));
+    case SelectorKind::lifo:
+      return std::unique_ptr<Selector>(new LifoSelector(capacity));
     case SelectorKind::prioritized:
       if (!std::isfinite(config.priority_exponent) || config.priority_exponent < 0) {
         return make_error(ErrorCode::invalid_argument,

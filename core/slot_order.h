@@ -24,19 +24,29 @@ class SlotOrder {
   void push_back(std::uint32_t slot) {
     prev_[slot] = tail_;
     next_[slot] = kNone;
-    if (tail_ != kNone) next_[tail_] = slot; else head_ = slot;
+    if (tail_ != kNone)
+      next_[tail_] = slot;
+    else
+      head_ = slot;
     tail_ = slot;
   }
   // Precondition: slot is in the list.
   void erase(std::uint32_t slot) {
     const std::uint32_t before = prev_[slot];
     const std::uint32_t after = next_[slot];
-    if (before != kNone) next_[before] = after; else head_ = after;
-    if (after != kNone) prev_[after] = before; else tail_ = before;
+    if (before != kNone)
+      next_[before] = after;
+    else
+      head_ = after;
+    if (after != kNone)
+      prev_[after] = before;
+    else
+      tail_ = before;
     prev_[slot] = next_[slot] = kNone;
   }
   void clear() {
-    while (!empty()) erase(head_);
+    while (!empty())
+      erase(head_);
   }
 
  private:

@@ -35,7 +35,8 @@ class SlotSet {
   // The member at dense index i < size().
   std::uint32_t at(std::uint32_t i) const { return members_[i]; }
   void clear() {
-    for (auto slot : members_) position_[slot] = kAbsent;
+    for (auto slot : members_)
+      position_[slot] = kAbsent;
     members_.clear();
   }
 

@@ -41,7 +41,8 @@ void Storage::occupy_with_key(std::uint32_t slot, std::uint64_t key) {
 void Storage::restore_layout(std::span<const std::uint32_t> free_stack) {
   std::fill(occupied_.begin(), occupied_.end(), 1);
   free_.assign(free_stack.begin(), free_stack.end());
-  for (auto slot : free_) occupied_[slot] = 0;
+  for (auto slot : free_)
+    occupied_[slot] = 0;
   for (std::uint32_t slot = 0; slot < capacity_; ++slot) {
     if (!occupied_[slot]) continue;
     keys_[slot] = (generations_[slot] << slot_bits_) | slot;
@@ -58,7 +59,8 @@ void Storage::release(std::uint32_t slot) {
 void Storage::clear() {
   std::fill(occupied_.begin(), occupied_.end(), 0);
   free_.resize(capacity_);
-  for (std::uint32_t i = 0; i < capacity_; ++i) free_[i] = capacity_ - 1 - i;
+  for (std::uint32_t i = 0; i < capacity_; ++i)
+    free_[i] = capacity_ - 1 - i;
 }
 
 std::optional<std::uint32_t> Storage::find(std::uint64_t key) const {

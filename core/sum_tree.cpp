@@ -13,10 +13,13 @@ SumTree::SumTree(std::uint32_t capacity)
 void SumTree::set(std::uint32_t index, double value) {
   std::size_t node = leaves_ + index;
   nodes_[node] = value;
-  for (node /= 2; node >= 1; node /= 2) nodes_[node] = nodes_[2 * node] + nodes_[2 * node + 1];
+  for (node /= 2; node >= 1; node /= 2)
+    nodes_[node] = nodes_[2 * node] + nodes_[2 * node + 1];
 }
 
-void SumTree::clear() { std::fill(nodes_.begin(), nodes_.end(), 0.0); }
+void SumTree::clear() {
+  std::fill(nodes_.begin(), nodes_.end(), 0.0);
+}
 
 std::uint32_t SumTree::find(double mass) const {
   std::size_t node = 1;

@@ -31,7 +31,7 @@ class SumTree {
 
  private:
   std::uint32_t capacity_;
-  std::uint32_t leaves_;  // next power of two >= capacity
+  std::uint32_t leaves_;       // next power of two >= capacity
   std::vector<double> nodes_;  // 1-based heap layout; nodes_[leaves_ + i] is leaf i
 };
 

@@ -31,9 +31,11 @@ Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t m
   auto limiter = RateLimiter::create(config.rate_limiter);
   if (!limiter) return make_error(limiter.error().code, who + limiter.error().message);
   auto sampler = make_selector(config.sampler, config.capacity);
-  if (!sampler) return make_error(sampler.error().code, who + "sampler: " + sampler.error().message);
+  if (!sampler)
+    return make_error(sampler.error().code, who + "sampler: " + sampler.error().message);
   auto remover = make_selector(SelectorConfig{config.remover, 1.0}, config.capacity);
-  if (!remover) return make_error(remover.error().code, who + "remover: " + remover.error().message);
+  if (!remover)
+    return make_error(remover.error().code, who + "remover: " + remover.error().message);
   return std::unique_ptr<Table>(new Table(std::move(config), std::move(limiter).value(),
                                           std::move(sampler).value(), std::move(remover).value()));
 }
@@ -47,7 +49,9 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
       remover_(std::move(remover)),
       rng_(config_.seed) {}
 
-bool Table::may_insert(std::uint64_t n) const { return rate_limiter_.may_insert(n); }
+bool Table::may_insert(std::uint64_t n) const {
+  return rate_limiter_.may_insert(n);
+}
 
 bool Table::may_sample(std::uint64_t n) const {
   if (storage_.size() == 0 || !rate_limiter_.may_sample(n)) return false;
@@ -75,8 +79,8 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
                                std::to_string(config_.capacity));
   }
   if (columns.size() != fields.size()) {
-    return invalid(name(), "insert has " + std::to_string(columns.size()) + " columns, schema has " +
-                               std::to_string(fields.size()) + " fields");
+    return invalid(name(), "insert has " + std::to_string(columns.size()) +
+                               " columns, schema has " + std::to_string(fields.size()) + " fields");
   }
   for (std::size_t f = 0; f < fields.size(); ++f) {
     if (columns[f].size() != n * fields[f].item_bytes()) {
@@ -96,7 +100,8 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
     return invalid(name(), status.error().message);
   }
   if (!rate_limiter_.may_insert(n)) {
-    return make_error(ErrorCode::would_block, "table '" + name() + "': insert held by rate limiter");
+    return make_error(ErrorCode::would_block,
+                      "table '" + name() + "': insert held by rate limiter");
   }
 
   for (std::uint64_t i = 0; i < n; ++i) {
@@ -147,8 +152,8 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
   }
   if (config_.max_times_sampled != 0 &&
       n > std::uint64_t{config_.capacity} * config_.max_times_sampled) {
-    return invalid(name(), "a sample of " + std::to_string(n) +
-                               " items exceeds capacity x max_times_sampled");
+    return invalid(
+        name(), "a sample of " + std::to_string(n) + " items exceeds capacity x max_times_sampled");
   }
   if (!may_sample(n)) {
     return make_error(ErrorCode::would_block,

@@ -25,13 +25,11 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
     return make_error(ErrorCode::invalid_argument, who + "fields: schema has no fields");
   }
   if (config.capacity < 1 || config.capacity > Storage::kMaxCapacity) {
-    return make_error(ErrorCode::invalid_argument,
-                      who + "capacity must be between 1 and " +
-                          std::to_string(Storage::kMaxCapacity) + ", got " +
-                          std::to_string(config.capacity));
+    return make_error(ErrorCode::invalid_argument, who + "capacity must be between 1 and " +
+                                                       std::to_string(Storage::kMaxCapacity) +
+                                                       ", got " + std::to_string(config.capacity));
   }
-  const uint128 data_bytes =
-      static_cast<uint128>(config.capacity) * config.schema.item_bytes();
+  const uint128 data_bytes = static_cast<uint128>(config.capacity) * config.schema.item_bytes();
   if (data_bytes > max_table_bytes) {
     return make_error(ErrorCode::resource_exhausted,
                       who + "capacity " + std::to_string(config.capacity) + " x " +

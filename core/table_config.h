@@ -13,14 +13,14 @@
 namespace replayd {
 
 struct TableConfig {
-  std::string name;                  // 1..64 characters of [A-Za-z0-9_.-]
-  Schema schema;                     // fields of every item
-  std::uint32_t capacity = 0;        // items, 1 .. 2^31
-  SelectorConfig sampler;            // default uniform
+  std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]
+  Schema schema;                              // fields of every item
+  std::uint32_t capacity = 0;                 // items, 1 .. 2^31
+  SelectorConfig sampler;                     // default uniform
   SelectorKind remover = SelectorKind::fifo;  // eviction when full: fifo, lifo or uniform
   std::uint32_t max_times_sampled = 0;        // remove an item after k samples; 0 = never
-  RateLimiterConfig rate_limiter;    // default: min_size 1, no ratio
-  std::uint64_t seed = 0;            // RNG seed for sampling and uniform eviction
+  RateLimiterConfig rate_limiter;             // default: min_size 1, no ratio
+  std::uint64_t seed = 0;                     // RNG seed for sampling and uniform eviction
 };
 
 // Checks what no single component can: the name, the capacity against its bounds and

@@ -59,7 +59,8 @@ json::object limits_json(const Limits& limits) {
 
 json::array all_table_infos(const ServiceContext& context) {
   json::array tables;
-  for (const auto& hosted : context.tables.list()) tables.push_back(table_info_json(*hosted));
+  for (const auto& hosted : context.tables.list())
+    tables.push_back(table_info_json(*hosted));
   return tables;
 }
 
@@ -74,11 +75,12 @@ Result<std::string> op_hello(ServiceContext& context, JsonReader& request) {
   (void)token;
   REPLAYD_RETURN_IF_ERROR(request.finish());
   if (protocol != kProtocolVersion) {
-    return make_error(ErrorCode::invalid_argument,
-                      "protocol " + std::to_string(protocol) + " is not supported; this server speaks 1");
+    return make_error(ErrorCode::invalid_argument, "protocol " + std::to_string(protocol) +
+                                                       " is not supported; this server speaks 1");
   }
   json::array names;
-  for (const auto& hosted : context.tables.list()) names.push_back(json::string(hosted->table->name()));
+  for (const auto& hosted : context.tables.list())
+    names.push_back(json::string(hosted->table->name()));
   return json::serialize(json::object{{"protocol", kProtocolVersion},
                                       {"server", std::string("replayd ") + kServerVersion},
                                       {"tables", std::move(names)},
@@ -101,12 +103,12 @@ Result<std::string> op_info(ServiceContext& context, JsonReader& request) {
   REPLAYD_RETURN_IF_ERROR(request.finish());
   const double uptime_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - context.started).count();
-  return json::serialize(json::object{
-      {"server", json::object{{"version", kServerVersion},
-                              {"protocol", kProtocolVersion},
-                              {"connections", context.sessions.size()},
-                              {"uptime_s", uptime_s}}},
-      {"tables", std::move(tables)}});
+  return json::serialize(
+      json::object{{"server", json::object{{"version", kServerVersion},
+                                           {"protocol", kProtocolVersion},
+                                           {"connections", context.sessions.size()},
+                                           {"uptime_s", uptime_s}}},
+                   {"tables", std::move(tables)}});
 }
 
 Result<std::string> op_list_tables(ServiceContext& context, JsonReader& request) {
@@ -130,11 +132,12 @@ Result<std::string> op_create_table(ServiceContext& context, JsonReader& request
                           (exist_ok ? " with a different description" : ""));
   }
   if (context.tables.size() >= context.limits.max_tables) {
-    return make_error(ErrorCode::resource_exhausted,
-                      "the server already holds max_tables = " +
-                          std::to_string(context.limits.max_tables) + " tables");
+    return make_error(ErrorCode::resource_exhausted, "the server already holds max_tables = " +
+                                                         std::to_string(context.limits.max_tables) +
+                                                         " tables");
   }
-  REPLAYD_ASSIGN_OR_RETURN(auto table, Table::create(std::move(config), context.limits.max_table_bytes));
+  REPLAYD_ASSIGN_OR_RETURN(auto table,
+                           Table::create(std::move(config), context.limits.max_table_bytes));
   auto hosted = context.tables.add(std::move(table));
   return json::serialize(json::object{{"table", table_info_json(*hosted)}});
 }

@@ -16,8 +16,8 @@ Status read_limit(JsonReader& reader, std::string_view key, T& target, std::uint
                   std::uint64_t max_value) {
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t value, reader.uint_or(key, target));
   if (value < min_value || value > max_value) {
-    return reader.error(key, "must be between " + std::to_string(min_value) + " and " +
-                                 std::to_string(max_value));
+    return reader.error(
+        key, "must be between " + std::to_string(min_value) + " and " + std::to_string(max_value));
   }
   target = static_cast<T>(value);
   return Ok{};
@@ -25,27 +25,27 @@ Status read_limit(JsonReader& reader, std::string_view key, T& target, std::uint
 
 Status parse_limits(const json::value& value, Limits& limits) {
   REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, "limits"));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_frame_bytes", limits.max_frame_bytes, 4096,
-                                     std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_frame_bytes", limits.max_frame_bytes, 4096, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_meta_bytes", limits.max_meta_bytes, 256, std::uint64_t{1} << 26));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_batch_items", limits.max_batch_items, 1,
-                                     std::uint64_t{1} << 31));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_batch_items", limits.max_batch_items, 1, std::uint64_t{1} << 31));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_waiting_per_connection",
                                      limits.max_waiting_per_connection, 1, 1u << 20));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_queued_reply_bytes",
                                      limits.max_queued_reply_bytes, 4096, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_connections", limits.max_connections, 1, 1u << 20));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1,
-                                     std::uint64_t{1} << 50));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1, std::uint64_t{1} << 50));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables", limits.max_tables, 1, 1u << 16));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "idle_timeout_ms", limits.idle_timeout_ms, 0,
-                                     std::uint64_t{1} << 40));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0,
-                                     std::uint64_t{1} << 40));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "socket_send_buffer_bytes",
-                                     limits.socket_send_buffer_bytes, 0, 1u << 30));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "idle_timeout_ms", limits.idle_timeout_ms, 0, std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0, std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "socket_send_buffer_bytes", limits.socket_send_buffer_bytes, 0, 1u << 30));
   return reader.finish();
 }
 
@@ -142,7 +142,7 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
   REPLAYD_ASSIGN_OR_RETURN(config.insecure, reader.boolean_or("insecure", false));
   REPLAYD_ASSIGN_OR_RETURN(auto log_level, reader.optional_string("log_level"));
   if (log_level) {
-    static const std::set<std::string> kLevels{"trace", "debug", "info", "warn",
+    static const std::set<std::string> kLevels{"trace", "debug",    "info", "warn",
                                                "error", "critical", "off"};
     if (!kLevels.contains(*log_level)) {
       return reader.error("log_level", "expected trace, debug, info, warn, error, critical or off");
@@ -166,8 +166,8 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
     std::set<std::string> names;
     for (std::size_t i = 0; i < tables->get_array().size(); ++i) {
       const std::string path = "tables[" + std::to_string(i) + "]";
-      REPLAYD_ASSIGN_OR_RETURN(TableConfig table, parse_table_description(tables->get_array()[i],
-                                                                          path, seed_source()));
+      REPLAYD_ASSIGN_OR_RETURN(
+          TableConfig table, parse_table_description(tables->get_array()[i], path, seed_source()));
       if (!names.insert(table.name).second) {
         return make_error(ErrorCode::invalid_argument,
                           path + ".name: table '" + table.name + "' is defined twice");

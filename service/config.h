@@ -13,14 +13,14 @@
 namespace replayd::service {
 
 struct Limits {
-  std::uint64_t max_frame_bytes = std::uint64_t{256} << 20;      // bytes, header+meta+payload
-  std::uint32_t max_meta_bytes = 64 << 10;                       // bytes of JSON per frame
-  std::uint64_t max_batch_items = 65536;                         // items per insert/sample/update
-  std::uint32_t max_waiting_per_connection = 1024;               // parked requests
+  std::uint64_t max_frame_bytes = std::uint64_t{256} << 20;        // bytes, header+meta+payload
+  std::uint32_t max_meta_bytes = 64 << 10;                         // bytes of JSON per frame
+  std::uint64_t max_batch_items = 65536;                           // items per insert/sample/update
+  std::uint32_t max_waiting_per_connection = 1024;                 // parked requests
   std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
-  std::uint32_t max_connections = 4096;                          // open client connections
-  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;       // data bytes per table
-  std::uint32_t max_tables = 256;                                // tables per server
+  std::uint32_t max_connections = 4096;                            // open client connections
+  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;         // data bytes per table
+  std::uint32_t max_tables = 256;                                  // tables per server
   // A connection with no complete request for this long, and nothing waiting or queued, is
   // closed (a frame that takes longer to arrive counts as idle). 0 disables.
   std::uint64_t idle_timeout_ms = 300000;
@@ -34,13 +34,13 @@ struct Limits {
 };
 
 struct ServerConfig {
-  std::string unix_path = "/tmp/replayd.sock";  // empty: no Unix listener
-  std::string tcp_address = "127.0.0.1:7700";   // HOST:PORT, port 0 = ephemeral; empty: none
+  std::string unix_path = "/tmp/replayd.sock";     // empty: no Unix listener
+  std::string tcp_address = "127.0.0.1:7700";      // HOST:PORT, port 0 = ephemeral; empty: none
   std::string metrics_address = "127.0.0.1:9700";  // HTTP /metrics; HOST:PORT; empty: none
-  std::string log_level = "info";               // trace, debug, info, warn, error, critical, off
-  std::string ready_file;                       // written once listening; empty: none
-  unsigned unix_mode = 0660;                    // permission bits of the Unix socket file
-  std::string auth_token;                       // required in hello on TCP; empty: none
+  std::string log_level = "info";                  // trace, debug, info, warn, error, critical, off
+  std::string ready_file;                          // written once listening; empty: none
+  unsigned unix_mode = 0660;                       // permission bits of the Unix socket file
+  std::string auth_token;                          // required in hello on TCP; empty: none
   bool insecure = false;  // allow a non-loopback TCP address without auth_token
   Limits limits;
   std::vector<TableConfig> tables;

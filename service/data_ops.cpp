@@ -13,7 +13,9 @@ namespace replayd::service {
 namespace json = boost::json;
 namespace {
 
-Error invalid(const std::string& message) { return make_error(ErrorCode::invalid_argument, message); }
+Error invalid(const std::string& message) {
+  return make_error(ErrorCode::invalid_argument, message);
+}
 
 Result<std::uint64_t> batch_items(ServiceContext& context, JsonReader& request) {
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t n, request.uint("n"));
@@ -33,7 +35,9 @@ Result<std::optional<std::chrono::milliseconds>> timeout_of(JsonReader& request)
   return std::optional<std::chrono::milliseconds>(std::chrono::milliseconds(*ms));
 }
 
-std::string shape_text(const json::array& shape) { return json::serialize(shape); }
+std::string shape_text(const json::array& shape) {
+  return json::serialize(shape);
+}
 
 // Checks one entry of an insert's "columns" against field `index` of the schema.
 Status check_column(const json::value& column, std::size_t index, const Field& field,
@@ -55,7 +59,8 @@ Status check_column(const json::value& column, std::size_t index, const Field& f
   }
   const json::value* shape = reader.value("shape");
   json::array expected{n};
-  for (auto dim : field.shape) expected.push_back(dim);
+  for (auto dim : field.shape)
+    expected.push_back(dim);
   if (!shape || !shape->is_array() || shape->get_array().size() != expected.size()) {
     return invalid(who + ": shape must be " + shape_text(expected) + " ([n] + the field's shape)");
   }
@@ -84,10 +89,12 @@ Error column_count_error(const json::array& list, const Table& table) {
     }
   }
   for (auto name : listed) {
-    if (table.schema().find(name) < 0) unknown += (unknown.empty() ? "'" : ", '") + std::string(name) + "'";
+    if (table.schema().find(name) < 0)
+      unknown += (unknown.empty() ? "'" : ", '") + std::string(name) + "'";
   }
-  std::string message = "table '" + table.name() + "': columns lists " + std::to_string(list.size()) +
-                        " fields, the table has " + std::to_string(table.schema().fields().size());
+  std::string message = "table '" + table.name() + "': columns lists " +
+                        std::to_string(list.size()) + " fields, the table has " +
+                        std::to_string(table.schema().fields().size());
   if (!missing.empty()) message += "; missing field " + missing;
   if (!unknown.empty()) message += "; unknown field " + unknown;
   return invalid(message);
@@ -106,7 +113,8 @@ Result<PreparedInsert> prepare_insert(ServiceContext& context, JsonReader& reque
   const Table& table = *hosted->table;
   const auto& fields = table.schema().fields();
   if (!columns || !columns->is_array()) {
-    return invalid("table '" + table.name() + "': columns: expected an array describing every field");
+    return invalid("table '" + table.name() +
+                   "': columns: expected an array describing every field");
   }
   const auto& list = columns->get_array();
   if (list.size() != fields.size()) return column_count_error(list, table);
@@ -162,8 +170,11 @@ Result<PreparedSample> prepare_sample(ServiceContext& context, JsonReader& reque
 namespace {
 
 // The four per-draw columns that precede the table's fields in a sample reply.
-constexpr std::array<std::pair<const char*, const char*>, 4> kSampleInfoColumns{{
-    {"key", "uint64"}, {"probability", "float64"}, {"weight", "float64"}, {"times_sampled", "uint32"}}};
+constexpr std::array<std::pair<const char*, const char*>, 4> kSampleInfoColumns{
+    {{"key", "uint64"},
+     {"probability", "float64"},
+     {"weight", "float64"},
+     {"times_sampled", "uint32"}}};
 constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
 
 // The reply metadata up to the column list; the caller appends the table state and the
@@ -171,12 +182,13 @@ constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
 std::string sample_meta_prefix(const Schema& schema, std::uint64_t n, const ColumnLayout& layout) {
   std::string meta = "{\"n\":" + std::to_string(n) + ",\"columns\":[";
   const std::string n_text = std::to_string(n);
-  auto add = [&](std::string_view name, std::string_view dtype, const std::vector<std::uint64_t>& shape,
-                 std::uint64_t offset) {
+  auto add = [&](std::string_view name, std::string_view dtype,
+                 const std::vector<std::uint64_t>& shape, std::uint64_t offset) {
     if (meta.back() != '[') meta += ',';
     meta.append("{\"name\":").append(json::serialize(json::string(name)));
     meta.append(",\"dtype\":\"").append(dtype).append("\",\"shape\":[").append(n_text);
-    for (auto dim : shape) meta.append(",").append(std::to_string(dim));
+    for (auto dim : shape)
+      meta.append(",").append(std::to_string(dim));
     meta.append("],\"offset\":").append(std::to_string(offset)).append("}");
   };
   for (std::size_t i = 0; i < kSampleInfoColumns.size(); ++i) {
@@ -239,7 +251,8 @@ Reply execute_sample(PreparedSample& sample) {
   const Schema& schema = hosted.table->schema();
   const std::uint64_t n = sample.n;
   std::vector<std::uint64_t> bytes_per_item(kSampleInfoBytes.begin(), kSampleInfoBytes.end());
-  for (const auto& field : schema.fields()) bytes_per_item.push_back(field.item_bytes());
+  for (const auto& field : schema.fields())
+    bytes_per_item.push_back(field.item_bytes());
   auto layout = layout_columns(bytes_per_item, n);
   if (!layout) return make_error_reply(sample.request_id, layout.error());
   const auto& offsets = layout->offsets;
@@ -307,7 +320,8 @@ Reply execute_sample(PreparedSample& sample) {
       }
       continue;
     }
-    for (const std::byte* row : row_pointers[i - 4]) reply.pieces.emplace_back(row, bytes_per_item[i]);
+    for (const std::byte* row : row_pointers[i - 4])
+      reply.pieces.emplace_back(row, bytes_per_item[i]);
     const std::uint64_t padding = padded - n * bytes_per_item[i];
     if (padding > 0) reply.pieces.emplace_back(kZeroPadding.data(), padding);
   }
@@ -328,9 +342,8 @@ Result<std::string> op_update_priorities(ServiceContext& context, JsonReader& re
                    " keys and priorities need " + std::to_string(16 * n));
   }
   REPLAYD_ASSIGN_OR_RETURN(UpdateOutcome outcome,
-                           hosted->table->update_priorities(
-                               {frame.payload.as<std::uint64_t>(0), n},
-                               {frame.payload.as<double>(8 * n), n}));
+                           hosted->table->update_priorities({frame.payload.as<std::uint64_t>(0), n},
+                                                            {frame.payload.as<double>(8 * n), n}));
   return "{\"applied\":" + std::to_string(outcome.applied) +
          ",\"stale\":" + std::to_string(outcome.stale) + "}";
 }

@@ -60,11 +60,12 @@ Dispatched dispatch(ServiceContext& context, Frame frame, metrics::RequestOp* op
   if (op == "create_table") return reply_of(id, op_create_table(context, request));
   if (op == "drop_table") return reply_of(id, op_drop_table(context, request));
   if (op == "reset_table") return reply_of(id, op_reset_table(context, request));
-  return make_error_reply(id, WireError::invalid_argument,
-                          "unknown op '" + op +
-                              "': expected hello, ping, info, list_tables, create_table, "
-                              "drop_table, reset_table, insert, sample, update_priorities, delete or "
-                              "snapshot");
+  return make_error_reply(
+      id, WireError::invalid_argument,
+      "unknown op '" + op +
+          "': expected hello, ping, info, list_tables, create_table, "
+          "drop_table, reset_table, insert, sample, update_priorities, delete or "
+          "snapshot");
 }
 
 }  // namespace replayd::service

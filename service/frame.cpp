@@ -36,15 +36,24 @@ void encode_header(const FrameHeader& header, std::span<std::byte, kHeaderBytes>
 
 const char* decode_error_message(DecodeError error) {
   switch (error) {
-    case DecodeError::none: return "no error";
-    case DecodeError::bad_magic: return "bad magic: a frame must start with the bytes 'RPLY'";
-    case DecodeError::bad_version: return "unsupported protocol version: this server speaks 1";
-    case DecodeError::bad_kind: return "bad frame kind: a client must send kind 1 (request)";
-    case DecodeError::bad_flags: return "bad flags: header bytes 6-7 must be 0";
-    case DecodeError::bad_reserved: return "bad reserved field: header bytes 20-23 must be 0";
-    case DecodeError::empty_meta: return "meta_bytes is 0: every frame carries a JSON object";
-    case DecodeError::meta_too_large: return "meta_bytes exceeds max_meta_bytes";
-    case DecodeError::frame_too_large: return "frame exceeds max_frame_bytes";
+    case DecodeError::none:
+      return "no error";
+    case DecodeError::bad_magic:
+      return "bad magic: a frame must start with the bytes 'RPLY'";
+    case DecodeError::bad_version:
+      return "unsupported protocol version: this server speaks 1";
+    case DecodeError::bad_kind:
+      return "bad frame kind: a client must send kind 1 (request)";
+    case DecodeError::bad_flags:
+      return "bad flags: header bytes 6-7 must be 0";
+    case DecodeError::bad_reserved:
+      return "bad reserved field: header bytes 20-23 must be 0";
+    case DecodeError::empty_meta:
+      return "meta_bytes is 0: every frame carries a JSON object";
+    case DecodeError::meta_too_large:
+      return "meta_bytes exceeds max_meta_bytes";
+    case DecodeError::frame_too_large:
+      return "frame exceeds max_frame_bytes";
   }
   return "unknown decode error";
 }
@@ -74,8 +83,9 @@ void FrameDecoder::parse_header() {
   } else if (frame_.header.meta_bytes > limits_.max_meta_bytes) {
     error_ = DecodeError::meta_too_large;
   } else if (frame_.header.payload_bytes >
-             limits_.max_frame_bytes - std::min<std::uint64_t>(limits_.max_frame_bytes,
-                                                               kHeaderBytes + frame_.header.meta_bytes)) {
+             limits_.max_frame_bytes -
+                 std::min<std::uint64_t>(limits_.max_frame_bytes,
+                                         kHeaderBytes + frame_.header.meta_bytes)) {
     error_ = DecodeError::frame_too_large;
   }
   if (error_ != DecodeError::none) {
@@ -107,8 +117,8 @@ std::size_t FrameDecoder::feed(std::span<const std::byte> input) {
       used += n;
       if (header_filled_ == kHeaderBytes) parse_header();
     } else if (state_ == State::meta) {
-      const std::size_t n = std::min<std::size_t>(rest.size(),
-                                                  frame_.header.meta_bytes - frame_.meta.size());
+      const std::size_t n =
+          std::min<std::size_t>(rest.size(), frame_.header.meta_bytes - frame_.meta.size());
       frame_.meta.append(reinterpret_cast<const char*>(rest.data()), n);
       used += n;
       if (frame_.meta.size() == frame_.header.meta_bytes) {

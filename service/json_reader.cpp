@@ -31,7 +31,8 @@ std::optional<std::uint64_t> as_uint(const json::value& value) {
 Result<json::value> parse_json(std::string_view text, const std::string& what) {
   boost::system::error_code ec;
   json::value value = json::parse(text, ec);
-  if (ec) return make_error(ErrorCode::invalid_argument, what + " is not valid JSON: " + ec.message());
+  if (ec)
+    return make_error(ErrorCode::invalid_argument, what + " is not valid JSON: " + ec.message());
   return value;
 }
 
@@ -51,7 +52,9 @@ Error JsonReader::error(std::string_view key, const std::string& what) const {
   return make_error(ErrorCode::invalid_argument, path_of(key) + ": " + what);
 }
 
-bool JsonReader::has(std::string_view key) const { return object_.if_contains(key) != nullptr; }
+bool JsonReader::has(std::string_view key) const {
+  return object_.if_contains(key) != nullptr;
+}
 
 const json::value* JsonReader::value(std::string_view key) {
   known_.emplace(key);
@@ -93,8 +96,7 @@ Result<std::uint64_t> JsonReader::uint_or(std::string_view key, std::uint64_t fa
   return n->value_or(fallback);
 }
 
-Result<double> JsonReader::number_or_null(std::string_view key, double when_null,
-                                          double fallback) {
+Result<double> JsonReader::number_or_null(std::string_view key, double when_null, double fallback) {
   const json::value* v = value(key);
   if (!v) return fallback;
   if (v->is_null()) return when_null;

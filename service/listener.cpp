@@ -1,9 +1,9 @@
 #include "service/listener.h"
 
+#include <spdlog/spdlog.h>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 
 #include "service/session.h"
 
@@ -53,9 +53,9 @@ asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, c
 asio::awaitable<void> accept_tcp(asio::ip::tcp::acceptor& acceptor, ServiceContext& context) {
   co_await accept_loop(acceptor, context, "tcp", !context.auth_token.empty(),
                        [](asio::ip::tcp::socket& socket) {
-    asio::error_code ignored;
-    socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-  });
+                         asio::error_code ignored;
+                         socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+                       });
 }
 
 asio::awaitable<void> accept_unix(asio::local::stream_protocol::acceptor& acceptor,

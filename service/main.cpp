@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <cstdio>
@@ -11,7 +12,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <spdlog/spdlog.h>
 
 #include "service/config.h"
 #include "service/health_probe.h"
@@ -67,13 +67,18 @@ int main(int argc, char** argv) {
   std::optional<std::string> probe_url;
   bool check_config = false;
   bool insecure = false;
-  app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")->check(CLI::ExistingFile);
-  app.add_option("--unix", unix_path, "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
-  app.add_option("--tcp", tcp_address, "TCP HOST:PORT, port 0 = any; \"\" disables (default 127.0.0.1:7700)");
-  app.add_option("--metrics", metrics_address,
-                 "HTTP HOST:PORT for /metrics, /healthz, /readyz; \"\" disables (default 127.0.0.1:9700)");
+  app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--unix", unix_path,
+                 "Unix socket path; \"\" disables (default /tmp/replayd.sock)");
+  app.add_option("--tcp", tcp_address,
+                 "TCP HOST:PORT, port 0 = any; \"\" disables (default 127.0.0.1:7700)");
+  app.add_option(
+      "--metrics", metrics_address,
+      "HTTP HOST:PORT for /metrics, /healthz, /readyz; \"\" disables (default 127.0.0.1:9700)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
-  app.add_option("--ready-file", ready_file, "write {\"unix\",\"tcp\",\"metrics\",\"pid\"} JSON here once listening");
+  app.add_option("--ready-file", ready_file,
+                 "write {\"unix\",\"tcp\",\"metrics\",\"pid\"} JSON here once listening");
   app.add_flag("--insecure", insecure,
                "allow a non-loopback TCP address without a token (docs/SECURITY.md)");
   app.add_option("--data-dir", data_dir,
@@ -101,7 +106,8 @@ int main(int argc, char** argv) {
       std::ifstream in(config_path);
       std::stringstream text;
       text << in.rdbuf();
-      auto parsed = replayd::service::parse_server_config(text.str(), &replayd::service::random_seed);
+      auto parsed =
+          replayd::service::parse_server_config(text.str(), &replayd::service::random_seed);
       if (!parsed) {
         std::cerr << "replayd: " << config_path << ": " << parsed.error().message << "\n";
         return 2;

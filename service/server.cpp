@@ -2,12 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
 #include <asio/post.hpp>
 #include <cerrno>
 #include <filesystem>
 #include <random>
-#include <spdlog/spdlog.h>
 
 #include "service/listener.h"
 #include "service/session.h"
@@ -37,7 +37,8 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.limits = config_.limits;
   context_.auth_token = config_.auth_token;
   context_.seed_source = &random_seed;
-  for (std::string_view code : wire_error_codes()) context_.metrics.declare_error_code(code);
+  for (std::string_view code : wire_error_codes())
+    context_.metrics.declare_error_code(code);
   ready_future_ = ready_promise_.get_future().share();
   snapshotter_ = std::make_unique<Snapshotter>(
       io_, context_.tables,
@@ -56,8 +57,9 @@ Server::~Server() {
 Status Server::open() {
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
-    REPLAYD_ASSIGN_OR_RETURN(std::uint64_t newest, restore_tables(config_.data_dir, config_.tables,
-                                                                  context_.limits, context_.tables));
+    REPLAYD_ASSIGN_OR_RETURN(
+        std::uint64_t newest,
+        restore_tables(config_.data_dir, config_.tables, context_.limits, context_.tables));
     snapshotter_->set_newest_sequence(newest);
     remove_snapshot_temporaries(config_.data_dir);
   } else {
@@ -134,15 +136,15 @@ Status Server::open_tcp() {
   asio::error_code ec;
   const auto address = asio::ip::make_address(host_port->host, ec);
   if (ec) {
-    return make_error(ErrorCode::invalid_argument,
-                      "tcp address '" + config_.tcp_address + "': '" + host_port->host +
-                          "' is not an IP address");
+    return make_error(ErrorCode::invalid_argument, "tcp address '" + config_.tcp_address + "': '" +
+                                                       host_port->host + "' is not an IP address");
   }
   if (!address.is_loopback() && config_.auth_token.empty() && !config_.insecure) {
-    return make_error(ErrorCode::invalid_argument,
-                      "refusing to listen on tcp " + config_.tcp_address +
-                          " (not a loopback address) without a token: set auth.token or "
-                          "REPLAYD_TOKEN, or pass --insecure to accept any client that can reach it");
+    return make_error(
+        ErrorCode::invalid_argument,
+        "refusing to listen on tcp " + config_.tcp_address +
+            " (not a loopback address) without a token: set auth.token or "
+            "REPLAYD_TOKEN, or pass --insecure to accept any client that can reach it");
   }
   const asio::ip::tcp::endpoint endpoint(address, host_port->port);
   asio::ip::tcp::acceptor acceptor(io_);
@@ -205,7 +207,8 @@ void Server::stop() {
   if (signals_) signals_->cancel(ignored);
   context_.tables.cancel_all_waiters(CancelReason::shutting_down);
   snapshotter_->stop();
-  for (Session* session : std::vector<Session*>(context_.sessions.begin(), context_.sessions.end())) {
+  for (Session* session :
+       std::vector<Session*>(context_.sessions.begin(), context_.sessions.end())) {
     session->begin_shutdown();
   }
   // Give sessions kShutdownGrace to flush; then stop regardless.

@@ -1,10 +1,10 @@
 #include "service/session.h"
 
+#include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
-#include <spdlog/spdlog.h>
 
 #include "service/snapshot_op.h"
 
@@ -47,19 +47,20 @@ Session::~Session() {
 
 void Session::require_token() {
   authenticated_ = false;
-  decoder_.set_limits(FrameLimits{kHeaderBytes + context_.limits.max_meta_bytes,
-                                  context_.limits.max_meta_bytes});
+  decoder_.set_limits(
+      FrameLimits{kHeaderBytes + context_.limits.max_meta_bytes, context_.limits.max_meta_bytes});
 }
 
 void Session::start() {
   auto executor = socket_.get_executor();
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->read_loop(); },
-                 log_coroutine_exit);
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->write_loop(); },
-                 log_coroutine_exit);
+  asio::co_spawn(
+      executor, [self = shared_from_this()] { return self->read_loop(); }, log_coroutine_exit);
+  asio::co_spawn(
+      executor, [self = shared_from_this()] { return self->write_loop(); }, log_coroutine_exit);
   if (context_.limits.idle_timeout_ms > 0 || context_.limits.write_timeout_ms > 0) {
-    asio::co_spawn(executor, [self = shared_from_this()] { return self->watch_timeouts(); },
-                   log_coroutine_exit);
+    asio::co_spawn(
+        executor, [self = shared_from_this()] { return self->watch_timeouts(); },
+        log_coroutine_exit);
   }
 }
 
@@ -85,7 +86,8 @@ asio::awaitable<void> Session::read_loop() {
     }
     const auto destination = decoder_.payload_destination();
     if (destination.size() >= kDirectReadBytes) {
-      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(destination.data(), destination.size()), as_tuple);
+      auto [ec, n] = co_await socket_.async_read_some(
+          asio::buffer(destination.data(), destination.size()), as_tuple);
       if (ec) break;
       context_.metrics.bytes_received(n);
       read_at_ = std::chrono::steady_clock::now();
@@ -133,7 +135,8 @@ void Session::stop_reading() {
   reading_ = false;
   asio::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
-  for (auto* waiter : parked_) waiter->cancel(CancelReason::connection_closed);
+  for (auto* waiter : parked_)
+    waiter->cancel(CancelReason::connection_closed);
   outbox_ready_.wake_all();
 }
 
@@ -179,10 +182,11 @@ void Session::answer(metrics::RequestOp op, std::chrono::steady_clock::time_poin
 bool Session::may_park(metrics::RequestOp op, std::uint64_t request_id,
                        std::chrono::steady_clock::time_point received_at) {
   if (parked_.size() < context_.limits.max_waiting_per_connection) return true;
-  answer(op, received_at, make_error_reply(request_id, WireError::resource_exhausted,
-                        "this connection already has max_waiting_per_connection = " +
-                            std::to_string(context_.limits.max_waiting_per_connection) +
-                            " requests waiting"));
+  answer(op, received_at,
+         make_error_reply(request_id, WireError::resource_exhausted,
+                          "this connection already has max_waiting_per_connection = " +
+                              std::to_string(context_.limits.max_waiting_per_connection) +
+                              " requests waiting"));
   return false;
 }
 
@@ -202,11 +206,12 @@ void Session::handle_insert(PreparedInsert insert) {
     return;
   }
   if (!may_park(metrics::RequestOp::insert, insert.request_id, insert.received_at)) return;
-  asio::co_spawn(socket_.get_executor(),
-                 [self = shared_from_this(), insert = std::move(insert)]() mutable {
-                   return self->wait_then_insert(std::move(insert));
-                 },
-                 log_coroutine_exit);
+  asio::co_spawn(
+      socket_.get_executor(),
+      [self = shared_from_this(), insert = std::move(insert)]() mutable {
+        return self->wait_then_insert(std::move(insert));
+      },
+      log_coroutine_exit);
 }
 
 void Session::handle_sample(PreparedSample sample) {
@@ -223,9 +228,9 @@ void Session::run_deferred_samples() {
     deferred_samples_.pop_front();
     if (sample.table->dropped) {
       answer(metrics::RequestOp::sample, sample.received_at,
-             make_error_reply(sample.request_id, WireError::not_found,
-                              "table '" + sample.table->table->name() +
-                                  "' was dropped before the sample ran"));
+             make_error_reply(
+                 sample.request_id, WireError::not_found,
+                 "table '" + sample.table->table->name() + "' was dropped before the sample ran"));
       continue;
     }
     start_sample(std::move(sample));
@@ -249,11 +254,12 @@ void Session::start_sample(PreparedSample sample) {
     return;
   }
   if (!may_park(metrics::RequestOp::sample, sample.request_id, sample.received_at)) return;
-  asio::co_spawn(socket_.get_executor(),
-                 [self = shared_from_this(), sample = std::move(sample)]() mutable {
-                   return self->wait_then_sample(std::move(sample));
-                 },
-                 log_coroutine_exit);
+  asio::co_spawn(
+      socket_.get_executor(),
+      [self = shared_from_this(), sample = std::move(sample)]() mutable {
+        return self->wait_then_sample(std::move(sample));
+      },
+      log_coroutine_exit);
 }
 
 namespace {
@@ -283,18 +289,18 @@ asio::awaitable<std::optional<Reply>> wait_for_admission(
     waiter.leave();
     if (was_front) queue.wake_front();
     if (outcome == WaitOutcome::timed_out) {
-      reply = make_error_reply(request_id, WireError::timeout,
-                               "table '" + hosted.table->name() + "': " + what +
-                                   " was not admitted within timeout_ms = " +
-                                   std::to_string(timeout->count()));
+      reply = make_error_reply(
+          request_id, WireError::timeout,
+          "table '" + hosted.table->name() + "': " + what +
+              " was not admitted within timeout_ms = " + std::to_string(timeout->count()));
     } else if (waiter.cancel_reason() == CancelReason::table_dropped) {
-      reply = make_error_reply(request_id, WireError::not_found,
-                               "table '" + hosted.table->name() + "' was dropped while the " + what +
-                                   " waited");
+      reply = make_error_reply(
+          request_id, WireError::not_found,
+          "table '" + hosted.table->name() + "' was dropped while the " + what + " waited");
     } else if (waiter.cancel_reason() == CancelReason::shutting_down) {
-      reply = make_error_reply(request_id, WireError::shutting_down,
-                               std::string("the server is shutting down; the ") + what +
-                                   " was not executed");
+      reply = make_error_reply(
+          request_id, WireError::shutting_down,
+          std::string("the server is shutting down; the ") + what + " was not executed");
     }
     break;  // connection_closed: no reply
   }
@@ -343,15 +349,16 @@ asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
 void Session::handle_snapshot(PreparedSnapshot snapshot) {
   const auto received_at = read_at_;
   if (!may_park(metrics::RequestOp::snapshot, snapshot.request_id, received_at)) return;
-  asio::co_spawn(socket_.get_executor(),
-                 [self = shared_from_this(), snapshot, received_at] {
-                   return self->wait_then_snapshot(snapshot, received_at);
-                 },
-                 log_coroutine_exit);
+  asio::co_spawn(
+      socket_.get_executor(),
+      [self = shared_from_this(), snapshot, received_at] {
+        return self->wait_then_snapshot(snapshot, received_at);
+      },
+      log_coroutine_exit);
 }
 
-asio::awaitable<void> Session::wait_then_snapshot(PreparedSnapshot snapshot,
-                                                  std::chrono::steady_clock::time_point received_at) {
+asio::awaitable<void> Session::wait_then_snapshot(
+    PreparedSnapshot snapshot, std::chrono::steady_clock::time_point received_at) {
   auto reply = co_await await_snapshot(*context_.snapshots, parked_, snapshot);
   if (reply) answer(metrics::RequestOp::snapshot, received_at, std::move(*reply));
   outbox_ready_.wake_all();
@@ -389,7 +396,8 @@ std::size_t Session::write_now(const Reply& reply) {
       left -= taken;
       if (buffers[first].size() == 0) ++first;
     }
-    while (first < buffers.size() && buffers[first].size() == 0) ++first;
+    while (first < buffers.size() && buffers[first].size() == 0)
+      ++first;
   }
   if (written > 0) {
     context_.metrics.bytes_sent(written);
@@ -458,19 +466,22 @@ asio::awaitable<void> Session::watch_timeouts() {
   while (!closed_) {
     const auto now = Clock::now();
     const bool quiescent = reading_ && parked_.empty() && outbox_.empty();
-    if (write_timeout.count() > 0 && !outbox_.empty() && now - write_waiting_since_ >= write_timeout) {
-      spdlog::warn("closing a connection whose replies ({} bytes queued) were not read for "
-                   "write_timeout_ms = {}",
-                   outbox_bytes_, write_timeout.count());
+    if (write_timeout.count() > 0 && !outbox_.empty() &&
+        now - write_waiting_since_ >= write_timeout) {
+      spdlog::warn(
+          "closing a connection whose replies ({} bytes queued) were not read for "
+          "write_timeout_ms = {}",
+          outbox_bytes_, write_timeout.count());
       asio::error_code ignored;
       socket_.close(ignored);  // pending reads and writes end with operation_aborted
       co_return;
     }
     if (idle_timeout.count() > 0 && quiescent && now - last_activity_ >= idle_timeout) {
       spdlog::info("closing a connection idle for idle_timeout_ms = {}", idle_timeout.count());
-      send(make_error_reply(0, WireError::timeout,
-                            "no complete request for idle_timeout_ms = " +
-                                std::to_string(idle_timeout.count()) + "; the connection is closed"));
+      send(make_error_reply(
+          0, WireError::timeout,
+          "no complete request for idle_timeout_ms = " + std::to_string(idle_timeout.count()) +
+              "; the connection is closed"));
       stop_reading();
       continue;
     }

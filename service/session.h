@@ -107,7 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::chrono::steady_clock::time_point read_at_;
   std::unordered_set<WaitQueue::Waiter*> parked_;
   std::deque<PreparedSample> deferred_samples_;  // see handle_sample
-  bool reading_ = true;     // false once the reader stopped for good
+  bool reading_ = true;                          // false once the reader stopped for good
   bool write_failed_ = false;
   bool authenticated_ = true;  // false until hello with the token, after require_token()
   bool closed_ = false;        // the writer finished and the socket is closed

@@ -91,13 +91,15 @@ Result<RateLimiterConfig> parse_rate_limiter(const json::value& value, const std
     }
     config = RateLimiterConfig::queue(static_cast<std::int64_t>(size));
   } else if (kind == "custom") {
-    REPLAYD_ASSIGN_OR_RETURN(config.samples_per_insert, reader.number_or("samples_per_insert", 1.0));
+    REPLAYD_ASSIGN_OR_RETURN(config.samples_per_insert,
+                             reader.number_or("samples_per_insert", 1.0));
     REPLAYD_ASSIGN_OR_RETURN(config.min_size_to_sample, min_size_of(reader, 1));
     REPLAYD_ASSIGN_OR_RETURN(config.min_diff, reader.number_or_null("min_diff", -kInf, -kInf));
     REPLAYD_ASSIGN_OR_RETURN(config.max_diff, reader.number_or_null("max_diff", kInf, kInf));
   } else {
-    return reader.error("kind", "unknown rate limiter '" + kind +
-                                    "': expected min_size, sample_to_insert_ratio, queue or custom");
+    return reader.error("kind",
+                        "unknown rate limiter '" + kind +
+                            "': expected min_size, sample_to_insert_ratio, queue or custom");
   }
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
@@ -126,9 +128,9 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
   if (!fields || !fields->is_array()) return reader.error("fields", "expected an array of fields");
   std::vector<Field> parsed_fields;
   for (std::size_t i = 0; i < fields->get_array().size(); ++i) {
-    REPLAYD_ASSIGN_OR_RETURN(Field field, parse_field(fields->get_array()[i],
-                                                      reader.path_of("fields") + "[" +
-                                                          std::to_string(i) + "]"));
+    REPLAYD_ASSIGN_OR_RETURN(Field field,
+                             parse_field(fields->get_array()[i],
+                                         reader.path_of("fields") + "[" + std::to_string(i) + "]"));
     parsed_fields.push_back(std::move(field));
   }
   auto schema = Schema::create(std::move(parsed_fields));
@@ -163,10 +165,10 @@ json::object describe_table(const TableConfig& config) {
   json::array fields;
   for (const auto& field : config.schema.fields()) {
     json::array shape;
-    for (auto dim : field.shape) shape.push_back(dim);
-    fields.push_back(json::object{{"name", field.name},
-                                  {"dtype", dtype_name(field.dtype)},
-                                  {"shape", std::move(shape)}});
+    for (auto dim : field.shape)
+      shape.push_back(dim);
+    fields.push_back(json::object{
+        {"name", field.name}, {"dtype", dtype_name(field.dtype)}, {"shape", std::move(shape)}});
   }
   json::object sampler{{"kind", selector_kind_name(config.sampler.kind)}};
   if (config.sampler.kind == SelectorKind::prioritized) {

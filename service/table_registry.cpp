@@ -34,7 +34,8 @@ void TableRegistry::cancel_all_waiters(CancelReason reason) {
 std::vector<std::shared_ptr<HostedTable>> TableRegistry::list() const {
   std::vector<std::shared_ptr<HostedTable>> result;
   result.reserve(tables_.size());
-  for (const auto& [_, hosted] : tables_) result.push_back(hosted);
+  for (const auto& [_, hosted] : tables_)
+    result.push_back(hosted);
   return result;
 }
 

@@ -10,7 +10,9 @@ WaitQueue::Waiter::Waiter(WaitQueue& queue, const asio::any_io_executor& executo
   position_ = queue.waiters_.insert(queue.waiters_.end(), this);
 }
 
-WaitQueue::Waiter::~Waiter() { leave(); }
+WaitQueue::Waiter::~Waiter() {
+  leave();
+}
 
 void WaitQueue::Waiter::leave() {
   if (!queued_) return;
@@ -48,7 +50,8 @@ asio::awaitable<WaitOutcome> WaitQueue::Waiter::wait(
 
 WaitQueue::~WaitQueue() {
   // Waiters still queued must not point into a destroyed queue.
-  for (Waiter* waiter : waiters_) waiter->queued_ = false;
+  for (Waiter* waiter : waiters_)
+    waiter->queued_ = false;
 }
 
 void WaitQueue::wake_front() {
@@ -56,11 +59,13 @@ void WaitQueue::wake_front() {
 }
 
 void WaitQueue::wake_all() {
-  for (Waiter* waiter : waiters_) waiter->notify();
+  for (Waiter* waiter : waiters_)
+    waiter->notify();
 }
 
 void WaitQueue::cancel_all(CancelReason reason) {
-  for (Waiter* waiter : waiters_) waiter->cancel(reason);
+  for (Waiter* waiter : waiters_)
+    waiter->cancel(reason);
 }
 
 }  // namespace replayd::service

@@ -38,7 +38,8 @@ class WaitQueue {
 
     // Suspends until woken, cancelled or the deadline (nullopt: none). A wake or cancel that
     // happened since the last wait() returns at once.
-    asio::awaitable<WaitOutcome> wait(std::optional<std::chrono::steady_clock::time_point> deadline);
+    asio::awaitable<WaitOutcome> wait(
+        std::optional<std::chrono::steady_clock::time_point> deadline);
 
     bool at_front() const { return queued_ && queue_->waiters_.front() == this; }
     bool queued() const { return queued_; }

@@ -15,7 +15,8 @@ class UniformSelector final : public Selector {
   void remove(std::uint32_t slot) override { slots_.erase(slot); }
   void clear() override { slots_.clear(); }
   void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const override {
-    for (std::uint32_t i = 0; i < slots_.size(); ++i) visit(slots_.at(i));
+    for (std::uint32_t i = 0; i < slots_.size(); ++i)
+      visit(slots_.at(i));
   }
   Pick sample(Rng& rng, double beta) const override;
   SelectorKind kind() const override { return SelectorKind::uniform; }
