@@ -227,21 +227,12 @@ class Connection:
                 return
             self._reading = True
         try:
-            while select.select([self._sock], [], [], 0)[0]:
-                received = self._sock.recv_into(self._frames.buffer())
-                if received == 0:
-                    self._kill("the server closed the connection")
-                    return
-                for frame in self._frames.advance(received):
-                    self._dispatch(frame)
-        except ProtocolError as exc:
-            self._kill(f"unreadable reply from the server: {exc.message}")
+            while self._dead is None and select.select([self._sock], [], [], 0)[0]:
+                self._read_once()
         except OSError as exc:
             self._kill(f"connection lost: {exc}")
         finally:
-            with self._read_turn:
-                self._reading = False
-                self._read_turn.notify_all()
+            self._end_turn()
 
     def _start_reader(self) -> None:
         """Starts the reader thread (called with _lock held). It takes the socket over once
@@ -278,25 +269,37 @@ class Connection:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or not select.select([self._sock], [], [], remaining)[0]:
                         return
-                received = self._sock.recv_into(self._frames.buffer())
-                if received == 0:
-                    self._kill("the server closed the connection" if self._frames.idle else
-                               "the server closed the connection in the middle of a reply")
-                    return
-                frames = self._frames.advance(received)
-                for frame in frames:
-                    self._dispatch(frame)
-                if frames:
+                if self._read_once():
                     with self._read_turn:  # other waiters: their reply may be in
                         self._read_turn.notify_all()
+        except OSError as exc:
+            self._kill(f"connection lost: {exc}")
+        finally:
+            self._end_turn()
+
+    def _read_once(self) -> int:
+        """One receive by the thread whose turn it is: dispatches the frames it completes and
+        returns how many. The end of the stream or an error kills the connection (0)."""
+        try:
+            received = self._sock.recv_into(self._frames.buffer())
+            if received == 0:
+                self._kill("the server closed the connection" if self._frames.idle else
+                           "the server closed the connection in the middle of a reply")
+                return 0
+            frames = self._frames.advance(received)
+            for frame in frames:
+                self._dispatch(frame)
+            return len(frames)
         except ProtocolError as exc:
             self._kill(f"unreadable reply from the server: {exc.message}")
         except OSError as exc:
             self._kill(f"connection lost: {exc}")
-        finally:
-            with self._read_turn:
-                self._reading = False
-                self._read_turn.notify_all()
+        return 0
+
+    def _end_turn(self) -> None:
+        with self._read_turn:
+            self._reading = False
+            self._read_turn.notify_all()
 
     def _dispatch(self, frame: Frame) -> None:
         if frame.kind != KIND_REPLY:
