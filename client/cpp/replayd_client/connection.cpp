@@ -25,6 +25,10 @@ constexpr std::size_t kDirectReadBytes = 16 << 10;
 constexpr std::uint32_t kMaxReplyMetaBytes = 64 << 20;
 constexpr std::uint64_t kMaxReplyPayloadBytes = std::uint64_t{1} << 40;
 constexpr std::size_t kMaxIovecs = 64;
+// SO_SNDBUF of the socket (the kernel caps it at net.core.wmem_max): whole insert batches fit,
+// so the server reads them in large pieces and an explorer keeps its share of the server
+// next to a learner receiving large samples.
+constexpr int kSendBufferBytes = 4 << 20;
 // Zero bytes for column padding; a piece never needs more than 7.
 constexpr std::array<std::byte, 8> kZeros{};
 
@@ -131,6 +135,7 @@ Connection::Connection(const Address& address, std::size_t max_in_flight)
                                                      : connect_tcp(address)),
       calls_(max_in_flight),
       read_buffer_(new std::byte[kReadBufferBytes]) {
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &kSendBufferBytes, sizeof(kSendBufferBytes));
   reader_ = std::thread([this] { read_loop(); });
 }
 

@@ -8,6 +8,8 @@ import socket
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
+SEND_BUFFER_BYTES = 4 << 20  # SO_SNDBUF of client sockets, bytes
+
 __all__ = ["Address", "parse_address"]
 
 
@@ -50,6 +52,10 @@ class Address:
             sock.settimeout(timeout)
             sock.connect(target)
             sock.settimeout(None)
+            # Whole insert batches fit the send buffer (the kernel caps it at wmem_max), so
+            # the server reads them in large pieces and an explorer keeps its share of the
+            # server next to a learner receiving large samples.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
             if self.scheme == "tcp":
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except BaseException:
