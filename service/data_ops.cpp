@@ -241,11 +241,6 @@ std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n) {
 
 }  // namespace
 
-bool sample_views_rows(const PreparedSample& sample) {
-  const auto viewed = viewed_fields(sample.table->table->schema(), sample.n);
-  return std::find(viewed.begin(), viewed.end(), true) != viewed.end();
-}
-
 Reply execute_sample(PreparedSample& sample) {
   HostedTable& hosted = *sample.table;
   const Schema& schema = hosted.table->schema();

@@ -56,9 +56,6 @@ Dispatched dispatch(ServiceContext& context, Frame frame, metrics::RequestOp* op
 // After either, call table_changed() so waiters re-check.
 Reply execute_insert(PreparedInsert& insert);
 Reply execute_sample(PreparedSample& sample);
-// Whether the reply to this sample will view table rows (large fields) instead of copying
-// them: such a reply is cheapest when written at once (Session defers it while replies queue).
-bool sample_views_rows(const PreparedSample& sample);
 
 // Wakes the front waiter of each of the table's queues (admission may have changed).
 void table_changed(HostedTable& table);

@@ -72,8 +72,7 @@ void Session::begin_shutdown() {
 }
 
 bool Session::reading_paused() const {
-  return outbox_bytes_ > context_.limits.max_queued_reply_bytes ||
-         deferred_samples_.size() >= context_.limits.max_waiting_per_connection;
+  return outbox_bytes_ > context_.limits.max_queued_reply_bytes;
 }
 
 asio::awaitable<void> Session::read_loop() {
@@ -215,30 +214,6 @@ void Session::handle_insert(PreparedInsert insert) {
 }
 
 void Session::handle_sample(PreparedSample sample) {
-  if ((!outbox_.empty() || !deferred_samples_.empty()) && sample_views_rows(sample)) {
-    deferred_samples_.push_back(std::move(sample));
-    return;
-  }
-  start_sample(std::move(sample));
-}
-
-void Session::run_deferred_samples() {
-  while (outbox_.empty() && !deferred_samples_.empty() && !write_failed_) {
-    PreparedSample sample = std::move(deferred_samples_.front());
-    deferred_samples_.pop_front();
-    if (sample.table->dropped) {
-      answer(metrics::RequestOp::sample, sample.received_at,
-             make_error_reply(
-                 sample.request_id, WireError::not_found,
-                 "table '" + sample.table->table->name() + "' was dropped before the sample ran"));
-      continue;
-    }
-    start_sample(std::move(sample));
-    read_resume_.wake_front();  // reading may have paused on too many deferred samples
-  }
-}
-
-void Session::start_sample(PreparedSample sample) {
   HostedTable& hosted = *sample.table;
   if (hosted.sample_waiters.empty() && hosted.table->may_sample(sample.n)) {
     answer(metrics::RequestOp::sample, sample.received_at, execute_sample(sample));
@@ -416,9 +391,8 @@ asio::awaitable<void> Session::write_loop() {
   auto executor = co_await asio::this_coro::executor;
   std::vector<asio::const_buffer> buffers;
   while (true) {
-    run_deferred_samples();
     if (outbox_.empty()) {
-      if (!reading_ && parked_.empty() && deferred_samples_.empty()) break;
+      if (!reading_ && parked_.empty()) break;
       WaitQueue::Waiter waiter(outbox_ready_, executor);
       co_await waiter.wait(std::nullopt);
       continue;
@@ -447,7 +421,6 @@ asio::awaitable<void> Session::write_loop() {
       write_failed_ = true;
       outbox_.clear();
       outbox_bytes_ = 0;
-      deferred_samples_.clear();
       stop_reading();
       break;
     }

@@ -66,13 +66,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void consume(std::span<const std::byte> bytes);
   void handle(Frame frame);
   void handle_insert(PreparedInsert insert);
-  // A sample whose reply views table rows waits (deferred_samples_) while replies are queued
-  // on this connection, so that it is sampled when the socket can take its reply at once and
-  // the rows go out without a copy. Other samples start at once.
   void handle_sample(PreparedSample sample);
-  void start_sample(PreparedSample sample);
-  // Starts deferred samples, in arrival order, while nothing is queued.
-  void run_deferred_samples();
   // Parks the request until its snapshot is written (service/snapshot_op.h).
   void handle_snapshot(PreparedSnapshot snapshot);
   // False (after answering resource_exhausted) when the connection may park no more requests.
@@ -106,8 +100,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // completed (request latency metric; one clock read per read, not per request).
   std::chrono::steady_clock::time_point read_at_;
   std::unordered_set<WaitQueue::Waiter*> parked_;
-  std::deque<PreparedSample> deferred_samples_;  // see handle_sample
-  bool reading_ = true;                          // false once the reader stopped for good
+  bool reading_ = true;  // false once the reader stopped for good
   bool write_failed_ = false;
   bool authenticated_ = true;  // false until hello with the token, after require_token()
   bool closed_ = false;        // the writer finished and the socket is closed
