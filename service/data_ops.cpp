@@ -269,8 +269,9 @@ Reply execute_sample(PreparedSample& sample) {
   }
   ByteBuffer payload(owned_bytes);
   std::vector<std::span<std::byte>> columns;
-  std::vector<std::vector<const std::byte*>> row_pointers(schema.size());
-  std::vector<std::span<const std::byte*>> rows(schema.size());
+  // Row pointers only when a field is viewed: the common small-item sample allocates none.
+  std::vector<std::vector<const std::byte*>> row_pointers(views ? schema.size() : 0);
+  std::vector<std::span<const std::byte*>> rows(views ? schema.size() : 0);
   for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
     const std::uint64_t used = n * bytes_per_item[i];
     if (is_viewed(i)) {

@@ -52,6 +52,10 @@ void Session::require_token() {
 }
 
 void Session::start() {
+  // write_now's synchronous writes must never block (one ioctl here, not one per reply);
+  // asynchronous operations are unaffected by this flag.
+  asio::error_code ignored;
+  socket_.non_blocking(true, ignored);
   auto executor = socket_.get_executor();
   asio::co_spawn(
       executor, [self = shared_from_this()] { return self->read_loop(); }, log_coroutine_exit);
@@ -358,7 +362,6 @@ std::size_t Session::write_now(const Reply& reply) {
   buffers.clear();
   reply.gather(buffers);
   asio::error_code ec;
-  socket_.non_blocking(true, ec);  // synchronous calls only; async ones never block anyway
   std::size_t written = 0;
   std::size_t first = 0;  // buffers[first...] are still to write
   while (!ec && first < buffers.size()) {
