@@ -6,16 +6,11 @@
 #include <limits>
 #include <numeric>
 
+#include "replayd_client/frame_codec.h"
 #include "replayd_client/shard_keys.h"
 
 namespace replayd::client {
 namespace {
-
-constexpr std::uint64_t kAlignment = 8;  // every column starts at a multiple of 8 bytes
-
-std::uint64_t aligned(std::uint64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
 
 bool same_item_shape(const ColumnSpec& a, const ColumnSpec& b) {
   return a.name == b.name && a.dtype == b.dtype &&
@@ -46,7 +41,7 @@ std::shared_ptr<SampleLayout> union_layout(std::span<const ShardSample> parts, s
     spec.shape.front() = n;
     spec.bytes = first.n ? column.bytes / first.n * n : 0;
     spec.offset = offset;
-    offset = aligned(offset + spec.bytes);
+    offset += spec.bytes + padding_after(spec.bytes);
     layout->columns.push_back(std::move(spec));
   }
   layout->payload_bytes = offset;
