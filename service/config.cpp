@@ -46,6 +46,13 @@ Status parse_limits(const json::value& value, Limits& limits) {
       read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "socket_send_buffer_bytes", limits.socket_send_buffer_bytes, 0, 1u << 30));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "requests_per_turn", limits.requests_per_turn, 1, 1u << 16));
+  REPLAYD_ASSIGN_OR_RETURN(limits.learner_share,
+                           reader.number_or("learner_share", limits.learner_share));
+  if (!(limits.learner_share >= 0 && limits.learner_share <= 1)) {
+    return reader.error("learner_share", "must be between 0 and 1");
+  }
   return reader.finish();
 }
 

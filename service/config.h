@@ -31,6 +31,11 @@ struct Limits {
   // of a sample reply that fits is written from the table's rows without a copy. 0: the
   // kernel's default.
   std::uint64_t socket_send_buffer_bytes = 4 << 20;
+  // Frames one connection handles before other connections get a turn (1 - 65536).
+  std::uint32_t requests_per_turn = 64;
+  // The least share of the thread learners (connections that sample) get while explorers
+  // saturate it, 0 - 1; 0 turns the policy off (docs/ARCHITECTURE.md, "Scheduling").
+  double learner_share = 0.5;
 };
 
 struct ServerConfig {

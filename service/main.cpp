@@ -15,6 +15,7 @@
 
 #include "service/config.h"
 #include "service/health_probe.h"
+#include "service/protocol_description.h"
 #include "service/server.h"
 
 namespace {
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   std::uint32_t snapshot_test_pause_ms = 0;
   std::optional<std::string> probe_url;
   bool check_config = false;
+  bool describe_protocol = false;
   bool insecure = false;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")
       ->check(CLI::ExistingFile);
@@ -91,9 +93,15 @@ int main(int argc, char** argv) {
                  "if it answers 200, 1 otherwise (a health check without curl)");
   app.add_flag("--check-config", check_config,
                "validate the config file and flags, then exit 0 (valid) or 2 (the error)");
+  app.add_flag("--describe-protocol", describe_protocol,
+               "print the protocol's operations, error codes and dtypes as JSON, then exit 0");
   app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
   CLI11_PARSE(app, argc, argv);
 
+  if (describe_protocol) {
+    std::cout << replayd::service::describe_protocol() << "\n";
+    return 0;
+  }
   if (probe_url) {
     const auto result = replayd::service::probe_http(*probe_url, std::chrono::seconds(3));
     std::cout << *probe_url << ": " << result.detail << "\n";

@@ -35,6 +35,7 @@ std::uint64_t random_seed() {
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.limits = config_.limits;
+  context_.scheduler.set_learner_share(config_.limits.learner_share);
   context_.auth_token = config_.auth_token;
   context_.seed_source = &random_seed;
   for (std::string_view code : wire_error_codes())
@@ -206,6 +207,7 @@ void Server::stop() {
   if (tcp_acceptor_) tcp_acceptor_->close(ignored);
   if (signals_) signals_->cancel(ignored);
   context_.tables.cancel_all_waiters(CancelReason::shutting_down);
+  context_.scheduler.cancel_all();
   snapshotter_->stop();
   for (Session* session :
        std::vector<Session*>(context_.sessions.begin(), context_.sessions.end())) {
