@@ -1,76 +1,79 @@
 // Scheduler: shares the one io_context thread between learners and explorers when it is
 // saturated (docs/ARCHITECTURE.md, "Scheduling"). A connection becomes a learner when it sends
-// a learner command (sample, update_priorities, delete); the others are explorers.
+// a learner command (sample, update_priorities, delete), an explorer when it only inserts.
 //
-// Policy: when a learner has a request waiting in its socket and learners had less than
-// `learner_share` of the thread's recent busy time, an explorer about to handle what it read
-// first waits (at most `max_yield`) until a learner has been served. Explorers are never
-// refused: they are only delayed, and the kernel's flow control makes their sends wait.
-// Learners read with a readiness wait followed by a non-blocking read, so their requests stay
-// visible in the socket (FIONREAD) until they are handled.
+// Policy: work is counted in bytes moved for a connection (read from it, written to it).
+// While a learner waits for the server (a request unread in its socket, a request parked, or
+// a reply queued), explorers may move at most (1 - learner_share) / learner_share bytes per
+// byte moved for learners, plus a burst of kBurstBytes: an explorer over that budget waits,
+// before it handles what it read, until a learner makes progress. When no learner progresses
+// for kMaxYield, the learner is taken to be busy on its own side (training, not reading) and
+// explorers get a full burst again, so a learner that does not read never idles the thread
+// for long. Explorers are never refused: they are delayed, and flow control makes their sends
+// wait. learner_share 0 turns the policy off.
 // Threading: io_context thread only.
 #pragma once
 
 #include <asio/awaitable.hpp>
 #include <chrono>
+#include <cstdint>
 #include <unordered_set>
 
 #include "service/wait_queue.h"
 
 namespace replayd::service {
 
-enum class Lane : std::uint8_t;
-
 class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Something that can tell whether a learner's request waits in its socket.
+  // A learner connection, as the scheduler sees it.
   class Learner {
    public:
-    virtual bool has_unread_bytes() const = 0;
+    // Whether it waits for the server: a request unread in its socket, a request parked, or
+    // a reply queued. O(1) (one FIONREAD ioctl at most).
+    virtual bool waits_for_server() const = 0;
 
    protected:
     ~Learner() = default;
   };
 
-  // learner_share: 0 disables the policy; 0.5 (default) gives learners at least half.
-  explicit Scheduler(double learner_share = 0.5) : learner_share_(learner_share) {}
+  static constexpr std::int64_t kBurstBytes = 4 << 20;
+  static constexpr auto kMaxYield = std::chrono::milliseconds(2);
 
-  void set_learner_share(double share) { learner_share_ = share; }
+  // learner_share: the least share of the thread's work learners get while they wait for it,
+  // in [0, 1); 0 disables the policy. Default 0.5.
+  explicit Scheduler(double learner_share = 0.5) { set_learner_share(learner_share); }
+  void set_learner_share(double share);
   double learner_share() const { return learner_share_; }
 
+  // Registration; a learner is removed before it is destroyed.
   void add_learner(const Learner* learner) { learners_.insert(learner); }
   void remove_learner(const Learner* learner) { learners_.erase(learner); }
 
-  // Time the thread spent handling requests of `lane` (measured by the sessions).
-  void account(Lane lane, Clock::duration busy, Clock::time_point now);
-  // A learner handled what it read: wakes the explorers that yielded to it.
-  void learner_served() { served_.wake_all(); }
+  // `bytes` were moved for a learner: earns explorers their share and wakes those waiting.
+  void learner_progressed(std::uint64_t bytes);
+  // `bytes` were read from an explorer.
+  void explorer_moved(std::uint64_t bytes) { credit_ -= static_cast<std::int64_t>(bytes); }
 
-  // Whether an explorer should yield now (see the policy). O(learners).
-  bool explorer_should_yield() const;
-  // Suspends an explorer until a learner was served, the deadline of max_yield passed, or
-  // the server stops. Returns at once when it need not yield.
+  // Whether an explorer must wait before it handles more (see the policy). O(learners).
+  bool explorer_must_wait() const;
+  // Suspends an explorer until a learner progressed, kMaxYield passed or the server stops;
+  // returns at once when it need not wait.
   asio::awaitable<void> explorer_turn();
 
-  static constexpr auto kMaxYield = std::chrono::milliseconds(2);
-  // Busy time is counted in windows of this length; the share looks at the last two.
-  static constexpr auto kWindow = std::chrono::milliseconds(50);
+  // Ends every wait (server stopping).
+  void cancel_all() { progressed_.cancel_all(CancelReason::shutting_down); }
 
-  // Ends every yield (server stopping).
-  void cancel_all() { served_.cancel_all(CancelReason::shutting_down); }
+  // Explorer bytes still allowed before explorers wait (tests).
+  std::int64_t credit() const { return credit_; }
 
  private:
-  double learner_busy_share() const;
-
-  double learner_share_;
+  double learner_share_ = 0.5;
+  double explorer_bytes_per_learner_byte_ = 1.0;
+  std::int64_t credit_ = kBurstBytes;
   std::unordered_set<const Learner*> learners_;
-  WaitQueue served_;
-  Clock::time_point window_start_{};
-  // [0]: current window, [1]: the one before; learner and explorer busy seconds.
-  double learner_busy_[2] = {0, 0};
-  double explorer_busy_[2] = {0, 0};
+  WaitQueue progressed_;
 };
 
 }  // namespace replayd::service

@@ -81,10 +81,19 @@ bool Session::reading_paused() const {
          parked_bytes_ > context_.limits.max_frame_bytes;
 }
 
-bool Session::has_unread_bytes() const {
+bool Session::waits_for_server() const {
+  if (!outbox_.empty() || !parked_.empty()) return true;
   if (!reading_ || reading_paused()) return false;
   asio::error_code ec;
   return socket_.available(ec) > 0 && !ec;
+}
+
+void Session::moved(std::uint64_t bytes) {
+  if (lane_ == Lane::learner) {
+    context_.scheduler.learner_progressed(bytes);
+  } else if (lane_ == Lane::explorer) {
+    context_.scheduler.explorer_moved(bytes);
+  }
 }
 
 void Session::become_learner() {
@@ -131,6 +140,7 @@ asio::awaitable<void> Session::read_loop() {
       if (n == 0) break;
       context_.metrics.bytes_received(n);
       read_at_ = std::chrono::steady_clock::now();
+      moved(n);
       if (lane_ == Lane::explorer) co_await context_.scheduler.explorer_turn();
       if (direct) {
         decoder_.commit_payload(n);
@@ -138,9 +148,6 @@ asio::awaitable<void> Session::read_loop() {
       } else {
         co_await consume({chunk.data(), n});
       }
-      const auto now = std::chrono::steady_clock::now();
-      context_.scheduler.account(lane_, now - read_at_, now);
-      if (lane_ == Lane::learner) context_.scheduler.learner_served();
     }
   } catch (const std::exception& e) {
     // The frame boundary may be lost: log, count and end the session cleanly.
@@ -316,6 +323,7 @@ std::size_t Session::write_now(const Reply& reply) {
   }
   if (written > 0) {
     context_.metrics.bytes_sent(written);
+    moved(written);
     last_activity_ = std::chrono::steady_clock::now();
   }
   if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
@@ -353,6 +361,7 @@ asio::awaitable<void> Session::write_loop() {
     };
     auto [ec, written] = co_await asio::async_write(socket_, buffers, note_progress, as_tuple);
     context_.metrics.bytes_sent(written);
+    moved(written);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
     outbox_bytes_ -= bytes;
     last_activity_ = write_waiting_since_ = std::chrono::steady_clock::now();

@@ -78,8 +78,10 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   void handle(Frame frame);
   // Counts the reply of a request of op label `op` read at `received_at`, then send()s.
   void answer(std::size_t op, std::chrono::steady_clock::time_point received_at, Reply reply);
-  // Scheduler::Learner: a request waits unread in the socket.
-  bool has_unread_bytes() const override;
+  // Scheduler::Learner: a request unread in the socket, parked, or a reply queued.
+  bool waits_for_server() const override;
+  // Counts `bytes` moved for this connection for the scheduler.
+  void moved(std::uint64_t bytes);
   void become_learner();
   // Queues the reply for the writer. A reply that borrows table rows is first written
   // straight to the socket when nothing else is queued, and whatever the socket does not
