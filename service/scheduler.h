@@ -2,10 +2,11 @@
 // saturated (docs/ARCHITECTURE.md, "Scheduling"). A connection becomes a learner when it sends
 // a learner command (sample, update_priorities, delete), an explorer when it only inserts.
 //
-// Policy: work is counted in bytes moved for a connection (read from it, written to it).
-// While a learner waits for the server (a request unread in its socket, a request parked, or
-// a reply queued), explorers may move at most (1 - learner_share) / learner_share bytes per
-// byte moved for learners, plus a burst of kBurstBytes: an explorer over that budget waits,
+// Policy: work is counted in bytes moved for a connection (read from it, written to it), an
+// inserted byte counting kInsertByteCost. While a learner waits for the server (a request
+// unread in its socket, a request parked, or a reply queued), explorers may do at most
+// (1 - learner_share) / learner_share of the work done for learners, plus a burst of
+// kBurstBytes: an explorer over that budget waits,
 // before it handles what it read, until a learner makes progress. When no learner progresses
 // for kMaxYield, the learner is taken to be busy on its own side (training, not reading) and
 // explorers get a full burst again, so a learner that does not read never idles the thread
@@ -39,6 +40,9 @@ class Scheduler {
   };
 
   static constexpr std::int64_t kBurstBytes = 4 << 20;
+  // An inserted byte costs the thread about twice a sampled one: it is copied from the socket
+  // and again into the table, where a sampled row goes from the table to the socket once.
+  static constexpr std::uint64_t kInsertByteCost = 2;
   static constexpr auto kMaxYield = std::chrono::milliseconds(2);
 
   // learner_share: the least share of the thread's work learners get while they wait for it,
@@ -53,8 +57,10 @@ class Scheduler {
 
   // `bytes` were moved for a learner: earns explorers their share and wakes those waiting.
   void learner_progressed(std::uint64_t bytes);
-  // `bytes` were read from an explorer.
-  void explorer_moved(std::uint64_t bytes) { credit_ -= static_cast<std::int64_t>(bytes); }
+  // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes.
+  void explorer_moved(std::uint64_t bytes) {
+    credit_ -= static_cast<std::int64_t>(bytes * kInsertByteCost);
+  }
 
   // Whether an explorer must wait before it handles more (see the policy). O(learners).
   bool explorer_must_wait() const;

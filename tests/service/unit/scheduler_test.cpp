@@ -59,18 +59,18 @@ TEST_CASE("learner progress earns explorers their share of bytes") {
   FakeLearner learner;
   learner.waiting = true;
   half.add_learner(&learner);
-  half.explorer_moved(Scheduler::kBurstBytes + 1000);
+  half.explorer_moved(Scheduler::kBurstBytes / 2 + 1000);  // inserted bytes count double
   CHECK(half.explorer_must_wait());
-  half.learner_progressed(999);
+  half.learner_progressed(1999);
   CHECK(half.explorer_must_wait());
   half.learner_progressed(1);
-  CHECK_FALSE(half.explorer_must_wait());  // one explorer byte per learner byte
+  CHECK_FALSE(half.explorer_must_wait());  // the same work for explorers as for learners
 
   Scheduler most(0.8);
   most.add_learner(&learner);
-  most.explorer_moved(Scheduler::kBurstBytes + 1000);
+  most.explorer_moved(Scheduler::kBurstBytes / 2 + 500);
   most.learner_progressed(3000);
-  CHECK(most.explorer_must_wait());  // 0.25 explorer byte per learner byte
+  CHECK(most.explorer_must_wait());  // a quarter of the learners' work
   most.learner_progressed(1000);
   CHECK_FALSE(most.explorer_must_wait());
 }
@@ -91,7 +91,8 @@ TEST_CASE("an explorer over its share waits until the learner progresses") {
   learner.waiting = true;
   scheduler.add_learner(&learner);
   scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
-  const auto waited = turn(io, scheduler, [&] { scheduler.learner_progressed(1 << 20); });
+  const auto waited =
+      turn(io, scheduler, [&] { scheduler.learner_progressed(2 * Scheduler::kBurstBytes); });
   CHECK(waited < Scheduler::kMaxYield);
   CHECK(scheduler.credit() > 0);
 }
