@@ -131,7 +131,7 @@ asio::awaitable<void> Session::read_loop() {
   std::vector<std::byte> chunk(kReadChunkBytes);
   try {
     while (reading_) {
-      co_await wait_for_budget();
+      if (reading_paused()) co_await wait_for_budget();
       if (!reading_) break;
       handled_this_turn_ = 0;
       const auto destination = decoder_.payload_destination();
@@ -176,7 +176,7 @@ asio::awaitable<void> Session::consume(std::span<const std::byte> bytes) {
       handled_this_turn_ = 0;
       co_await asio::post(executor, asio::use_awaitable);
     }
-    co_await wait_for_budget();
+    if (reading_paused()) co_await wait_for_budget();
   }
 }
 
