@@ -1,5 +1,6 @@
 #include "service/session.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
@@ -17,6 +18,8 @@ constexpr std::size_t kReadChunkBytes = 64 << 10;
 // Payload bytes still missing above which the reader reads straight into the frame.
 constexpr std::size_t kDirectReadBytes = 16 << 10;
 constexpr std::size_t kMaxRepliesPerWrite = 64;
+// How often a reader paused by its budget checks whether the client closed the connection.
+constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(500);
 constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 void log_coroutine_exit(std::exception_ptr error) {
@@ -118,11 +121,20 @@ asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
   }
 }
 
+bool Session::peer_closed() {
+  pollfd descriptor{socket_.native_handle(), POLLRDHUP, 0};
+  return ::poll(&descriptor, 1, 0) > 0 && (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 asio::awaitable<void> Session::wait_for_budget() {
   auto executor = co_await asio::this_coro::executor;
   while (reading_ && reading_paused()) {
     WaitQueue::Waiter waiter(read_resume_, executor);
-    if (co_await waiter.wait(std::nullopt) == WaitOutcome::cancelled) co_return;
+    const auto outcome = co_await waiter.wait(std::chrono::steady_clock::now() + kPeerCheckPeriod);
+    if (outcome == WaitOutcome::cancelled) co_return;
+    // Nothing is read while paused, so a client that went away is noticed here; its
+    // parked requests are then cancelled instead of waiting for ever.
+    if (outcome == WaitOutcome::timed_out && peer_closed()) stop_reading();
   }
 }
 

@@ -71,8 +71,11 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
 
   // Feeds bytes to the decoder and handles every frame they complete, within the budget.
   asio::awaitable<void> consume(std::span<const std::byte> bytes);
-  // Waits while the connection's budget is spent (queued replies, parked payloads).
+  // Waits while the connection's budget is spent (queued replies, parked payloads); stops
+  // reading when the client closes the connection meanwhile.
   asio::awaitable<void> wait_for_budget();
+  // Whether the client shut the connection down (POLLRDHUP), even with bytes still unread.
+  bool peer_closed();
   // Answers a decode error (the frame boundary is lost) and stops reading.
   void fail_decoding(DecodeError error);
   void handle(Frame frame);
