@@ -237,14 +237,16 @@ class Client:
         meta: Dict[str, Any] = {"op": "info"}
         if table is not None:
             meta["table"] = table
-        return self._call(meta, timeout=timeout)
+        reply: Dict[str, Any] = self._call(meta, timeout=timeout)
+        return reply
 
     def table_info(self, table: str, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
         """INFO of one table: name, size, capacity, description, counters, ..."""
         tables = self.info(table, timeout=timeout).get("tables") or []
         if len(tables) != 1:
             raise ProtocolError(f"info of table '{table}' returned {len(tables)} tables")
-        return tables[0]
+        info: Dict[str, Any] = tables[0]
+        return info
 
     def size(self, table: str, *, timeout: Any = DEFAULT) -> int:
         """Items currently stored in `table`."""
@@ -265,12 +267,13 @@ class Client:
         "stall_ms"}``. The snapshot holds every change acknowledged before the call.
         Raises InvalidArgument when the server has no data directory, and
         ResourceExhausted when the write failed (disk full, ...)."""
-        return self._call({"op": "snapshot"}, timeout=timeout)
+        reply: Dict[str, Any] = self._call({"op": "snapshot"}, timeout=timeout)
+        return reply
 
     # -- items -------------------------------------------------------------------------
 
     def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-               timeout: Any = DEFAULT) -> np.ndarray:
+               timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
         """Inserts a batch and returns its n uint64 keys, in item order.
 
         `data` maps every field to an array whose leading dimension is the batch, or to a
@@ -282,10 +285,12 @@ class Client:
         seconds = self._timeout_of(timeout)
         conn, request_id, future = self._send_insert(table, batch, seconds, window=False,
                                                      caller_waits=True)
-        return conn.wait(request_id, future, None if seconds is None else seconds + _GRACE_S)
+        keys: np.ndarray[Any, Any] = conn.wait(request_id, future,
+                                               None if seconds is None else seconds + _GRACE_S)
+        return keys
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-                     timeout: Any = DEFAULT) -> "Future[np.ndarray]":
+                     timeout: Any = DEFAULT) -> "Future[np.ndarray[Any, Any]]":
         """Like `insert` but returns at once with a Future of the keys.
 
         The data has been handed to the kernel when this returns, so the caller may reuse
@@ -296,13 +301,14 @@ class Client:
         return self._send_insert(table, batch, self._timeout_of(timeout), window=True)[2]
 
     def send_insert(self, table: str, batch: InsertBatch, *,
-                    timeout: Optional[float] = None) -> "Future[np.ndarray]":
+                    timeout: Optional[float] = None) -> "Future[np.ndarray[Any, Any]]":
         """Sends a prepared InsertBatch (columns exactly as the table wants them) and
         returns the Future of its keys without waiting. Used by Writer."""
         return self._send_insert(table, batch, timeout, window=False)[2]
 
     def _send_insert(self, table: str, batch: InsertBatch, seconds: Optional[float], *,
-                     window: bool, caller_waits: bool = False) -> Tuple[Connection, int, Future]:
+                     window: bool, caller_waits: bool = False
+                     ) -> Tuple[Connection, int, Future[Any]]:
         meta = requests.insert_meta(table, batch, seconds)
         conn = self.connection()
         if window:
@@ -315,7 +321,8 @@ class Client:
                 self._insert_window.release()
             raise
         if window:
-            future.add_done_callback(lambda _f, w=self._insert_window: w.release())
+            window_slots = self._insert_window
+            future.add_done_callback(lambda _f: window_slots.release())
         future.add_done_callback(self._schema_check(table))
         return conn, request_id, future
 
@@ -332,7 +339,9 @@ class Client:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
         most `timeout` seconds (server-side; TimeoutError after that)."""
         meta = requests.sample_meta(table, batch_size, beta, None)
-        return self._call(meta, decode=decode_sample, timeout=timeout, server_timeout=True)
+        sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
+                                    server_timeout=True)
+        return sample
 
     def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
                      timeout: Any = DEFAULT) -> "Future[Sample]":
@@ -363,7 +372,7 @@ class Client:
         """Like `update_priorities`; the Future holds the reply ``{"applied", "stale"}``."""
         request = requests.keyed_request("update_priorities", table, keys, priorities)
         if request is None:
-            done: Future = Future()
+            done: Future[Any] = Future()
             done.set_result({"applied": 0, "stale": 0})
             return done
         return self.connection().submit(*request)[1]
@@ -379,10 +388,10 @@ class Client:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _schema_check(self, table: str) -> Callable[[Future], None]:
+    def _schema_check(self, table: str) -> Callable[[Future[Any]], None]:
         """A done-callback that drops the cached schema when the server rejected an insert
         in a way a stale schema could explain."""
-        def check(future: Future) -> None:
+        def check(future: Future[Any]) -> None:
             exc = future.exception()
             if isinstance(exc, (InvalidArgument, NotFound)):
                 self._schemas.pop(table, None)

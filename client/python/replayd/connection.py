@@ -34,7 +34,7 @@ import time
 import weakref
 from concurrent import futures
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -64,7 +64,7 @@ class Connection:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()  # guards _pending, _next_id, _dead
-        self._pending: Dict[int, Tuple[Future, Optional[Decoder]]] = {}
+        self._pending: Dict[int, Tuple[Future[Any], Optional[Decoder]]] = {}
         self._next_id = 1
         self._dead: Optional[str] = None  # why the connection died
         self._note = ""  # what the server said before closing, if anything
@@ -119,9 +119,9 @@ class Connection:
         """False once the socket failed or was closed."""
         return self._dead is None
 
-    def submit(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
+    def submit(self, meta: Union[Dict[str, Any], bytes], buffers: Sequence[Any] = (),
                decode: Optional[Decoder] = None, *,
-               caller_waits: bool = False) -> Tuple[int, Future]:
+               caller_waits: bool = False) -> Tuple[int, Future[Any]]:
         """Sends one request and returns (request id, future of its result).
 
         The frame is fully handed to the kernel before this returns, so the caller may
@@ -132,7 +132,7 @@ class Connection:
         Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
         larger than the server's limits, checked before sending).
         """
-        future: Future = Future()
+        future: Future[Any] = Future()
         future.set_running_or_notify_cancel()  # a sent request cannot be cancelled
         with self._lock:
             if self._dead is not None:
@@ -157,7 +157,7 @@ class Connection:
             raise ConnectionLost(self._dead_message()) from None
         return request_id, future
 
-    def wait(self, request_id: int, future: Future, timeout: Optional[float]) -> Any:
+    def wait(self, request_id: int, future: Future[Any], timeout: Optional[float]) -> Any:
         """The result of a submitted request, waiting at most `timeout` seconds (None:
         forever). On expiry the request is forgotten (a late reply is dropped) and
         replayd.TimeoutError is raised; the request may still execute on the server.
@@ -241,7 +241,7 @@ class Connection:
                                         name=f"replayd-reader {self.address}", daemon=True)
         self._reader.start()
 
-    def _take_turn(self, future: Future, deadline: Optional[float]) -> bool:
+    def _take_turn(self, future: Future[Any], deadline: Optional[float]) -> bool:
         """Waits until this caller may read the socket (True, with _reading set) or needs
         not: its future is done, the connection died, the reader thread runs or the
         deadline passed (False)."""
@@ -256,7 +256,7 @@ class Connection:
                 self._read_turn.wait(remaining)
         return False
 
-    def _read_until(self, future: Future, timeout: Optional[float]) -> None:
+    def _read_until(self, future: Future[Any], timeout: Optional[float]) -> None:
         """Without a reader thread: reads and dispatches replies, in turn with other waiting
         callers, until `future` is done, the connection dies (which fails it), a reader
         thread takes over or `timeout` seconds pass."""

@@ -68,7 +68,7 @@ class Frame:
     kind: int
     request_id: int
     meta: Dict[str, Any]
-    payload: np.ndarray
+    payload: np.ndarray[Any, Any]
 
 
 def padding(nbytes: int) -> int:
@@ -119,7 +119,7 @@ def encode_frame(request_id: int, meta: Union[Dict[str, Any], bytes],
     once). `columns` are C-contiguous buffers (bytes, memoryview, numpy arrays); they are
     referenced, not copied. Cost: O(number of columns) plus the JSON encoding.
     """
-    meta_raw = meta if type(meta) is bytes else encode_meta(meta)
+    meta_raw = meta if isinstance(meta, bytes) else encode_meta(meta)
     pieces: List[Any] = [b""]
     payload_bytes = 0
     for column in columns:
@@ -153,9 +153,9 @@ class PayloadPool:
     SLOTS = 8
 
     def __init__(self) -> None:
-        self._arrays: List[np.ndarray] = []
+        self._arrays: List[np.ndarray[Any, Any]] = []
 
-    def take(self, nbytes: int) -> np.ndarray:
+    def take(self, nbytes: int) -> np.ndarray[Any, Any]:
         """An uninitialised uint8 array of `nbytes`."""
         if nbytes < self.MIN_BYTES:
             return np.empty(nbytes, dtype=np.uint8)
@@ -197,14 +197,14 @@ class FrameReader:
         self._max_payload_bytes = max_payload_bytes
         self._header: Header | None = None
         self._meta: Dict[str, Any] | None = None
-        self._payload: np.ndarray | None = None  # set while receiving a payload directly
+        self._payload: np.ndarray[Any, Any] | None = None  # set while receiving a payload directly
         self._filled = 0
         self._payloads = PayloadPool()
 
     def buffer(self) -> memoryview:
         """Where the next received bytes must be written (never empty)."""
         if self._payload is not None:
-            return memoryview(self._payload)[self._filled:]
+            return memoryview(self._payload)[self._filled:]  # type: ignore[arg-type]
         if self._start == self._end:
             self._start = self._end = 0
         if self._end == len(self._stage):
@@ -269,7 +269,7 @@ class FrameReader:
             self._filled = take
             return frames
 
-    def _finish(self, payload: np.ndarray) -> Frame:
+    def _finish(self, payload: np.ndarray[Any, Any]) -> Frame:
         assert self._header is not None and self._meta is not None
         frame = Frame(self._header.kind, self._header.request_id, self._meta, payload)
         self._header = None

@@ -28,17 +28,17 @@ class Sample:
             docs/PROTOCOL.md, sample); None from servers that do not report it.
     """
 
-    data: Dict[str, np.ndarray]
-    keys: np.ndarray
-    probabilities: np.ndarray
-    weights: np.ndarray
-    times_sampled: np.ndarray
+    data: Dict[str, np.ndarray[Any, Any]]
+    keys: np.ndarray[Any, Any]
+    probabilities: np.ndarray[Any, Any]
+    weights: np.ndarray[Any, Any]
+    times_sampled: np.ndarray[Any, Any]
     state: Optional[Dict[str, Any]] = None
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
-    def __getitem__(self, field: str) -> np.ndarray:
+    def __getitem__(self, field: str) -> np.ndarray[Any, Any]:
         """``sample["obs"]`` is ``sample.data["obs"]``."""
         return self.data[field]
 

@@ -33,7 +33,7 @@ _MISSING = object()
 _SMALL_ITEM_BYTES = 1024  # array fields up to this size are copied via bytes in append
 
 
-def _fast_plan(dtype: np.dtype) -> Tuple[str, Any, Any]:
+def _fast_plan(dtype: np.dtype[Any]) -> Tuple[str, Any, Any]:
     """(kind, low, high) of a field for the append fast path: "f" float, "i" integer with
     the range a Python number must lie in, "b" bool."""
     if dtype.kind in "fiu":  # Python numbers: comparing with numpy scalars is slow
@@ -74,7 +74,7 @@ class Writer:
         # Per field, for the fast path of append: name, column, dtype, shape, kind, range,
         # and for small array fields the column's bytes and the bytes per item.
         self._plan = [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
-                       *((memoryview(column).cast("B"), f.item_bytes)
+                       *((memoryview(column).cast("B"), f.item_bytes)  # type: ignore[arg-type]
                          if f.shape and 0 < f.item_bytes <= _SMALL_ITEM_BYTES else (None, 0)))
                       for f, column in zip(self._schema.fields, self._columns)]
         self._full_columns = [{"name": f.name, "dtype": f.dtype.name,
@@ -83,16 +83,16 @@ class Writer:
         self._priorities = np.empty(self._batch, dtype="<f8")
         self._with_priorities: Optional[bool] = None  # of the batch being filled
         self._count = 0
-        self._in_flight: Deque[Tuple[Future, int]] = collections.deque()
+        self._in_flight: Deque[Tuple[Future[Any], int]] = collections.deque()
         self._error: Optional[BaseException] = None
         self._failed = False  # a batch in flight failed (set by the connection's reader)
         self._closed = False
         self.items_written = 0  # items whose insert the server confirmed
         self._keep_keys = keep_keys
-        self._keys: List[np.ndarray] = []
+        self._keys: List[np.ndarray[Any, Any]] = []
 
     @property
-    def keys(self) -> np.ndarray:
+    def keys(self) -> np.ndarray[Any, Any]:
         """uint64 keys of the confirmed items, in append order (needs keep_keys=True)."""
         if not self._keep_keys:
             raise ReplayError("create the writer with keep_keys=True to collect keys",
@@ -235,7 +235,7 @@ class Writer:
         future.add_done_callback(self._note_failure)
         self._in_flight.append((future, n))
 
-    def _note_failure(self, future: Future) -> None:
+    def _note_failure(self, future: Future[Any]) -> None:
         # Runs in the connection's reader thread: only raises a flag for the next call.
         if future.exception() is not None:
             self._failed = True
