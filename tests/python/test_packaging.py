@@ -11,7 +11,7 @@ from typing import Set
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, server_binary
 
 PACKAGE = REPO / "client" / "python"
 
@@ -78,3 +78,17 @@ def test_package_passes_mypy_strict():
                              "--cache-dir", os.devnull, "replayd"], cwd=str(PACKAGE),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_installed_package_gives_pytest_the_replayd_server_fixture(venv, tmp_path):
+    test_file = tmp_path / "test_user.py"
+    test_file.write_text("import replayd\n\n"
+                         "def test_user(replayd_server):\n"
+                         "    assert replayd.Client(replayd_server.address).tables() == []\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["REPLAYD_BIN"] = str(server_binary())
+    result = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q",
+                             "-p", "no:cacheprovider", str(test_file)], cwd=str(tmp_path),
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
