@@ -23,7 +23,8 @@ import numpy as np
 
 from . import requests
 from .address import Address, parse_address
-from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert
+from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert, sample_nbytes
+from .frames import Allocator
 from .connection import Connection
 from .errors import InvalidArgument, NotFound, ProtocolError
 from .rate_limiters import RateLimiter
@@ -163,12 +164,13 @@ class Client:
 
     def _call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
               decode: Optional[Callable[..., Any]] = None, *, timeout: Any = DEFAULT,
-              server_timeout: bool = False) -> Any:
+              server_timeout: bool = False, allocate: Optional[Allocator] = None) -> Any:
         seconds = self._timeout_of(timeout)
         if server_timeout:
             meta["timeout_ms"] = requests.timeout_ms(seconds)
         conn = self.connection()
-        request_id, future = conn.submit(meta, buffers, decode, caller_waits=True)
+        request_id, future = conn.submit(meta, buffers, decode, caller_waits=True,
+                                         allocate=allocate)
         local = None if seconds is None else (seconds + _GRACE_S if server_timeout else seconds)
         return conn.wait(request_id, future, local)
 
@@ -335,27 +337,60 @@ class Client:
                       timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 
     def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
-               timeout: Any = DEFAULT) -> Sample:
+               timeout: Any = DEFAULT, allocate: Optional[Allocator] = None) -> Sample:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
-        most `timeout` seconds (server-side; TimeoutError after that)."""
+        most `timeout` seconds (server-side; TimeoutError after that).
+
+        `allocate(nbytes)`, when given, returns the writable contiguous buffer (at least
+        `nbytes`, see `sample_nbytes`) that the reply is received into, so the Sample's
+        arrays view the caller's memory (a pinned staging buffer, say). It is called in the
+        thread that reads the reply; a buffer that does not fit is ignored. After a local
+        timeout the buffer may still be written until the late reply has arrived."""
         meta = requests.sample_meta(table, batch_size, beta, None)
         sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
-                                    server_timeout=True)
+                                    server_timeout=True, allocate=allocate)
         return sample
 
+    def sample_into(self, table: str, out: Any, batch_size: int, *, beta: float = 0.4,
+                    timeout: Any = DEFAULT) -> Sample:
+        """`sample` received straight into `out`, a writable C-contiguous buffer (numpy
+        array, bytearray, ``tensor.numpy()`` of a pinned torch tensor) of at least
+        ``sample_nbytes(table, batch_size)`` bytes: no allocation, no extra copy. The
+        Sample's arrays view `out`; they change when `out` is reused.
+        Raises InvalidArgument when `out` is too small or not writable and contiguous."""
+        need = self.sample_nbytes(table, batch_size)
+        try:
+            view = memoryview(out).cast("B")
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"sample_into: out must be a contiguous buffer: {exc}") \
+                from None
+        if view.readonly or view.nbytes < need:
+            raise InvalidArgument(f"sample_into: out holds {view.nbytes} "
+                                  f"{'read-only ' if view.readonly else ''}bytes; a sample "
+                                  f"of {batch_size} items of table '{table}' needs {need}")
+        return self.sample(table, batch_size, beta=beta, timeout=timeout,
+                           allocate=lambda _nbytes: view)
+
+    def sample_nbytes(self, table: str, batch_size: int) -> int:
+        """Bytes of the payload of a sample of `batch_size` items of `table` (its columns
+        and their padding, docs/PROTOCOL.md): the size of a buffer for `sample_into`."""
+        return sample_nbytes(self.schema(table).fields, int(batch_size))
+
     def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
-                     timeout: Any = DEFAULT) -> "Future[Sample]":
+                     timeout: Any = DEFAULT,
+                     allocate: Optional[Allocator] = None) -> "Future[Sample]":
         """Like `sample` but returns a Future at once."""
         meta = requests.sample_meta(table, batch_size, beta, self._timeout_of(timeout))
-        return self.connection().submit(meta, (), decode_sample)[1]
+        return self.connection().submit(meta, (), decode_sample, allocate=allocate)[1]
 
     def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
                 timeout: Optional[float] = None,
-                transform: Optional[Callable[[Sample], Any]] = None) -> "Sampler":
+                transform: Optional[Callable[[Sample], Any]] = None,
+                allocate: Optional[Allocator] = None) -> "Sampler":
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler)."""
         from .sampler import Sampler
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta,
-                       timeout=timeout, transform=transform)
+                       timeout=timeout, transform=transform, allocate=allocate)
 
     def update_priorities(self, table: str, keys: Any, priorities: Any, *,
                           timeout: Any = DEFAULT) -> int:

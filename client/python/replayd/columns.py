@@ -31,7 +31,7 @@ from .sample import Sample
 from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype
 
 __all__ = ["InsertBatch", "prepare_insert", "convert_item", "convert_value",
-           "sample_layout", "decode_sample", "decode_keys", "SAMPLE_INFO_COLUMNS"]
+           "sample_layout", "sample_nbytes", "decode_sample", "decode_keys", "SAMPLE_INFO_COLUMNS"]
 
 #: The columns every sample reply starts with, in order, and their dtypes.
 SAMPLE_INFO_COLUMNS: Tuple[Tuple[str, str], ...] = (
@@ -301,6 +301,12 @@ def sample_layout(fields: Tuple[Field, ...],
         layout.append((name, dtype, shape, offset))
         offset += padded(int(np.prod(shape)) * dtype.itemsize)
     return layout
+
+
+def sample_nbytes(fields: Tuple[Field, ...], n: int) -> int:
+    """Bytes of the payload of a sample reply of n items (columns of `sample_layout`)."""
+    _, dtype, shape, offset = sample_layout(fields, n)[-1]
+    return offset + padded(int(np.prod(shape)) * dtype.itemsize)
 
 
 def _column_plan(column: Any) -> Tuple[str, np.dtype[Any], Tuple[int, ...], int, int, int]:

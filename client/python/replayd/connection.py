@@ -41,7 +41,7 @@ import numpy as np
 from .address import Address
 from .errors import (ConnectionLost, ProtocolError, ReplayError, ResourceExhausted,
                      TimeoutError, error_from_reply)
-from .frames import KIND_REPLY, Frame, FrameReader, encode_frame
+from .frames import KIND_REPLY, Allocator, Frame, FrameReader, encode_frame
 
 __all__ = ["Connection", "PROTOCOL_VERSION"]
 
@@ -72,7 +72,8 @@ class Connection:
         self._may_start_reader = reader_thread
         # Whoever reads the socket (a waiting caller, or the reader thread for good) sets
         # _reading under _read_turn and uses _frames, which keeps a partial frame between turns.
-        self._frames = FrameReader()
+        self._allocators: Dict[int, Allocator] = {}  # request id -> its payload allocator
+        self._frames = FrameReader(allocators=self._allocators)
         self._reading = False
         self._read_turn = threading.Condition(self._lock)
 
@@ -121,14 +122,17 @@ class Connection:
 
     def submit(self, meta: Union[Dict[str, Any], bytes], buffers: Sequence[Any] = (),
                decode: Optional[Decoder] = None, *,
-               caller_waits: bool = False) -> Tuple[int, Future[Any]]:
+               caller_waits: bool = False,
+               allocate: Optional[Allocator] = None) -> Tuple[int, Future[Any]]:
         """Sends one request and returns (request id, future of its result).
 
         The frame is fully handed to the kernel before this returns, so the caller may
         reuse `buffers` at once. The future's result is ``decode(meta, payload)`` of the
         reply, or the reply's metadata when `decode` is None; it fails with the server's
         error, or ConnectionLost if the connection dies first. `caller_waits`: the caller
-        calls `wait` at once, so no reader thread is needed for this request.
+        calls `wait` at once, so no reader thread is needed for this request. `allocate`:
+        where to receive the reply's payload (see frames.FrameReader); it is called in the
+        thread that reads the reply.
         Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
         larger than the server's limits, checked before sending).
         """
@@ -142,12 +146,15 @@ class Connection:
             request_id = self._next_id
             self._next_id += 1
             self._pending[request_id] = (future, decode)
+            if allocate is not None:
+                self._allocators[request_id] = allocate
         try:
             pieces = encode_frame(request_id, meta, buffers)
             self._check_limits(pieces)
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
+                self._allocators.pop(request_id, None)
             raise
         try:
             with self._send_lock:
@@ -183,6 +190,7 @@ class Connection:
         """Stops waiting for a request: its reply, if it comes, is dropped."""
         with self._lock:
             self._pending.pop(request_id, None)
+            self._allocators.pop(request_id, None)
 
     def close(self) -> None:
         """Closes the socket; requests in flight fail with ConnectionLost. Idempotent.
@@ -307,6 +315,7 @@ class Connection:
         error = frame.meta.get("error")
         with self._lock:
             entry = self._pending.pop(frame.request_id, None)
+            self._allocators.pop(frame.request_id, None)
         if entry is None:
             if error is not None:
                 # An error for a request nobody waits for (or id 0: a broken frame). The
@@ -335,6 +344,7 @@ class Connection:
             if self._dead is None:
                 self._dead = reason
             pending, self._pending = self._pending, {}
+            self._allocators.clear()
             self._read_turn.notify_all()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)

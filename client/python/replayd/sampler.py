@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 from . import requests
 from .columns import decode_sample
 from .errors import InvalidArgument, TimeoutError
-from .frames import encode_meta
+from .frames import Allocator, encode_meta
 from .sample import Sample
 
 if TYPE_CHECKING:
@@ -51,17 +51,21 @@ class Sampler:
         timeout: server-side wait per request for the rate limiter (None: forever); a
             request that times out ends the iteration with replayd.TimeoutError.
         transform: runs in the background thread on each Sample; its result is yielded.
+        allocate: where each reply is received (see Client.sample); called in the
+            background thread, up to `prefetch` requests ahead of the one being consumed.
     """
 
     def __init__(self, client: "Client", table: str, batch_size: int, *, prefetch: int = 4,
                  beta: float = 0.4, timeout: Optional[float] = None,
-                 transform: Optional[Callable[[Sample], Any]] = None) -> None:
+                 transform: Optional[Callable[[Sample], Any]] = None,
+                 allocate: Optional[Allocator] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
         self._meta = encode_meta(requests.sample_meta(table, batch_size, beta, timeout))
         self._table = table
         self._prefetch = int(prefetch)
         self._transform = transform
+        self._allocate = allocate
         self._ready: Deque[Any] = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -137,7 +141,8 @@ class Sampler:
         try:
             while not self._closed:
                 while len(in_flight) < self._prefetch:
-                    in_flight.append(self._conn.submit(self._meta, (), decode_sample))
+                    in_flight.append(self._conn.submit(self._meta, (), decode_sample,
+                                                       allocate=self._allocate))
                 request_id, future = in_flight.popleft()
                 sample = self._conn.wait(request_id, future, None)
                 item = sample if self._transform is None else self._transform(sample)
