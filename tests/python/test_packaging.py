@@ -11,6 +11,7 @@ from typing import Set
 
 import pytest
 
+import replayd
 from conftest import REPO, server_binary
 
 PACKAGE = REPO / "client" / "python"
@@ -92,3 +93,10 @@ def test_installed_package_gives_pytest_the_replayd_server_fixture(venv, tmp_pat
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_installed_console_script_runs_the_cli(venv):
+    result = subprocess.run([str(venv / "bin" / "replayd-cli"), "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"replayd-cli {replayd.__version__}"
