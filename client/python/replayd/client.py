@@ -21,12 +21,12 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional,
 
 import numpy as np
 
-from . import requests
+from . import requests, wait_notice
 from .address import Address, parse_address
 from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert, sample_nbytes
-from .frames import Allocator
 from .connection import Connection
 from .errors import InvalidArgument, NotFound, ProtocolError
+from .frames import Allocator
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .schema import FieldsLike, TableSchema, table_description
@@ -172,7 +172,21 @@ class Client:
         request_id, future = conn.submit(meta, buffers, decode, caller_waits=True,
                                          allocate=allocate)
         local = None if seconds is None else (seconds + _GRACE_S if server_timeout else seconds)
+        if server_timeout:  # may wait for the rate limiter: say why when it is long
+            local = self._notice_wait(conn, future, local, meta["op"], meta["table"],
+                                      int(meta["n"]))
         return conn.wait(request_id, future, local)
+
+    def _notice_wait(self, conn: Connection, future: "Future[Any]", local: Optional[float],
+                     op: str, table: str, n: int) -> Optional[float]:
+        """Waits up to WAIT_NOTICE_S for `future`; if it is still pending, logs why (see
+        replayd.wait_notice). Returns what is left of the `local` timeout."""
+        notice_s = wait_notice.WAIT_NOTICE_S
+        if local is not None and local <= notice_s:
+            return local
+        if not conn.wait_done(future, notice_s):
+            wait_notice.log_wait(self, op, table, n, notice_s)
+        return None if local is None else local - notice_s
 
     def schema(self, table: str, *, refresh: bool = False) -> TableSchema:
         """The fields of `table` (cached after the first ``info`` round trip).
@@ -287,8 +301,9 @@ class Client:
         seconds = self._timeout_of(timeout)
         conn, request_id, future = self._send_insert(table, batch, seconds, window=False,
                                                      caller_waits=True)
-        keys: np.ndarray[Any, Any] = conn.wait(request_id, future,
-                                               None if seconds is None else seconds + _GRACE_S)
+        local = self._notice_wait(conn, future, None if seconds is None else seconds + _GRACE_S,
+                                  "insert", table, batch.n)
+        keys: np.ndarray[Any, Any] = conn.wait(request_id, future, local)
         return keys
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,

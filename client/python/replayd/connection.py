@@ -180,6 +180,16 @@ class Connection:
             raise TimeoutError(f"no reply from {self.address} within {timeout:g} s "
                                f"(the request may still execute on the server)") from None
 
+    def wait_done(self, future: Future[Any], timeout: float) -> bool:
+        """Waits up to `timeout` seconds for `future` (reading replies meanwhile when there
+        is no reader thread); True when it is done. Unlike `wait`, it neither raises nor
+        forgets the request."""
+        deadline = time.monotonic() + timeout
+        if self._reader is None:
+            self._read_until(future, timeout)
+        done, _ = futures.wait([future], max(0.0, deadline - time.monotonic()))
+        return bool(done)
+
     def call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
              decode: Optional[Decoder] = None, *, timeout: Optional[float] = None) -> Any:
         """`submit` then `wait`."""

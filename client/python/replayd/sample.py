@@ -35,6 +35,15 @@ class Sample:
     times_sampled: np.ndarray[Any, Any]
     state: Optional[Dict[str, Any]] = None
 
+    def __repr__(self) -> str:
+        """Short: the size, each field's dtype and item shape, and the first keys (never
+        the data itself)."""
+        fields = ", ".join(f"{name}: {array.dtype}{list(array.shape[1:])}"
+                           for name, array in self.data.items())
+        keys = " ".join(str(k) for k in self.keys[:4].tolist())
+        more = " ..." if len(self.keys) > 4 else ""
+        return f"<replayd.Sample n={len(self)} {{{fields}}} keys=[{keys}{more}]>"
+
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 

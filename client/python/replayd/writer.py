@@ -16,12 +16,14 @@ the process that created it and does not pickle; pickle the Client instead.
 from __future__ import annotations
 
 import collections
+from concurrent import futures
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Deque, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .columns import InsertBatch, _limits, convert_item
+from . import wait_notice
 from .errors import InvalidArgument, ReplayError
 
 if TYPE_CHECKING:
@@ -87,6 +89,7 @@ class Writer:
         self._error: Optional[BaseException] = None
         self._failed = False  # a batch in flight failed (set by the connection's reader)
         self._closed = False
+        self._noticed = False  # logged why append waits (see replayd.wait_notice)
         self.items_written = 0  # items whose insert the server confirmed
         self._keep_keys = keep_keys
         self._keys: List[np.ndarray[Any, Any]] = []
@@ -195,6 +198,12 @@ class Writer:
         except Exception:
             pass
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (f"<replayd.Writer table={self._table!r} batch={self._batch} "
+                f"buffered={self._count} in_flight={len(self._in_flight)} "
+                f"written={self.items_written} {state}>")
+
     def __reduce__(self) -> Any:
         raise TypeError("a replayd Writer cannot be pickled; pickle the Client and create "
                         "a writer in the process that uses it")
@@ -246,6 +255,15 @@ class Writer:
 
     def _reap_oldest(self) -> None:
         future, n = self._in_flight.popleft()
+        if not future.done() and not self._noticed:
+            try:
+                future.exception(wait_notice.WAIT_NOTICE_S)
+            except futures.TimeoutError:  # say why, once until a batch goes through quickly
+                self._noticed = True
+                wait_notice.log_wait(self._client, "insert", self._table, n,
+                                     wait_notice.WAIT_NOTICE_S)
+        elif future.done():
+            self._noticed = False
         exc = future.exception()
         if exc is None:
             self.items_written += n
