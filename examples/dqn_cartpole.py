@@ -257,7 +257,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
         finished = 0
         history: List[Tuple[int, float]] = []  # (total env steps, episode return)
         recent: Deque[float] = collections.deque(maxlen=20)
-        waits: List[Tuple[int, float]] = []  # (learner step, replay wait of the step, s)
+        waits: List[Tuple[float, float]] = []  # per learner step: (replay wait, step), s
         learner_steps, solved = 0, False
         started = time.monotonic()
         step_time = 0.0
@@ -283,7 +283,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
                     if not any(p.is_alive() for p in explorers) and reports.empty():
                         break
                     continue
-                waits.append((learner_steps, dataset.wait_seconds - waited_before))
+                waited = dataset.wait_seconds - waited_before
                 beta = min(1.0, 0.4 + 0.6 * sum(env_steps) / args.env_steps)
                 weights = batch["weights"] ** (beta / 0.4)  # the sample's beta is 0.4
                 q = net(batch["obs"]).gather(1, batch["act"][:, None]).squeeze(1)
@@ -300,7 +300,8 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
                 optimizer.step()
                 dataset.update_priorities(batch["keys"], td.detach().abs() + 1e-3)
                 learner_steps += 1
-                step_time += time.perf_counter() - step_started
+                waits.append((waited, time.perf_counter() - step_started))
+                step_time += waits[-1][1]
                 if learner_steps % args.target_every == 0:
                     target.load_state_dict(net.state_dict())
                 if learner_steps % args.publish_every == 0:
@@ -355,13 +356,17 @@ def plot(result: Dict[str, Any], out: Path) -> List[Path]:
     fig.savefig(paths[0], dpi=100)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
-    learner = [s for s, _ in result["waits"]]
-    wait_ms = [1000 * w for _, w in result["waits"]]
-    ax.plot(learner, wait_ms, ",", alpha=0.5)
+    waits = np.array(result["waits"]).reshape(-1, 2)
+    window = max(1, min(500, len(waits) // 20))
+    kernel = np.ones(window)
+    share = 100 * np.convolve(waits[:, 0], kernel, "valid") / \
+        np.maximum(np.convolve(waits[:, 1], kernel, "valid"), 1e-12)
+    ax.plot(np.arange(window, len(waits) + 1), share)
     ax.set_xlabel("learner step")
-    ax.set_ylabel("replay wait per step (ms)")
-    ax.set_title(f"Learner replay-wait time: {100 * result['replay_wait_share']:.1f} % of "
-                 f"step time (rate limiter included)")
+    ax.set_ylabel(f"% of step time waiting for replay\n(over {window} steps)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Learner replay wait: {100 * result['replay_wait_share']:.1f} % of step "
+                 f"time overall (rate limiter included)")
     fig.tight_layout()
     paths.append(out / "replay_wait.png")
     fig.savefig(paths[1], dpi=100)
@@ -374,7 +379,7 @@ def main() -> int:
     parser.add_argument("--address", help="a running server (default: start one)")
     parser.add_argument("--table", default="dqn_cartpole")
     parser.add_argument("--explorers", type=int, default=2)
-    parser.add_argument("--env-steps", type=int, default=150_000,
+    parser.add_argument("--env-steps", type=int, default=300_000,
                         help="environment steps of all explorers together, at most")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=64, help="units per hidden layer")
