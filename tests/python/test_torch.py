@@ -89,7 +89,7 @@ def test_a_field_named_like_a_batch_entry_is_refused(client, table_name):
 
 
 def test_importing_the_client_does_not_import_torch():
-    code = ("import sys, replayd, replayd.testing, replayd.cpprb\n"
+    code = ("import sys, replayd, replayd.testing, replayd.cpprb, replayd.cli\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
