@@ -187,6 +187,8 @@ class Connection:
         deadline = time.monotonic() + timeout
         if self._reader is None:
             self._read_until(future, timeout)
+        if future.done():  # the usual case: no waiter to set up
+            return True
         done, _ = futures.wait([future], max(0.0, deadline - time.monotonic()))
         return bool(done)
 
