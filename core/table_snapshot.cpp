@@ -247,6 +247,9 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
       return bad("item " + std::to_string(i) + ": priority " + std::to_string(priority) +
                  " is not finite and >= 0");
     }
+    if (auto status = table.sampler_->check_priority(priority); !status) {
+      return bad("item " + std::to_string(i) + ": " + status.error().message);
+    }
     if (config.max_times_sampled != 0 && times_sampled >= config.max_times_sampled) {
       return bad("item " + std::to_string(i) + ": sampled " + std::to_string(times_sampled) +
                  " times, but max_times_sampled is " + std::to_string(config.max_times_sampled));

@@ -363,6 +363,35 @@ TEST_CASE("a NaN, negative or infinite priority is refused and leaves the table 
   CHECK(table->update_priorities(keys, std::vector<double>{0.0, 1.0}).ok());
 }
 
+TEST_CASE("a finite priority whose mass would overflow is refused and changes nothing") {
+  for (const auto& [alpha, bad] : {std::pair{2.0, 1e160}, std::pair{1.0, 1e308}}) {
+    INFO("alpha " << alpha << ", priority " << bad);
+    auto config = id_config(4);
+    config.sampler = SelectorConfig{SelectorKind::prioritized, alpha};
+    auto table = make_table(config);
+    const auto keys = insert_ok(*table, {1, 2}, {0.5, 2.0});
+    const auto before = observe(*table);
+    const auto inserted = insert_ids(*table, {3, 4}, {1.0, bad});
+    REQUIRE_FALSE(inserted.status.ok());
+    CHECK(inserted.status.error().code == ErrorCode::invalid_argument);
+    CHECK_THAT(inserted.status.error().message, Contains("priority 1") && Contains("mass"));
+    CHECK(observe(*table) == before);
+    const auto updated = table->update_priorities(keys, std::vector<double>{bad, 1.0});
+    REQUIRE_FALSE(updated.ok());
+    CHECK(observe(*table) == before);
+    CHECK(std::isfinite(table->sampling_mass().total));
+  }
+  // The largest accepted priorities, in every slot, still sum to a finite mass.
+  auto config = id_config(4);
+  config.sampler = SelectorConfig{SelectorKind::prioritized, 1.0};
+  auto table = make_table(config);
+  insert_ok(*table, {1, 2, 3, 4}, std::vector<double>(4, 1e300));
+  CHECK(std::isfinite(table->sampling_mass().total));
+  const auto drawn = sample_ok(*table, 8);
+  for (double p : drawn.probabilities)
+    CHECK((std::isfinite(p) && p > 0));
+}
+
 TEST_CASE("new items get the largest priority seen so far") {
   auto config = id_config(8);
   config.sampler = SelectorConfig{SelectorKind::prioritized, 0.6};
@@ -567,7 +596,8 @@ TEST_CASE("a field sampled in place points at the stored bytes of each drawn ite
   // obs (field 1) is viewed in place; id and rew are copied.
   const std::vector<std::span<std::byte>> columns{id_column, {}, rew_column};
   const std::vector<std::span<const std::byte*>> rows{{}, obs_rows, {}};
-  REQUIRE(table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, rows}).ok());
+  REQUIRE(table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, rows})
+              .ok());
   for (std::uint64_t i = 0; i < n; ++i) {
     std::int64_t id = 0;
     std::memcpy(&id, id_column.data() + i * sizeof id, sizeof id);
@@ -581,7 +611,8 @@ TEST_CASE("a field sampled in place points at the stored bytes of each drawn ite
   // A field neither copied nor viewed (no row pointers for it) is refused.
   const std::vector<std::span<const std::byte*>> too_few{{}, {}, {}};
   CHECK_FALSE(
-      table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, too_few}).ok());
+      table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, too_few})
+          .ok());
 }
 
 TEST_CASE("a prioritized table reports each item's probability and importance weight") {
