@@ -71,11 +71,16 @@ class Selector {
     (void)priority;
     return Ok{};
   }
+  // Bytes this selector's structures hold (what selector_bytes() promised for its kind). O(1).
+  virtual std::uint64_t allocated_bytes() const = 0;
   // The mass of the `present` items (their count, given by the caller). O(1).
   virtual SamplingMass mass(std::uint32_t present) const {
     return SamplingMass{static_cast<double>(present), 1.0};
   }
 };
+
+// Bytes a selector of `kind` over slots [0, capacity) allocates, all at construction. O(1).
+std::uint64_t selector_bytes(SelectorKind kind, std::uint32_t capacity);
 
 // Validates the configuration (names the bad parameter) and builds a selector for slots
 // [0, capacity).

@@ -22,6 +22,16 @@ class PrioritizedSelector final : public Selector {
  public:
   PrioritizedSelector(std::uint32_t capacity, double priority_exponent);
 
+  // Sum tree, min tree and the dense member set.
+  static std::uint64_t bytes_for(std::uint32_t capacity) {
+    return SumTree::bytes_for(capacity) + MinTree::bytes_for(capacity) +
+           SlotSet::bytes_for(capacity);
+  }
+  std::uint64_t allocated_bytes() const override {
+    return masses_.allocated_bytes() + positive_masses_.allocated_bytes() +
+           present_.allocated_bytes();
+  }
+
   void insert(std::uint32_t slot, double priority) override;
   void update(std::uint32_t slot, double priority) override;
   void remove(std::uint32_t slot) override;

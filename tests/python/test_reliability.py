@@ -3,18 +3,36 @@
 failed at restart and shutdown, slow HTTP clients, unauthenticated connection floods)."""
 from __future__ import annotations
 
+import json
 import math
+import re
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import replayd
+from conftest import ServerProcess
 
 FIELDS = {"x": ("float32", ())}
 
 
 def rows(n: int):
     return {"x": np.arange(n, dtype=np.float32)}
+
+
+def write_config(tmp_path: Path, name: str = "config.json", **keys: Any) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(keys))
+    return path
+
+
+def rss_bytes(server: ServerProcess) -> int:
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
 
 
 # --- Priorities whose sampling mass is not finite -------------------------------------------
@@ -47,3 +65,35 @@ def test_the_largest_priorities_accepted_keep_every_reply_finite(client, table_n
     assert math.isfinite(sample.state["mass"])
     assert np.all(np.isfinite(sample.probabilities)) and np.all(sample.probabilities > 0)
     assert math.isfinite(client.table_info(table_name)["mass"])
+
+
+# --- max_table_bytes counts every byte a table allocates -------------------------------------
+
+MIB = 1 << 20
+BOOL = {"done": ("bool", ())}
+
+
+def test_max_table_bytes_counts_slot_metadata_and_selectors_not_only_data(make_server, tmp_path):
+    config = write_config(tmp_path, limits={"max_table_bytes": 60 * MIB})
+    server = make_server(extra_args=["--config", str(config)])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        # 1 MiB of data, but 2^20 slots of metadata, position maps and trees.
+        with pytest.raises(replayd.ResourceExhausted, match="slot metadata") as refused:
+            c.create_table("big", BOOL, 1 << 20, sampler="prioritized", remover="fifo")
+        counted_for_2_20 = int(re.search(r"needs (\d+) bytes", refused.value.message).group(1))
+        assert counted_for_2_20 > 60 * MIB
+        # The issue's table: 2^26 one-byte slots under 256 MiB would take gigabytes.
+        with pytest.raises(replayd.ResourceExhausted, match="max_table_bytes"):
+            c.create_table("huge", BOOL, 1 << 26)
+
+        # A table that fits really uses no more memory than was counted for it.
+        before = rss_bytes(server)
+        c.create_table("half", BOOL, 1 << 19, sampler="prioritized", remover="fifo")
+        batch = 1 << 16
+        for first in range(0, 1 << 19, batch):
+            c.insert("half", {"done": np.ones(batch, dtype=np.bool_)},
+                     priorities=np.linspace(0.5, 2.0, batch))
+        assert c.sample("half", 16).keys.shape == (16,)
+        grown = rss_bytes(server) - before
+    slack = 8 * MIB  # request buffers kept by the allocator, code pages
+    assert grown <= counted_for_2_20 // 2 + slack, (grown, counted_for_2_20 // 2)
