@@ -45,9 +45,12 @@ struct ServerConfig {
   Limits limits;
   std::vector<TableConfig> tables;
   // Snapshots (docs/SNAPSHOT.md).
-  std::string data_dir;                      // where snapshots live; empty: snapshots disabled
-  std::uint32_t snapshot_interval_s = 0;     // seconds between periodic snapshots; 0: none
-  std::uint32_t snapshot_keep = 3;           // complete snapshots kept, 1 - 1000
+  std::string data_dir;                   // where snapshots live; empty: snapshots disabled
+  std::uint32_t snapshot_interval_s = 0;  // seconds between periodic snapshots; 0: none
+  std::uint32_t snapshot_keep = 3;        // complete snapshots kept, 1 - 1000
+  // Start with empty tables when snapshots exist but none can be restored (they are then
+  // all kept); false: refuse to start.
+  bool allow_empty_start = false;
   std::uint32_t snapshot_test_pause_ms = 0;  // test-only flag; 0 in production
 };
 

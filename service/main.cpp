@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> probe_url;
   bool check_config = false;
   bool insecure = false;
+  bool allow_empty_start = false;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")
       ->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path,
@@ -83,6 +84,9 @@ int main(int argc, char** argv) {
                "allow a non-loopback TCP address without a token (docs/SECURITY.md)");
   app.add_option("--data-dir", data_dir,
                  "snapshot directory (docs/SNAPSHOT.md); \"\" disables snapshots (default: none)");
+  app.add_flag("--allow-empty-start", allow_empty_start,
+               "start with empty tables when data_dir holds snapshots of which none can be "
+               "restored (they are all kept); without it such a start fails");
   app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
                  "TEST ONLY: each snapshot write pauses this long after its header")
       ->group("");
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
     if (data_dir) config.data_dir = *data_dir;
     config.snapshot_test_pause_ms = snapshot_test_pause_ms;
     if (insecure) config.insecure = true;
+    if (allow_empty_start) config.allow_empty_start = true;
     // The environment wins over the file, so a deployment can inject the secret without
     // writing it into the config; there is no flag (command lines are visible to every user).
     if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) {

@@ -57,10 +57,10 @@ Server::~Server() {
 Status Server::open() {
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
-    REPLAYD_ASSIGN_OR_RETURN(
-        std::uint64_t newest,
-        restore_tables(config_.data_dir, config_.tables, context_.limits, context_.tables));
-    snapshotter_->set_newest_sequence(newest);
+    REPLAYD_ASSIGN_OR_RETURN(RestoreOutcome restored,
+                             restore_tables(config_.data_dir, config_.tables, context_.limits,
+                                            config_.allow_empty_start, context_.tables));
+    snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {

@@ -97,3 +97,54 @@ def test_max_table_bytes_counts_slot_metadata_and_selectors_not_only_data(make_s
         grown = rss_bytes(server) - before
     slack = 8 * MIB  # request buffers kept by the allocator, code pages
     assert grown <= counted_for_2_20 // 2 + slack, (grown, counted_for_2_20 // 2)
+
+
+# --- A start that restores nothing never costs the snapshots ---------------------------------
+
+def snapshot_files(data_dir: Path):
+    return sorted(data_dir.glob("snapshot-*.rsnap"))
+
+
+def fill_and_stop(make_server, data_dir: Path, n: int) -> ServerProcess:
+    server = make_server(extra_args=["--data-dir", str(data_dir)])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("replay", {"obs": ("float32", (16,))}, capacity=4096)
+        c.insert("replay", {"obs": np.ones((n, 16), np.float32)})
+    assert server.stop() == 0
+    return server
+
+
+def test_a_start_that_cannot_restore_the_snapshot_refuses_and_keeps_it(make_server, tmp_path):
+    data_dir = tmp_path / "data"
+    server = fill_and_stop(make_server, data_dir, 2000)
+    good = snapshot_files(data_dir)
+    assert len(good) == 1
+    small = write_config(tmp_path, "small.json", data_dir=str(data_dir), snapshot_keep=1,
+                         limits={"max_table_bytes": 1 << 16})
+    server.extra_args = ["--config", str(small)]
+    for _ in range(3):  # each start fails before serving: nothing is written or pruned
+        with pytest.raises(RuntimeError, match="exited with 1"):
+            server.start()
+    log = server.log_path.read_text()
+    assert "refusing to start" in log and "max_table_bytes" in log and "--allow-empty-start" in log
+    assert snapshot_files(data_dir) == good
+
+    # Allowed to start empty: three runs each write a snapshot on stop, and none of them
+    # deletes the one that holds the items (snapshot_keep = 1 prunes only their own).
+    server.extra_args = ["--config", str(small), "--allow-empty-start"]
+    for _ in range(3):
+        server.start()
+        with replayd.Client(server.unix_address, timeout=30) as c:
+            assert c.tables() == []
+        assert server.stop() == 0
+    assert good[0] in snapshot_files(data_dir)
+    assert len(snapshot_files(data_dir)) == 2  # the kept one and the newest empty one
+
+    # With the limit back, the kept file restores the 2,000 items.
+    for path in snapshot_files(data_dir):
+        if path != good[0]:
+            path.unlink()
+    server.extra_args = ["--data-dir", str(data_dir)]
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        assert c.size("replay") == 2000
