@@ -21,6 +21,10 @@ namespace {
 
 using replayd::service::ServerConfig;
 
+// Exit codes (docs/OPERATIONS.md): 0 clean stop, 1 failed to start or fatal error, 2 bad
+// configuration, 3 stopped but the final snapshot failed (recent changes are lost).
+constexpr int kExitFinalSnapshotFailed = 3;
+
 // Request payloads and sample replies are large transient buffers (a W2 sample of 32 items
 // is 1.8 MB), allocated and freed per request. glibc would map such blocks with mmap, or
 // trim them off the heap once freed, so every request paid page faults on fresh memory (W2
@@ -162,7 +166,13 @@ int main(int argc, char** argv) {
     }
     spdlog::info("replayd {} serving {} tables", replayd::service::kServerVersion,
                  server.context().tables.size());
-    server.run();
+    if (auto final_snapshot = server.run(); !final_snapshot) {
+      spdlog::critical(
+          "replayd stopped WITHOUT its final snapshot ({}): changes acknowledged since the last "
+          "snapshot are not saved; exit code {}",
+          final_snapshot.error().message, kExitFinalSnapshotFailed);
+      return kExitFinalSnapshotFailed;
+    }
     spdlog::info("replayd stopped");
     return 0;
   } catch (const std::exception& e) {

@@ -173,7 +173,7 @@ void Server::handle_signals() {
   });
 }
 
-void Server::run() {
+Status Server::run() {
   if (unix_acceptor_) {
     asio::co_spawn(io_, accept_unix(*unix_acceptor_, context_), log_listener_exit);
     spdlog::info("listening on unix:{}", addresses_.unix_path);
@@ -190,7 +190,7 @@ void Server::run() {
   snapshotter_->start();
   ready_promise_.set_value(addresses_);
   io_.run();
-  snapshotter_->write_final();
+  return snapshotter_->write_final().status;
 }
 
 void Server::request_stop() {

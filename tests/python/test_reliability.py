@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 import replayd
-from conftest import ServerProcess
+from conftest import ServerProcess, server_binary
 
 FIELDS = {"x": ("float32", ())}
 
@@ -148,3 +150,34 @@ def test_a_start_that_cannot_restore_the_snapshot_refuses_and_keeps_it(make_serv
     server.start()
     with replayd.Client(server.unix_address, timeout=30) as c:
         assert c.size("replay") == 2000
+
+
+# --- A failed final snapshot is a failed exit ------------------------------------------------
+
+def limited_binary(tmp_path: Path, max_file_bytes: int) -> Path:
+    """replayd under a file-size limit: a write past it fails (EFBIG) as on a full disk."""
+    wrapper = tmp_path / "replayd-limited"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({max_file_bytes}, {max_file_bytes}))\n"
+        f"os.execv({str(server_binary())!r}, [{str(server_binary())!r}] + sys.argv[1:])\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper
+
+
+def test_a_final_snapshot_that_fails_makes_the_exit_code_nonzero(make_server, tmp_path,
+                                                                 monkeypatch):
+    data_dir = tmp_path / "data"
+    monkeypatch.setenv("REPLAYD_BIN", str(limited_binary(tmp_path, 256 << 10)))
+    server = make_server(extra_args=["--data-dir", str(data_dir)])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("replay", {"obs": ("float32", (64,))}, capacity=5000)
+        for first in range(0, 5000, 1000):  # 5,000 acknowledged inserts, 1.3 MB
+            assert len(c.insert("replay", {"obs": np.ones((1000, 64), np.float32)})) == 1000
+    code = server.stop()
+    assert code not in (0, None)
+    log = server.log_path.read_text()
+    assert "final snapshot failed" in log and "File too large" in log
+    assert "not saved" in log  # says what was lost
+    assert not list(data_dir.glob("snapshot-*.rsnap"))
