@@ -46,6 +46,10 @@ Status parse_limits(const json::value& value, Limits& limits) {
       read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "socket_send_buffer_bytes", limits.socket_send_buffer_bytes, 0, 1u << 30));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "http_header_timeout_ms", limits.http_header_timeout_ms, 100, 3600000));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "http_max_connections", limits.http_max_connections, 2, 1u << 16));
   return reader.finish();
 }
 

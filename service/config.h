@@ -31,6 +31,11 @@ struct Limits {
   // of a sample reply that fits is written from the table's rows without a copy. 0: the
   // kernel's default.
   std::uint64_t socket_send_buffer_bytes = 4 << 20;
+  // Metrics HTTP listener: a request head must arrive whole within this long (ms) of when
+  // the server starts waiting for it; and at most this many HTTP connections are open, a
+  // new one closing the one that has waited longest for its head.
+  std::uint64_t http_header_timeout_ms = 5000;
+  std::uint32_t http_max_connections = 64;
 };
 
 struct ServerConfig {

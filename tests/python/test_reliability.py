@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
 import stat
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +184,64 @@ def test_a_final_snapshot_that_fails_makes_the_exit_code_nonzero(make_server, tm
     assert "final snapshot failed" in log and "File too large" in log
     assert "not saved" in log  # says what was lost
     assert not list(data_dir.glob("snapshot-*.rsnap"))
+
+
+# --- The metrics listener survives slowloris -------------------------------------------------
+
+def healthz_answers(address: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{address}/healthz", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def open_trickling(address: str, count: int):
+    host, port = address.rsplit(":", 1)
+    sockets = []
+    for _ in range(count):
+        s = socket.create_connection((host, int(port)), timeout=2)
+        s.setblocking(False)
+        sockets.append(s)
+    return sockets
+
+
+def trickle(sockets, text: bytes, index: int) -> int:
+    """Sends byte `index` of `text` on every socket still open; returns how many are open."""
+    alive = 0
+    for s in sockets:
+        if s.fileno() < 0:
+            continue
+        try:
+            s.send(text[index % len(text):index % len(text) + 1])
+            alive += 1
+        except OSError:
+            s.close()
+    return alive
+
+
+def test_healthz_answers_every_probe_while_200_connections_trickle_request_heads(
+        make_server, tmp_path):
+    config = write_config(tmp_path, limits={"http_header_timeout_ms": 2000})
+    server = make_server(extra_args=["--config", str(config), "--metrics", "127.0.0.1:0"])
+    address = server.ready["metrics"]
+    head = b"GET /metrics HTTP/1.1\r\nX-Slow: " + b"a" * 1000
+    sockets = open_trickling(address, 200)
+    try:
+        answered, probes = 0, 0
+        started = time.monotonic()
+        step = 0
+        while time.monotonic() - started < 4.0:  # longer than the header deadline
+            trickle(sockets, head, step)
+            step += 1
+            if step % 3 == 0:
+                probes += 1
+                answered += healthz_answers(address)
+            time.sleep(0.1)
+        assert probes >= 8
+        assert answered == probes, f"/healthz answered {answered} of {probes} probes"
+        # Past header_timeout_ms every trickling connection has been closed.
+        assert trickle(sockets, head, step) == 0 or trickle(sockets, head, step + 1) == 0
+    finally:
+        for s in sockets:
+            s.close()
