@@ -5,6 +5,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "metrics/log_throttle.h"
 #include "service/session.h"
 
 namespace replayd::service {
@@ -17,19 +18,27 @@ asio::awaitable<void> accept_loop(Acceptor& acceptor, ServiceContext& context, c
                                   bool requires_token, Prepare prepare) {
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer retry(executor);
+  // At the descriptor limit accept fails every kAcceptRetryDelay: log the first failure,
+  // then one summary per window, never a line per retry. Likewise for refusals.
+  metrics::LogThrottle accept_errors_logged;
+  metrics::LogThrottle refusals_logged;
   while (acceptor.is_open()) {
     auto [ec, socket] = co_await acceptor.async_accept(as_tuple);
     if (!acceptor.is_open() || context.shutting_down) break;
     if (ec) {
-      spdlog::warn("{} accept failed: {}; retrying in {} ms", kind, ec.message(),
-                   kAcceptRetryDelay.count());
+      if (auto line = accept_errors_logged.occur()) {
+        spdlog::warn("{} accept failed: {}; retrying every {} ms{}", kind, ec.message(),
+                     kAcceptRetryDelay.count(), line->suffix());
+      }
       retry.expires_after(kAcceptRetryDelay);
       co_await retry.async_wait(as_tuple);
       continue;
     }
     if (context.sessions.size() >= context.limits.max_connections) {
-      spdlog::warn("{} connection refused: max_connections = {} reached", kind,
-                   context.limits.max_connections);
+      if (auto line = refusals_logged.occur()) {
+        spdlog::warn("{} connection refused: max_connections = {} reached{}", kind,
+                     context.limits.max_connections, line->suffix());
+      }
       context.metrics.connection_refused();
       asio::error_code ignored;
       socket.close(ignored);

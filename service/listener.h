@@ -1,6 +1,7 @@
 // Listeners: accept loops for TCP and Unix stream sockets. A listener only accepts and
 // spawns a Session; it never dies on an accept error (e.g. EMFILE, out of descriptors): it
-// logs, waits kAcceptRetryDelay and tries again. Connections beyond max_connections are
+// logs (the first failure, then one summary per 10 s: metrics/log_throttle.h), waits
+// kAcceptRetryDelay and tries again. Connections beyond max_connections are
 // accepted and closed at once. TCP connections must authenticate (hello with the token)
 // when context.auth_token is set; Unix ones never do (the socket file's mode guards them).
 // Threading: io_context thread only.

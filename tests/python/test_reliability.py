@@ -157,14 +157,19 @@ def test_a_start_that_cannot_restore_the_snapshot_refuses_and_keeps_it(make_serv
 
 # --- A failed final snapshot is a failed exit ------------------------------------------------
 
-def limited_binary(tmp_path: Path, max_file_bytes: int) -> Path:
-    """replayd under a file-size limit: a write past it fails (EFBIG) as on a full disk."""
+def limited_binary(tmp_path: Path, max_file_bytes: int = 0, max_files: int = 0) -> Path:
+    """replayd under a file-size limit (a write past it fails with EFBIG, as on a full disk)
+    and/or a descriptor limit (accept fails with EMFILE)."""
     wrapper = tmp_path / "replayd-limited"
-    wrapper.write_text(
-        f"#!{sys.executable}\n"
-        "import os, resource, sys\n"
-        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({max_file_bytes}, {max_file_bytes}))\n"
-        f"os.execv({str(server_binary())!r}, [{str(server_binary())!r}] + sys.argv[1:])\n")
+    lines = [f"#!{sys.executable}", "import os, resource, sys"]
+    if max_file_bytes:
+        lines.append(f"resource.setrlimit(resource.RLIMIT_FSIZE, ({max_file_bytes}, "
+                     f"{max_file_bytes}))")
+    if max_files:
+        lines.append(f"resource.setrlimit(resource.RLIMIT_NOFILE, ({max_files}, {max_files}))")
+    lines.append(f"os.execv({str(server_binary())!r}, [{str(server_binary())!r}] + "
+                 "sys.argv[1:])")
+    wrapper.write_text("\n".join(lines) + "\n")
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     return wrapper
 
@@ -172,7 +177,7 @@ def limited_binary(tmp_path: Path, max_file_bytes: int) -> Path:
 def test_a_final_snapshot_that_fails_makes_the_exit_code_nonzero(make_server, tmp_path,
                                                                  monkeypatch):
     data_dir = tmp_path / "data"
-    monkeypatch.setenv("REPLAYD_BIN", str(limited_binary(tmp_path, 256 << 10)))
+    monkeypatch.setenv("REPLAYD_BIN", str(limited_binary(tmp_path, max_file_bytes=256 << 10)))
     server = make_server(extra_args=["--data-dir", str(data_dir)])
     with replayd.Client(server.unix_address, timeout=30) as c:
         c.create_table("replay", {"obs": ("float32", (64,))}, capacity=5000)
@@ -245,3 +250,31 @@ def test_healthz_answers_every_probe_while_200_connections_trickle_request_heads
     finally:
         for s in sockets:
             s.close()
+
+
+# --- Repeated accept errors are logged once, then summarised ---------------------------------
+
+def test_accept_errors_at_the_descriptor_limit_are_logged_once_not_every_100_ms(
+        make_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPLAYD_BIN", str(limited_binary(tmp_path, max_files=64)))
+    server = make_server(tcp=False)
+    clients = []
+    try:
+        for _ in range(100):  # more than the server has descriptors for
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(2)
+            s.connect(server.ready["unix"])
+            clients.append(s)
+        deadline = time.monotonic() + 10
+        while "accept failed" not in server.log_path.read_text():
+            assert time.monotonic() < deadline, "the descriptor limit was never reached"
+            time.sleep(0.05)
+        time.sleep(1.5)  # 15 retries at one per 100 ms
+        lines = [line for line in server.log_path.read_text().splitlines()
+                 if "accept failed" in line]
+        assert 1 <= len(lines) <= 2, lines
+    finally:
+        for s in clients:
+            s.close()
+    with replayd.Client(server.unix_address, timeout=30) as c:  # serving resumes
+        c.ping()
