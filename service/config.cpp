@@ -37,6 +37,10 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      limits.max_queued_reply_bytes, 4096, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_connections", limits.max_connections, 1, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_unauthenticated_connections",
+                                     limits.max_unauthenticated_connections, 1, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "auth_timeout_ms", limits.auth_timeout_ms, 100, 3600000));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1, std::uint64_t{1} << 50));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables", limits.max_tables, 1, 1u << 16));

@@ -18,9 +18,15 @@ struct Limits {
   std::uint64_t max_batch_items = 65536;                           // items per insert/sample/update
   std::uint32_t max_waiting_per_connection = 1024;                 // parked requests
   std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
-  std::uint32_t max_connections = 4096;                            // open client connections
-  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;         // data bytes per table
-  std::uint32_t max_tables = 256;                                  // tables per server
+  std::uint32_t max_connections = 4096;  // open client connections per listener (Unix, TCP)
+  // TCP connections (when a token is required) whose first request is not complete yet;
+  // a new one closes the oldest. They hold no session and none of max_connections.
+  std::uint32_t max_unauthenticated_connections = 64;
+  // A TCP connection that must authenticate is closed unless its first request (hello with
+  // the token) arrives whole within this long, ms.
+  std::uint64_t auth_timeout_ms = 10000;
+  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;  // data bytes per table
+  std::uint32_t max_tables = 256;                           // tables per server
   // A connection with no complete request for this long, and nothing waiting or queued, is
   // closed (a frame that takes longer to arrive counts as idle). 0 disables.
   std::uint64_t idle_timeout_ms = 300000;

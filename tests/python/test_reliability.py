@@ -278,3 +278,42 @@ def test_accept_errors_at_the_descriptor_limit_are_logged_once_not_every_100_ms(
             s.close()
     with replayd.Client(server.unix_address, timeout=30) as c:  # serving resumes
         c.ping()
+
+
+# --- Unauthenticated TCP connections cannot lock out real clients -----------------------------
+
+TOKEN = "reliability-token"
+
+
+def test_idle_unauthenticated_tcp_connections_lock_out_no_unix_or_tcp_client(
+        make_server, tmp_path, monkeypatch):
+    monkeypatch.delenv("REPLAYD_TOKEN", raising=False)
+    config = write_config(tmp_path, auth={"token": TOKEN},
+                          limits={"max_connections": 50, "max_unauthenticated_connections": 8,
+                                  "auth_timeout_ms": 1000})
+    server = make_server(extra_args=["--config", str(config)])
+    host, port = server.ready["tcp"].rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port)), timeout=2) for _ in range(200)]
+    try:
+        time.sleep(0.3)  # let the server accept them all
+        with replayd.Client(server.unix_address, timeout=10) as c:
+            c.ping()
+            c.create_table("t", FIELDS, 10)
+        with replayd.Client(server.tcp_address, timeout=10, token=TOKEN) as c:
+            c.ping()
+            assert c.tables() == ["t"]
+        # Past auth_timeout_ms every idle connection has been closed by the server.
+        time.sleep(1.5)
+        closed = 0
+        for s in idle:
+            s.settimeout(0.5)
+            try:
+                closed += s.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1
+            except socket.timeout:
+                pass
+        assert closed == len(idle)
+    finally:
+        for s in idle:
+            s.close()
