@@ -327,6 +327,10 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (!std::isfinite(max_priority) || max_priority < 0) {
     return in_table(name, bad("section TSTA: largest priority is not finite and >= 0"));
   }
+  // New items without a priority get this one: its mass must be finite too.
+  if (auto status = table->sampler_->check_priority(max_priority); !status) {
+    return in_table(name, bad("section TSTA: largest priority: " + status.error().message));
+  }
 
   std::vector<bool> occupied;
   if (auto status = read_slots(reader, *table, size, occupied); !status) {

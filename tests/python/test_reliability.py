@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import socket
 import stat
@@ -100,6 +101,8 @@ def test_max_table_bytes_counts_slot_metadata_and_selectors_not_only_data(make_s
                      priorities=np.linspace(0.5, 2.0, batch))
         assert c.sample("half", 16).keys.shape == (16,)
         grown = rss_bytes(server) - before
+    if "ASAN_OPTIONS" in os.environ:
+        return  # sanitizer shadow memory and redzones are not the table's
     slack = 8 * MIB  # request buffers kept by the allocator, code pages
     assert grown <= counted_for_2_20 // 2 + slack, (grown, counted_for_2_20 // 2)
 
