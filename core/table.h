@@ -113,6 +113,10 @@ class Table {
   void reset();
 
   TableInfo info() const;
+  // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).
+  std::uint64_t allocated_bytes() const {
+    return storage_.allocated_bytes() + sampler_->allocated_bytes() + remover_->allocated_bytes();
+  }
   // The sampler's mass of the stored items (see SamplingMass). O(1).
   SamplingMass sampling_mass() const { return sampler_->mass(storage_.size()); }
 

@@ -247,6 +247,9 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
       return bad("item " + std::to_string(i) + ": priority " + std::to_string(priority) +
                  " is not finite and >= 0");
     }
+    if (auto status = table.sampler_->check_priority(priority); !status) {
+      return bad("item " + std::to_string(i) + ": " + status.error().message);
+    }
     if (config.max_times_sampled != 0 && times_sampled >= config.max_times_sampled) {
       return bad("item " + std::to_string(i) + ": sampled " + std::to_string(times_sampled) +
                  " times, but max_times_sampled is " + std::to_string(config.max_times_sampled));
@@ -323,6 +326,10 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (rng == Rng::State{}) return in_table(name, bad("section TSTA: RNG state is all zero"));
   if (!std::isfinite(max_priority) || max_priority < 0) {
     return in_table(name, bad("section TSTA: largest priority is not finite and >= 0"));
+  }
+  // New items without a priority get this one: its mass must be finite too.
+  if (auto status = table->sampler_->check_priority(max_priority); !status) {
+    return in_table(name, bad("section TSTA: largest priority: " + status.error().message));
   }
 
   std::vector<bool> occupied;

@@ -58,10 +58,10 @@ Server::~Server() {
 Status Server::open() {
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
-    REPLAYD_ASSIGN_OR_RETURN(
-        std::uint64_t newest,
-        restore_tables(config_.data_dir, config_.tables, context_.limits, context_.tables));
-    snapshotter_->set_newest_sequence(newest);
+    REPLAYD_ASSIGN_OR_RETURN(RestoreOutcome restored,
+                             restore_tables(config_.data_dir, config_.tables, context_.limits,
+                                            config_.allow_empty_start, context_.tables));
+    snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {
@@ -174,7 +174,7 @@ void Server::handle_signals() {
   });
 }
 
-void Server::run() {
+Status Server::run() {
   if (unix_acceptor_) {
     asio::co_spawn(io_, accept_unix(*unix_acceptor_, context_), log_listener_exit);
     spdlog::info("listening on unix:{}", addresses_.unix_path);
@@ -191,7 +191,7 @@ void Server::run() {
   snapshotter_->start();
   ready_promise_.set_value(addresses_);
   io_.run();
-  snapshotter_->write_final();
+  return snapshotter_->write_final().status;
 }
 
 void Server::request_stop() {

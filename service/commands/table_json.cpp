@@ -50,7 +50,14 @@ json::object limits_json(const Limits& limits) {
                       {"max_table_bytes", limits.max_table_bytes},
                       {"max_tables", limits.max_tables},
                       {"idle_timeout_ms", limits.idle_timeout_ms},
-                      {"write_timeout_ms", limits.write_timeout_ms}};
+                      {"write_timeout_ms", limits.write_timeout_ms},
+                      {"socket_send_buffer_bytes", limits.socket_send_buffer_bytes},
+                      {"requests_per_turn", limits.requests_per_turn},
+                      {"learner_share", limits.learner_share},
+                      {"max_unauthenticated_connections", limits.max_unauthenticated_connections},
+                      {"auth_timeout_ms", limits.auth_timeout_ms},
+                      {"http_header_timeout_ms", limits.http_header_timeout_ms},
+                      {"http_max_connections", limits.http_max_connections}};
 }
 
 }  // namespace replayd::service::commands
