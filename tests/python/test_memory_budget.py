@@ -11,17 +11,23 @@ import numpy as np
 import pytest
 
 import replayd
+from conftest import resident_bytes as rss_bytes
 from raw_wire import RawConnection, frame
 
 MiB = 1 << 20
 
 
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+def send_without_reading(raw: RawConnection, data: bytes, seconds: float = 5) -> int:
+    """Sends as much of `data` as the server takes within `seconds`; returns the bytes sent."""
+    raw.sock.setblocking(False)
+    view, sent = memoryview(data), 0
+    deadline = time.monotonic() + seconds
+    while sent < len(view) and time.monotonic() < deadline:
+        try:
+            sent += raw.sock.send(view[sent:])
+        except BlockingIOError:
+            time.sleep(0.01)
+    return sent
 
 
 def settle_rss(pid: int, seconds: float = 1.5) -> int:
@@ -55,15 +61,7 @@ def test_replies_a_client_never_reads_are_bounded_by_max_queued_reply_bytes(make
     # 200 samples of 4096 KiB-rows are 800 MiB of replies; the client reads none of them.
     request = frame({"op": "sample", "table": "big", "n": 4096})
     with RawConnection(server.unix_address) as raw:
-        raw.sock.setblocking(False)
-        sent = 0
-        data = memoryview(request * 200)
-        deadline = time.monotonic() + 5
-        while sent < len(data) and time.monotonic() < deadline:
-            try:
-                sent += raw.sock.send(data[sent:])
-            except BlockingIOError:
-                time.sleep(0.01)
+        send_without_reading(raw, request * 200)
         grown = settle_rss(server.proc.pid) - before
     # Budget: 8 MiB of queued replies, plus the one reply that crossed it (4 MiB), plus
     # what the socket and the reader hold.
@@ -84,14 +82,8 @@ def test_payloads_of_inserts_waiting_for_the_rate_limiter_are_bounded(make_serve
             "columns": [{"name": "x", "dtype": "uint8", "shape": [1, MiB]}]}
     request = frame(meta, bytes(MiB))
     with RawConnection(server.unix_address) as raw:
-        raw.sock.setblocking(False)
-        data, sent = memoryview(request * 160), 0  # 160 MiB of inserts that cannot all be admitted
-        deadline = time.monotonic() + 5
-        while sent < len(data) and time.monotonic() < deadline:
-            try:
-                sent += raw.sock.send(data[sent:])
-            except BlockingIOError:
-                time.sleep(0.01)
+        data = request * 160  # 160 MiB of inserts that cannot all be admitted
+        sent = send_without_reading(raw, data)
         grown = settle_rss(server.proc.pid) - before
         assert sent < len(data), "the server kept reading inserts it could not admit"
     # Budget: max_frame_bytes of parked payload, plus the frame being read and the table's

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import replayd
-from conftest import ServerProcess, server_binary
+from conftest import ServerProcess, resident_bytes, server_binary
 
 FIELDS = {"x": ("float32", ())}
 
@@ -35,10 +35,7 @@ def write_config(tmp_path: Path, name: str = "config.json", **keys: Any) -> Path
 
 
 def rss_bytes(server: ServerProcess) -> int:
-    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    return resident_bytes(server.proc.pid)
 
 
 # --- Priorities whose sampling mass is not finite -------------------------------------------
