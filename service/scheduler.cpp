@@ -15,11 +15,16 @@ void Scheduler::learner_progressed(std::uint64_t bytes) {
   const auto earned = static_cast<std::int64_t>(
       std::llround(static_cast<double>(bytes) * explorer_bytes_per_learner_byte_));
   credit_ = std::min(credit_ + earned, kBurstBytes);
+  learners_stalled_ = false;
   progressed_.wake_all();
 }
 
+void Scheduler::explorer_moved(std::uint64_t bytes) {
+  credit_ = std::max(credit_ - static_cast<std::int64_t>(bytes * kInsertByteCost), -kBurstBytes);
+}
+
 bool Scheduler::explorer_must_wait() const {
-  if (learner_share_ <= 0 || credit_ >= 0) return false;
+  if (learner_share_ <= 0 || credit_ >= 0 || learners_stalled_) return false;
   for (const Learner* learner : learners_) {
     if (learner->waits_for_server()) return true;
   }
@@ -35,7 +40,9 @@ asio::awaitable<void> Scheduler::explorer_turn() {
     const WaitOutcome outcome = co_await waiter.wait(deadline);
     if (outcome == WaitOutcome::cancelled) break;
     if (outcome == WaitOutcome::timed_out) {
-      credit_ = kBurstBytes;  // no learner progressed for kMaxYield: it is busy on its own side
+      // No learner progressed for kMaxYield: it is busy on its own side (not reading).
+      learners_stalled_ = true;
+      credit_ = kBurstBytes;
       break;
     }
   }

@@ -8,10 +8,10 @@
 // (1 - learner_share) / learner_share of the work done for learners, plus a burst of
 // kBurstBytes: an explorer over that budget waits,
 // before it handles what it read, until a learner makes progress. When no learner progresses
-// for kMaxYield, the learner is taken to be busy on its own side (training, not reading) and
-// explorers get a full burst again, so a learner that does not read never idles the thread
-// for long. Explorers are never refused: they are delayed, and flow control makes their sends
-// wait. learner_share 0 turns the policy off.
+// for kMaxYield, the learner is taken to be busy on its own side (training, not reading):
+// explorers run freely until a learner progresses again, so a learner that does not read
+// never holds the thread idle for more than kMaxYield. Explorers are never refused: they are
+// delayed, and flow control makes their sends wait. learner_share 0 turns the policy off.
 // Threading: io_context thread only.
 #pragma once
 
@@ -57,10 +57,9 @@ class Scheduler {
 
   // `bytes` were moved for a learner: earns explorers their share and wakes those waiting.
   void learner_progressed(std::uint64_t bytes);
-  // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes.
-  void explorer_moved(std::uint64_t bytes) {
-    credit_ -= static_cast<std::int64_t>(bytes * kInsertByteCost);
-  }
+  // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes. The debt
+  // is bounded by kBurstBytes, so a learner that comes back frees explorers quickly.
+  void explorer_moved(std::uint64_t bytes);
 
   // Whether an explorer must wait before it handles more (see the policy). O(learners).
   bool explorer_must_wait() const;
@@ -78,6 +77,7 @@ class Scheduler {
   double learner_share_ = 0.5;
   double explorer_bytes_per_learner_byte_ = 1.0;
   std::int64_t credit_ = kBurstBytes;
+  bool learners_stalled_ = false;  // no learner progressed within kMaxYield of a wait
   std::unordered_set<const Learner*> learners_;
   WaitQueue progressed_;
 };
