@@ -15,7 +15,7 @@ void Scheduler::learner_progressed(std::uint64_t bytes) {
   const auto earned = static_cast<std::int64_t>(
       std::llround(static_cast<double>(bytes) * explorer_bytes_per_learner_byte_));
   credit_ = std::min(credit_ + earned, kBurstBytes);
-  learners_stalled_ = false;
+  last_learner_progress_ = Clock::now();
   progressed_.wake_all();
 }
 
@@ -24,7 +24,8 @@ void Scheduler::explorer_moved(std::uint64_t bytes) {
 }
 
 bool Scheduler::explorer_must_wait() const {
-  if (learner_share_ <= 0 || credit_ >= 0 || learners_stalled_) return false;
+  if (learner_share_ <= 0 || credit_ >= 0) return false;
+  if (Clock::now() - last_learner_progress_ > kStallAfter) return false;  // busy on its side
   for (const Learner* learner : learners_) {
     if (learner->waits_for_server()) return true;
   }
@@ -39,12 +40,7 @@ asio::awaitable<void> Scheduler::explorer_turn() {
   while (explorer_must_wait()) {
     const WaitOutcome outcome = co_await waiter.wait(deadline);
     if (outcome == WaitOutcome::cancelled) break;
-    if (outcome == WaitOutcome::timed_out) {
-      // No learner progressed for kMaxYield: it is busy on its own side (not reading).
-      learners_stalled_ = true;
-      credit_ = kBurstBytes;
-      break;
-    }
+    if (outcome == WaitOutcome::timed_out) break;
   }
 }
 

@@ -7,12 +7,11 @@
 // unread in its socket, a request parked, or a reply queued), explorers may do at most
 // (1 - learner_share) / learner_share of the work done for learners, plus a burst of
 // kBurstBytes: an explorer over that budget waits,
-// before it handles what it read, until a learner makes progress. When no learner progresses
-// for kMaxYield, the learner is taken to be busy on its own side (training, not reading):
-// explorers run freely until a learner progresses again, so a learner that does not read
-// never holds the thread idle for more than kMaxYield. Explorers are never refused: they are
-// delayed, and flow control makes their sends wait. learner_share 0 turns the policy off.
-// Threading: io_context thread only.
+// before it handles what it read, until a learner makes progress or kMaxYield passed. When no
+// learner progressed for kStallAfter, learners are taken to be busy on their own side
+// (training, not reading): explorers run freely until a learner progresses again. Explorers are
+// never refused: they are delayed, and flow control makes their sends wait. learner_share 0 turns
+// the policy off. Threading: io_context thread only.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -44,6 +43,8 @@ class Scheduler {
   // and again into the table, where a sampled row goes from the table to the socket once.
   static constexpr std::uint64_t kInsertByteCost = 2;
   static constexpr auto kMaxYield = std::chrono::milliseconds(2);
+  // A learner with no progress for this long is busy on its own side (not reading).
+  static constexpr auto kStallAfter = std::chrono::milliseconds(20);
 
   // learner_share: the least share of the thread's work learners get while they wait for it,
   // in [0, 1); 0 disables the policy. Default 0.5.
@@ -77,7 +78,7 @@ class Scheduler {
   double learner_share_ = 0.5;
   double explorer_bytes_per_learner_byte_ = 1.0;
   std::int64_t credit_ = kBurstBytes;
-  bool learners_stalled_ = false;  // no learner progressed within kMaxYield of a wait
+  Clock::time_point last_learner_progress_{};
   std::unordered_set<const Learner*> learners_;
   WaitQueue progressed_;
 };

@@ -4,6 +4,7 @@
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "service/scheduler.h"
 
@@ -46,6 +47,7 @@ TEST_CASE("explorers run freely while no learner waits for the server") {
   Scheduler scheduler(0.5);
   FakeLearner learner;
   scheduler.add_learner(&learner);
+  scheduler.learner_progressed(0);      // a learner active just now
   scheduler.explorer_moved(100 << 20);  // far over their share
   CHECK_FALSE(scheduler.explorer_must_wait());
   learner.waiting = true;
@@ -59,6 +61,7 @@ TEST_CASE("learner progress earns explorers their share of bytes") {
   FakeLearner learner;
   learner.waiting = true;
   half.add_learner(&learner);
+  half.learner_progressed(0);                              // a learner active just now
   half.explorer_moved(Scheduler::kBurstBytes / 2 + 1000);  // inserted bytes count double
   CHECK(half.explorer_must_wait());
   half.learner_progressed(1999);
@@ -68,6 +71,7 @@ TEST_CASE("learner progress earns explorers their share of bytes") {
 
   Scheduler most(0.8);
   most.add_learner(&learner);
+  most.learner_progressed(0);  // a learner active just now
   most.explorer_moved(Scheduler::kBurstBytes / 2 + 500);
   most.learner_progressed(3000);
   CHECK(most.explorer_must_wait());  // a quarter of the learners' work
@@ -80,6 +84,7 @@ TEST_CASE("a share of 0 turns the policy off") {
   FakeLearner learner;
   learner.waiting = true;
   off.add_learner(&learner);
+  off.learner_progressed(0);  // a learner active just now
   off.explorer_moved(1 << 30);
   CHECK_FALSE(off.explorer_must_wait());
 }
@@ -90,6 +95,7 @@ TEST_CASE("an explorer over its share waits until the learner progresses") {
   FakeLearner learner;
   learner.waiting = true;
   scheduler.add_learner(&learner);
+  scheduler.learner_progressed(0);  // a learner active just now
   scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
   const auto waited =
       turn(io, scheduler, [&] { scheduler.learner_progressed(2 * Scheduler::kBurstBytes); });
@@ -97,17 +103,26 @@ TEST_CASE("an explorer over its share waits until the learner progresses") {
   CHECK(scheduler.credit() > 0);
 }
 
-TEST_CASE("a learner that makes no progress holds explorers back for kMaxYield at most") {
+TEST_CASE("an explorer waits kMaxYield at most per turn, and not at all for a stalled learner") {
   asio::io_context io;
   Scheduler scheduler(0.5);
   FakeLearner learner;
   learner.waiting = true;
   scheduler.add_learner(&learner);
+  scheduler.learner_progressed(0);  // a learner active just now
+  scheduler.learner_progressed(1);
   scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
   const auto waited = turn(io, scheduler);
   CHECK(waited >= Scheduler::kMaxYield);
   CHECK(waited < 200ms);
-  // Taken to be busy on its own side: explorers get a whole burst again.
-  CHECK(scheduler.credit() == Scheduler::kBurstBytes);
+  // No learner progress for kStallAfter: it is busy on its own side; explorers run freely.
+  std::this_thread::sleep_for(Scheduler::kStallAfter);
+  CHECK_FALSE(scheduler.explorer_must_wait());
+  CHECK(turn(io, scheduler) < Scheduler::kMaxYield);
+  // It progresses again: explorers wait again; their debt was bounded meanwhile.
+  scheduler.explorer_moved(100 << 20);
+  scheduler.learner_progressed(1);
+  CHECK(scheduler.explorer_must_wait());
+  scheduler.learner_progressed(2 * Scheduler::kBurstBytes);
   CHECK_FALSE(scheduler.explorer_must_wait());
 }
