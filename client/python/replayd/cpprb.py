@@ -73,13 +73,15 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .client import Client
+from .cpprb_laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
 from .schema import wire_dtype
 from .writer import Writer
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
-           "MPPrioritizedReplayBuffer", "create_buffer", "DEFAULT_ADDRESS"]
+           "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
+           "LaBERmax", "DEFAULT_ADDRESS"]
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 _WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
