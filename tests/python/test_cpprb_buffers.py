@@ -184,3 +184,18 @@ def test_single_adds_of_a_child_process_are_delivered_when_it_exits(address, met
     child.join(60)
     assert child.exitcode == 0
     assert rb.get_stored_size() == 10
+
+
+def test_single_and_batch_adds_cast_like_numpy_astype(address_only):
+    # cpprb stores np.asarray(v).astype(dtype).reshape(-1, *shape), one item or many
+    env = {"i": {"dtype": np.int8}, "v": {"shape": (2,), "dtype": np.float32}}
+    one = ReplayBuffer(4, env, **address_only)
+    many = ReplayBuffer(4, env, **address_only)
+    one.add(i=2.7, v=[[1.5, 2.5]])  # a batch of one
+    many.add(i=[2.7, 2.7], v=np.array([[1.5, 2.5], [1.5, 2.5]], np.float64))
+    expected_i = np.asarray(2.7).astype(np.int8)
+    for rb in (one, many):
+        sample = rb.sample(3)
+        assert sample["i"].dtype == np.int8 and sample["i"].shape == (3, 1)
+        assert (sample["i"] == expected_i).all()
+        np.testing.assert_array_equal(sample["v"], np.float32([[1.5, 2.5]] * 3))

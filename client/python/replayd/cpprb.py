@@ -197,6 +197,8 @@ class ReplayBuffer:
                                       exist_ok=True)
         else:
             self._client.create_table(self._table, self._fields, self._size, exist_ok=True)
+        self._one_plan = [(name, dtype, shape, int(np.prod(shape)))
+                          for name, dtype, shape in self._fields]
         self._index = 0  # cpprb's next ring position, counted over this object's adds
         self._episode_len = 0
         self._max_priority = 1.0
@@ -315,7 +317,36 @@ class ReplayBuffer:
 
     # -- internals ---------------------------------------------------------------------
 
+    def _add_one(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
+        """The fast path of add(): exactly one transition, no priority or a scalar one.
+        Returns None (having changed nothing) when `kwargs` is anything else."""
+        if priorities is not None and type(priorities) is not float:
+            return None
+        item = {}
+        try:
+            for name, dtype, shape, size in self._one_plan:
+                array = np.asarray(kwargs[name], dtype=dtype)
+                if array.shape != shape:
+                    if array.size != size:
+                        return None
+                    array = array.reshape(shape)
+                item[name] = array
+        except (KeyError, ValueError, TypeError):
+            return None  # the general path names the problem
+        priority = None
+        if priorities is not None:
+            self._max_priority = max(self._max_priority, priorities)
+            priority = abs(priorities) + self._eps
+        self._life.writer_here().append(item, priority=priority)
+        first = self._index
+        self._index = (first + 1) % self._size
+        self._episode_len += 1
+        return first
+
     def _add(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
+        fast = self._add_one(kwargs, priorities)
+        if fast is not None:
+            return fast
         missing = [name for name, _, _ in self._fields if name not in kwargs]
         if missing:
             raise KeyError(f"add() is missing values for {missing}")
