@@ -81,7 +81,7 @@ from .writer import Writer
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
-           "LaBERmax", "DEFAULT_ADDRESS"]
+           "LaBERmax", "train", "DEFAULT_ADDRESS"]
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 _WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
@@ -476,3 +476,6 @@ def create_buffer(size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
     if prioritized:
         return PrioritizedReplayBuffer(size, env_dict, **kwargs)
     return ReplayBuffer(size, env_dict, **kwargs)
+
+
+from .cpprb_train import train  # noqa: E402  (it uses the classes above)
