@@ -10,6 +10,7 @@ import pytest
 
 import cpprb_workers
 import replayd
+import replayd.cpprb
 from replayd.cpprb import (MPPrioritizedReplayBuffer, MPReplayBuffer,
                            PrioritizedReplayBuffer, ReplayBuffer)
 
@@ -165,6 +166,10 @@ def test_unsupported_options_fail_loudly(rb_args):
         with pytest.raises(NotImplementedError):
             call()
     assert rb.is_Nstep() is False
+    for cls in (replayd.cpprb.ReverseReplayBuffer, replayd.cpprb.SelectiveReplayBuffer,
+                replayd.cpprb.HindsightReplayBuffer):
+        with pytest.raises(NotImplementedError, match="episodes"):
+            cls(8, ENV_DICT, **rb_args)
 
 
 def test_buffers_pickle_and_share_the_table(rb_args):

@@ -27,7 +27,8 @@ What matches cpprb:
   the largest priority given so far, like cpprb's max priority; ``get_max_priority()``;
 - ``get_stored_size()``, ``get_buffer_size()``, ``get_next_index()``,
   ``get_current_episode_len()``, ``clear()``, ``on_episode_end()``, ``is_Nstep()``;
-- ``create_buffer(size, env_dict, prioritized=...)``.
+- ``create_buffer(size, env_dict, prioritized=...)``, ``train(...)`` (replayd.cpprb_train),
+  ``LaBERmean``, ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb_laber).
 
 Each buffer object owns its table: a unique name (``cpprb-<hex>``) unless ``table=`` names
 one, created if missing (an existing table with the same description is reused with its
@@ -38,7 +39,8 @@ copies (for other processes: they are a replayd.Client plus the table's descript
 to the same table and never drop it.
 
 Differences and unsupported options:
-- ``Nstep``: not supported yet (NotImplementedError; it needs episodes on the server);
+- ``Nstep``, ``ReverseReplayBuffer``, ``SelectiveReplayBuffer``, ``HindsightReplayBuffer``:
+  not provided yet (NotImplementedError; they need episodes on the server);
 - single-transition adds reach *other* objects and processes sharing the table when 64 of
   them (at most the size) are collected, at ``on_episode_end()``, when the buffer is
   pickled, collected or its process exits; cpprb's shared memory shows them at once;
@@ -81,7 +83,8 @@ from .writer import Writer
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
-           "LaBERmax", "train", "DEFAULT_ADDRESS"]
+           "LaBERmax", "train", "ReverseReplayBuffer", "SelectiveReplayBuffer",
+           "HindsightReplayBuffer", "DEFAULT_ADDRESS"]
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 _WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
@@ -476,6 +479,30 @@ def create_buffer(size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
     if prioritized:
         return PrioritizedReplayBuffer(size, env_dict, **kwargs)
     return ReplayBuffer(size, env_dict, **kwargs)
+
+
+class _PendingEpisodes:
+    """A cpprb class that reads items in insertion order or by episode: not provided until
+    the server keeps episodes (constructing one raises NotImplementedError)."""
+
+    needs = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            f"replayd.cpprb has no {type(self).__name__} yet: it {self.needs}, which needs "
+            f"episodes on the replayd server (see client/python/README.md, 'cpprb drop-in')")
+
+
+class ReverseReplayBuffer(_PendingEpisodes):
+    needs = "samples consecutive items backwards from the newest"
+
+
+class SelectiveReplayBuffer(_PendingEpisodes):
+    needs = "stores, reads and deletes whole episodes"
+
+
+class HindsightReplayBuffer(_PendingEpisodes):
+    needs = "relabels goals within stored episodes"
 
 
 from .cpprb_train import train  # noqa: E402  (it uses the classes above)
