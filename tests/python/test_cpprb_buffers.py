@@ -199,3 +199,25 @@ def test_single_and_batch_adds_cast_like_numpy_astype(address_only):
         assert sample["i"].dtype == np.int8 and sample["i"].shape == (3, 1)
         assert (sample["i"] == expected_i).all()
         np.testing.assert_array_equal(sample["v"], np.float32([[1.5, 2.5]] * 3))
+
+
+def test_a_program_that_exits_drops_its_tables_and_delivers_persistent_adds(address):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    code = ("import sys; from replayd.cpprb import ReplayBuffer\n"
+            "a = ReplayBuffer(8, {'x': {}}, address=sys.argv[1])\n"
+            "b = ReplayBuffer(8, {'x': {}}, address=sys.argv[1], persist=True)\n"
+            "b.add(x=1.0); b.add(x=2.0)\n"
+            "print(a.table, b.table)\n")
+    result = subprocess.run([sys.executable, "-c", code, address], capture_output=True,
+                            text=True, timeout=60,
+                            env={"PYTHONPATH": str(REPO / "client" / "python")})
+    assert result.returncode == 0, result.stderr
+    dropped, kept = result.stdout.split()
+    with replayd.Client(address) as client:
+        tables = client.tables()
+        assert dropped not in tables and kept in tables
+        assert client.size(kept) == 2
+        client.drop_table(kept)
