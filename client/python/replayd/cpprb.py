@@ -67,108 +67,24 @@ else ``unix:///tmp/replayd.sock``.
 """
 from __future__ import annotations
 
-import os
-import uuid
 from multiprocessing import util as mp_util
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
 from .client import Client
 from .cpprb_laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
+from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, env_fields,
+                          new_table_name, resolve_address)
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
-from .schema import wire_dtype
-from .writer import Writer
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
            "LaBERmax", "train", "ReverseReplayBuffer", "SelectiveReplayBuffer",
            "HindsightReplayBuffer", "DEFAULT_ADDRESS"]
 
-DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
-_WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
 _IGNORED_OPTIONS = ("ctx", "backend", "logger", "check_for_update", "mmap_prefix")
-
-
-def _resolve_address(address: Optional[str]) -> str:
-    return address or os.environ.get("REPLAYD_ADDRESS") or DEFAULT_ADDRESS
-
-
-def _new_table_name() -> str:
-    return f"cpprb-{uuid.uuid4().hex[:16]}"
-
-
-class _Lifetime:
-    """What a buffer does when it is garbage-collected, held apart from the buffer so that
-    weakref.finalize does not keep it alive: deliver the transitions its writer still holds
-    and, in the process that created the table and unless it persists, drop the table.
-    A forked child inherits the object but neither the writer nor the table."""
-
-    def __init__(self, client: Client, table: str, drop: bool, batch: int) -> None:
-        self.client = client
-        self.batch = batch
-        self.table = table
-        self.drop = drop
-        self.creator_pid = os.getpid()
-        self.writer: Optional[Writer] = None
-        self.writer_pid = 0
-
-    def writer_here(self) -> Writer:
-        """This process's writer (created on first use, a new one after a fork)."""
-        if self.writer is None or self.writer_pid != os.getpid():
-            self.writer = self.client.writer(self.table, self.batch)
-            self.writer_pid = os.getpid()
-        return self.writer
-
-    def flush(self) -> None:
-        """Waits until every transition given to add() is stored (a no-op if none is
-        pending, so it costs nothing on the sample-only paths)."""
-        writer = self.writer
-        if writer is not None and self.writer_pid == os.getpid() and writer.pending:
-            writer.flush()
-
-    def end(self) -> None:
-        drop = self.drop and self.creator_pid == os.getpid()
-        try:
-            if not drop:
-                self.flush()
-        except Exception:  # the server is gone or the table was dropped
-            pass
-        if drop:
-            try:
-                self.client.drop_table(self.table, timeout=5.0)
-            except Exception:
-                pass
-
-
-def _env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
-                next_of: Any) -> List[Tuple[str, np.dtype[Any], Tuple[int, ...]]]:
-    """cpprb's env_dict as (name, dtype, shape) fields, with next_<name> for next_of."""
-    if not env_dict:
-        raise ValueError("env_dict must define at least one value, e.g. "
-                         "{'obs': {'shape': 4}, 'act': {}, 'rew': {}}")
-    fallback = np.float32 if default_dtype is None else default_dtype
-    fields = []
-    for name, spec in env_dict.items():
-        spec = spec or {}
-        shape = spec.get("shape", 1)
-        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else \
-            tuple(int(d) for d in shape)
-        try:
-            dtype = wire_dtype(spec.get("dtype", fallback))
-        except TypeError as exc:
-            raise TypeError(f"env_dict['{name}']: {exc}") from None
-        fields.append((str(name), dtype, shape))
-    if next_of is not None:
-        by_name = {name: (dtype, shape) for name, dtype, shape in fields}
-        for name in np.array(next_of, ndmin=1):
-            name = str(name)
-            if name not in by_name:
-                raise KeyError(f"next_of names '{name}', which env_dict does not define")
-            if f"next_{name}" not in by_name:
-                fields.append((f"next_{name}", *by_name[name]))
-    return fields
 
 
 class ReplayBuffer:
@@ -191,9 +107,9 @@ class ReplayBuffer:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments "
                             f"{unknown}")
         self._size = int(size)
-        self._table = _new_table_name() if table is None else table
-        self._fields = _env_fields(env_dict, default_dtype, next_of)
-        self._client = Client(_resolve_address(address), timeout=timeout)
+        self._table = new_table_name() if table is None else table
+        self._fields = env_fields(env_dict, default_dtype, next_of)
+        self._client = Client(resolve_address(address), timeout=timeout)
         if self._prioritized:
             self._client.create_table(self._table, self._fields, self._size,
                                       sampler="prioritized", priority_exponent=self._alpha,
@@ -205,9 +121,9 @@ class ReplayBuffer:
         self._index = 0  # cpprb's next ring position, counted over this object's adds
         self._episode_len = 0
         self._max_priority = 1.0
-        self._writer_batch = max(1, min(_WRITER_BATCH_ITEMS, self._size, int(
+        self._writer_batch = max(1, min(WRITER_BATCH_ITEMS, self._size, int(
             self._client.server["limits"].get("max_batch_items", self._size))))
-        self._life = _Lifetime(self._client, self._table, drop=table is None and not persist,
+        self._life = Lifetime(self._client, self._table, drop=table is None and not persist,
                                batch=self._writer_batch)
         self._watch_lifetime()
 
@@ -220,7 +136,7 @@ class ReplayBuffer:
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.__dict__.update(state)
-        self._life = _Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
+        self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
         self._watch_lifetime()
 
     def _watch_lifetime(self) -> None:
@@ -230,7 +146,7 @@ class ReplayBuffer:
         mp_util.register_after_fork(self, ReplayBuffer._after_fork)
 
     def _after_fork(self) -> None:
-        self._life = _Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
+        self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
         self._watch_lifetime()
 
     # -- cpprb API ---------------------------------------------------------------------
