@@ -164,7 +164,7 @@ class ReplayBuffer:
 
     def get_stored_size(self) -> int:
         """Items currently stored (shared by every process using this table)."""
-        self._life.flush()
+        self._life.send()
         return self._client.size(self._table)
 
     def get_buffer_size(self) -> int:
@@ -183,7 +183,7 @@ class ReplayBuffer:
 
     def clear(self) -> None:
         """Removes every item (for every process using the table)."""
-        self._life.flush()
+        self._life.send()
         self._client.reset(self._table)
         self._index = self._episode_len = 0
         self._max_priority = 1.0
@@ -192,7 +192,7 @@ class ReplayBuffer:
         """Starts a new episode (get_current_episode_len() becomes 0). Transitions still in
         the writer are sent, so other processes see them (as with cpprb's MP buffers)."""
         self._episode_len = 0
-        self._life.flush()
+        self._life.send()
 
     def is_Nstep(self) -> bool:  # noqa: N802 - cpprb's name
         return False
@@ -302,7 +302,7 @@ class ReplayBuffer:
                 {name: array[0] for name, array in data.items()},
                 priority=None if prio is None else float(prio[0]))
             return first
-        self._life.flush()  # keeps the order of earlier single adds
+        self._life.send()  # keeps the order of earlier single adds
         if n > self._size:  # a ring buffer keeps only the newest `size` of them
             data = {name: array[-self._size:] for name, array in data.items()}
             prio = None if prio is None else prio[-self._size:]
@@ -315,7 +315,7 @@ class ReplayBuffer:
         return first
 
     def _sample(self, batch_size: int, beta: float) -> Sample:
-        self._life.flush()
+        self._life.send()
         try:
             return self._client.sample(self._table, int(batch_size), beta=beta, timeout=0)
         except ReplayTimeout as exc:
@@ -359,7 +359,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         raw = np.ravel(np.asarray(priorities, dtype=np.float64))
         if raw.shape[0]:
             self._max_priority = max(self._max_priority, float(raw.max()))
-        self._life.flush()
+        self._life.send()
         self._client.update_priorities(self._table, indexes, np.abs(raw) + self._eps)
 
     def get_max_priority(self) -> float:

@@ -47,6 +47,15 @@ class Lifetime:
             self.writer_pid = os.getpid()
         return self.writer
 
+    def send(self) -> None:
+        """Sends the transitions the writer holds without waiting for the reply. Requests
+        sent after it on this process's connection (sample, info, insert, reset) see them:
+        the server executes a connection's requests in order, and the tables of
+        replayd.cpprb have no rate limiter that could hold an insert back."""
+        writer = self.writer
+        if writer is not None and self.writer_pid == os.getpid():
+            writer._send()  # the partial batch; Writer.flush would also wait for replies
+
     def flush(self) -> None:
         """Waits until every transition given to add() is stored (a no-op if none is
         pending, so it costs nothing on the sample-only paths)."""
