@@ -23,3 +23,9 @@ def apex_explorer(global_rb, explorer_id: int, steps: int, local_size: int) -> N
             abs_td = np.abs(rng.standard_normal(local_size))
             global_rb.add(**sample, priorities=abs_td)
             local = {k: [] for k in local}
+
+
+def add_single(rb, n: int) -> None:
+    """Adds `n` transitions one by one and returns without flushing."""
+    for i in range(n):
+        rb.add(x=float(i))

@@ -10,6 +10,7 @@ import pytest
 
 import cpprb_workers
 import replayd
+import replayd.cpprb
 from replayd.cpprb import (MPPrioritizedReplayBuffer, MPReplayBuffer,
                            PrioritizedReplayBuffer, ReplayBuffer)
 
@@ -157,16 +158,18 @@ def test_unsupported_options_fail_loudly(rb_args):
     with pytest.raises(NotImplementedError, match="Nstep"):
         ReplayBuffer(8, ENV_DICT, Nstep={"size": 3, "rew": "rew", "next": "next_obs"},
                      **rb_args)
-    with pytest.raises(NotImplementedError, match="mmap_prefix"):
-        ReplayBuffer(8, ENV_DICT, mmap_prefix="rb", **rb_args)
     with pytest.raises(TypeError, match="unexpected"):
         ReplayBuffer(8, ENV_DICT, frobnicate=True, **rb_args)
     rb = PrioritizedReplayBuffer(8, ENV_DICT, **rb_args)
-    for call in (rb.get_all_transitions, rb.get_max_priority, rb.get_next_index,
-                 lambda: rb.save_transitions("x.npz")):
+    for call in (rb.get_all_transitions, lambda: rb.save_transitions("x.npz"),
+                 lambda: rb.load_transitions("x.npz")):
         with pytest.raises(NotImplementedError):
             call()
     assert rb.is_Nstep() is False
+    for cls in (replayd.cpprb.ReverseReplayBuffer, replayd.cpprb.SelectiveReplayBuffer,
+                replayd.cpprb.HindsightReplayBuffer):
+        with pytest.raises(NotImplementedError, match="episodes"):
+            cls(8, ENV_DICT, **rb_args)
 
 
 def test_buffers_pickle_and_share_the_table(rb_args):
@@ -174,6 +177,7 @@ def test_buffers_pickle_and_share_the_table(rb_args):
                                    **rb_args)
     copy = pickle.loads(pickle.dumps(rb))
     copy.add(obs=[1, 2, 3], act=1, rew=1, next_obs=[1, 2, 3], done=0)
+    copy.on_episode_end()  # single adds reach other holders at episode ends (or 64 items)
     assert rb.get_stored_size() == 1
     again = MPPrioritizedReplayBuffer(64, ENV_DICT, alpha=0.7, **rb_args)  # exist_ok
     assert again.get_stored_size() == 1

@@ -43,3 +43,16 @@ def test_dqn_cartpole_learns_on_a_small_budget_and_plots(server, tmp_path):
         return
     assert (tmp_path / "out" / "returns.png").stat().st_size > 0
     assert (tmp_path / "out" / "replay_wait.png").stat().st_size > 0
+
+
+def test_cpprb_apex_runs_with_only_the_import_and_address_changed(server):
+    result = run_example("cpprb_apex.py", "--address", server.unix_address,
+                         "--explorers", "2", "--explorer-steps", "400",
+                         "--local-size", "50", "--train-steps", "50")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "learner steps 50, stored " in result.stdout
+    source = (REPO / "examples" / "cpprb_apex.py").read_text()
+    code = source.split('"""', 2)[2]
+    assert [line.strip() for line in code.splitlines() if "replayd" in line] == [
+        "from replayd.cpprb import MPPrioritizedReplayBuffer",
+        'parser.add_argument("--address", default="unix:///tmp/replayd.sock")']

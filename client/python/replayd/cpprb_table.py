@@ -1,0 +1,106 @@
+"""How a replayd.cpprb buffer maps onto a table: cpprb's env_dict as table fields, the
+table's name, and what happens to the table and to pending adds when the buffer goes away.
+Used by replayd.cpprb only."""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .client import Client
+from .schema import wire_dtype
+from .writer import Writer
+
+DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
+WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
+
+
+def resolve_address(address: Optional[str]) -> str:
+    return address or os.environ.get("REPLAYD_ADDRESS") or DEFAULT_ADDRESS
+
+
+def new_table_name() -> str:
+    return f"cpprb-{uuid.uuid4().hex[:16]}"
+
+
+class Lifetime:
+    """What a buffer does when it is garbage-collected, held apart from the buffer so that
+    weakref.finalize does not keep it alive: deliver the transitions its writer still holds
+    and, in the process that created the table and unless it persists, drop the table.
+    A forked child inherits the object but neither the writer nor the table."""
+
+    def __init__(self, client: Client, table: str, drop: bool, batch: int) -> None:
+        self.client = client
+        self.batch = batch
+        self.table = table
+        self.drop = drop
+        self.creator_pid = os.getpid()
+        self.writer: Optional[Writer] = None
+        self.writer_pid = 0
+
+    def writer_here(self) -> Writer:
+        """This process's writer (created on first use, a new one after a fork)."""
+        if self.writer is None or self.writer_pid != os.getpid():
+            self.writer = self.client.writer(self.table, self.batch)
+            self.writer_pid = os.getpid()
+        return self.writer
+
+    def send(self) -> None:
+        """Sends the transitions the writer holds without waiting for the reply. Requests
+        sent after it on this process's connection (sample, info, insert, reset) see them:
+        the server executes a connection's requests in order, and the tables of
+        replayd.cpprb have no rate limiter that could hold an insert back."""
+        writer = self.writer
+        if writer is not None and self.writer_pid == os.getpid():
+            writer._send()  # the partial batch; Writer.flush would also wait for replies
+
+    def flush(self) -> None:
+        """Waits until every transition given to add() is stored (a no-op if none is
+        pending, so it costs nothing on the sample-only paths)."""
+        writer = self.writer
+        if writer is not None and self.writer_pid == os.getpid() and writer.pending:
+            writer.flush()
+
+    def end(self) -> None:
+        drop = self.drop and self.creator_pid == os.getpid()
+        try:
+            if not drop:
+                self.flush()
+        except Exception:  # the server is gone or the table was dropped
+            pass
+        if drop:
+            try:
+                self.client.drop_table(self.table, timeout=5.0)
+            except Exception:
+                pass
+
+
+def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
+                next_of: Any) -> List[Tuple[str, np.dtype[Any], Tuple[int, ...]]]:
+    """cpprb's env_dict as (name, dtype, shape) fields, with next_<name> for next_of."""
+    if not env_dict:
+        raise ValueError("env_dict must define at least one value, e.g. "
+                         "{'obs': {'shape': 4}, 'act': {}, 'rew': {}}")
+    fallback = np.float32 if default_dtype is None else default_dtype
+    fields = []
+    for name, spec in env_dict.items():
+        spec = spec or {}
+        shape = spec.get("shape", 1)
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else \
+            tuple(int(d) for d in shape)
+        try:
+            dtype = wire_dtype(spec.get("dtype", fallback))
+        except TypeError as exc:
+            raise TypeError(f"env_dict['{name}']: {exc}") from None
+        fields.append((str(name), dtype, shape))
+    if next_of is not None:
+        by_name = {name: (dtype, shape) for name, dtype, shape in fields}
+        for name in np.array(next_of, ndmin=1):
+            name = str(name)
+            if name not in by_name:
+                raise KeyError(f"next_of names '{name}', which env_dict does not define")
+            if f"next_{name}" not in by_name:
+                fields.append((f"next_{name}", *by_name[name]))
+    return fields
