@@ -14,7 +14,7 @@
 
 namespace replayd {
 
-enum class SelectorKind { uniform, prioritized, fifo, lifo };
+enum class SelectorKind { uniform, prioritized, fifo, lifo, max_heap, min_heap };
 
 struct SelectorConfig {
   SelectorKind kind = SelectorKind::uniform;

@@ -11,7 +11,11 @@ Error invalid(const std::string& table, std::string message) {
 }
 
 // Every priority finite, >= 0, and giving the sampler a finite mass (Selector::check_priority).
-Status check_priorities(const std::string& table, const Selector& sampler,
+// A prioritized remover evicts with probability proportional to priority^1.
+constexpr double kRemoverPriorityExponent = 1.0;
+
+// Every priority finite, >= 0 and accepted by both selectors (see check_priority).
+Status check_priorities(const std::string& table, const Selector& sampler, const Selector& remover,
                         std::span<const double> priorities) {
   for (std::size_t i = 0; i < priorities.size(); ++i) {
     const double p = priorities[i];
@@ -21,6 +25,10 @@ Status check_priorities(const std::string& table, const Selector& sampler,
     }
     if (auto status = sampler.check_priority(p); !status) {
       return invalid(table, "priority " + std::to_string(i) + ": " + status.error().message);
+    }
+    if (auto status = remover.check_priority(p); !status) {
+      return invalid(table,
+                     "priority " + std::to_string(i) + ": remover: " + status.error().message);
     }
   }
   return Ok{};
@@ -38,7 +46,8 @@ Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t m
   auto sampler = make_selector(config.sampler, config.capacity);
   if (!sampler)
     return make_error(sampler.error().code, who + "sampler: " + sampler.error().message);
-  auto remover = make_selector(SelectorConfig{config.remover, 1.0}, config.capacity);
+  auto remover =
+      make_selector(SelectorConfig{config.remover, kRemoverPriorityExponent}, config.capacity);
   if (!remover)
     return make_error(remover.error().code, who + "remover: " + remover.error().message);
   return std::unique_ptr<Table>(new Table(std::move(config), std::move(limiter).value(),
@@ -100,7 +109,8 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
                                std::to_string(n) + " items");
   }
   if (keys_out.size() != n) return invalid(name(), "key output does not hold n keys");
-  if (auto status = check_priorities(name(), *sampler_, priorities); !status) return status;
+  if (auto status = check_priorities(name(), *sampler_, *remover_, priorities); !status)
+    return status;
   if (auto status = rate_limiter_.check_insert_batch(n); !status) {
     return invalid(name(), status.error().message);
   }
@@ -201,7 +211,8 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
     return invalid(name(), std::to_string(keys.size()) + " keys but " +
                                std::to_string(priorities.size()) + " priorities");
   }
-  if (auto status = check_priorities(name(), *sampler_, priorities); !status) return status.error();
+  if (auto status = check_priorities(name(), *sampler_, *remover_, priorities); !status)
+    return status.error();
   UpdateOutcome outcome;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const auto slot = storage_.find(keys[i]);

@@ -58,10 +58,6 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           std::to_string(bytes.remover) + "), exceeding max_table_bytes = " +
                           std::to_string(max_table_bytes) + " bytes per table");
   }
-  if (config.remover == SelectorKind::prioritized) {
-    return make_error(ErrorCode::invalid_argument,
-                      who + "remover must be fifo, lifo or uniform, got prioritized");
-  }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
     return make_error(ErrorCode::invalid_argument,
                       who + "rate_limiter.min_size_to_sample (" +

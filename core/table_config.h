@@ -18,7 +18,8 @@ struct TableConfig {
   Schema schema;                              // fields of every item
   std::uint32_t capacity = 0;                 // items, 1 .. 2^31
   SelectorConfig sampler;                     // default uniform
-  SelectorKind remover = SelectorKind::fifo;  // eviction when full: fifo, lifo or uniform
+  SelectorKind remover = SelectorKind::fifo;  // eviction when full: any selector kind; a
+                                              // prioritized remover uses priority_exponent 1
   std::uint32_t max_times_sampled = 0;        // remove an item after k samples; 0 = never
   RateLimiterConfig rate_limiter;             // default: min_size 1, no ratio
   std::uint64_t seed = 0;                     // RNG seed for sampling and uniform eviction
@@ -37,8 +38,8 @@ struct TableBytes {
 TableBytes table_bytes(const TableConfig& config);
 
 // Checks what no single component can: the name, the capacity against its bounds and
-// against `max_table_bytes` (everything the table allocates: table_bytes().total()), a
-// remover kind that can evict, and min_size_to_sample <= capacity. Errors name the key at
+// against `max_table_bytes` (everything the table allocates: table_bytes().total()) and
+// min_size_to_sample <= capacity. Errors name the key at
 // fault; a table too large is resource_exhausted with its bytes per component.
 Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes);
 

@@ -17,8 +17,9 @@ constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
 constexpr DType kDTypes[] = {DType::boolean, DType::int8,    DType::int16,   DType::int32,
                              DType::int64,   DType::uint8,   DType::uint16,  DType::uint32,
                              DType::uint64,  DType::float16, DType::float32, DType::float64};
-constexpr SelectorKind kSelectorKinds[] = {SelectorKind::uniform, SelectorKind::prioritized,
-                                           SelectorKind::fifo, SelectorKind::lifo};
+constexpr SelectorKind kSelectorKinds[] = {SelectorKind::uniform,  SelectorKind::prioritized,
+                                           SelectorKind::fifo,     SelectorKind::lifo,
+                                           SelectorKind::max_heap, SelectorKind::min_heap};
 
 template <typename T, std::size_t N>
 std::uint8_t code_of(const T (&codes)[N], T value) {
@@ -249,6 +250,9 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     }
     if (auto status = table.sampler_->check_priority(priority); !status) {
       return bad("item " + std::to_string(i) + ": " + status.error().message);
+    }
+    if (auto status = table.remover_->check_priority(priority); !status) {
+      return bad("item " + std::to_string(i) + ": remover: " + status.error().message);
     }
     if (config.max_times_sampled != 0 && times_sampled >= config.max_times_sampled) {
       return bad("item " + std::to_string(i) + ": sampled " + std::to_string(times_sampled) +

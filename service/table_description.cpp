@@ -1,5 +1,6 @@
 #include "service/table_description.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -144,9 +145,6 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
   if (remover) {
     auto kind = parse_selector_kind(*remover);
     if (!kind) return reader.error("remover", kind.error().message);
-    if (*kind == SelectorKind::prioritized) {
-      return reader.error("remover", "must be fifo, lifo or uniform");
-    }
     config.remover = *kind;
   }
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t max_times, reader.uint_or("max_times_sampled", 0));
@@ -191,13 +189,79 @@ json::object describe_table(const TableConfig& config) {
   };
 }
 
+namespace {
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// The shortest text that reads back as `value`; "unbounded" for an infinite diff bound.
+std::string number_text(double value) {
+  if (std::isinf(value)) return "unbounded";
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  return std::string(text, end);
+}
+
+template <typename T>
+void compare(std::vector<std::string>& out, const std::string& what, const T& a, const T& b) {
+  if (a != b) out.push_back(what + " " + a + " vs " + b);
+}
+
+void compare_fields(std::vector<std::string>& out, const Schema& a, const Schema& b) {
+  for (const Field& field : a.fields()) {
+    const int other = b.find(field.name);
+    const std::string who = "field '" + field.name + "'";
+    if (other < 0) {
+      out.push_back(who + " only in the existing table");
+      continue;
+    }
+    const Field& theirs = b.field(static_cast<std::size_t>(other));
+    compare(out, who + " dtype", std::string(dtype_name(field.dtype)),
+            std::string(dtype_name(theirs.dtype)));
+    compare(out, who + " shape", shape_text(field.shape), shape_text(theirs.shape));
+  }
+  for (const Field& field : b.fields()) {
+    if (a.find(field.name) < 0) out.push_back("field '" + field.name + "' only in the request");
+  }
+  if (out.empty() && a != b) out.push_back("fields in a different order");
+}
+
+}  // namespace
+
+std::vector<std::string> table_differences(const TableConfig& a, const TableConfig& b) {
+  std::vector<std::string> out;
+  compare(out, "name", a.name, b.name);
+  compare(out, "capacity", std::to_string(a.capacity), std::to_string(b.capacity));
+  compare_fields(out, a.schema, b.schema);
+  compare(out, "sampler", std::string(selector_kind_name(a.sampler.kind)),
+          std::string(selector_kind_name(b.sampler.kind)));
+  if (a.sampler.kind == SelectorKind::prioritized && b.sampler.kind == SelectorKind::prioritized) {
+    compare(out, "sampler priority_exponent", number_text(a.sampler.priority_exponent),
+            number_text(b.sampler.priority_exponent));
+  }
+  compare(out, "remover", std::string(selector_kind_name(a.remover)),
+          std::string(selector_kind_name(b.remover)));
+  compare(out, "max_times_sampled", std::to_string(a.max_times_sampled),
+          std::to_string(b.max_times_sampled));
+  const RateLimiterConfig& ra = a.rate_limiter;
+  const RateLimiterConfig& rb = b.rate_limiter;
+  compare(out, "rate_limiter samples_per_insert", number_text(ra.samples_per_insert),
+          number_text(rb.samples_per_insert));
+  compare(out, "rate_limiter min_size_to_sample", std::to_string(ra.min_size_to_sample),
+          std::to_string(rb.min_size_to_sample));
+  compare(out, "rate_limiter min_diff", number_text(ra.min_diff), number_text(rb.min_diff));
+  compare(out, "rate_limiter max_diff", number_text(ra.max_diff), number_text(rb.max_diff));
+  // A difference the texts above cannot show (e.g. two doubles printed alike) still counts.
+  if (out.empty() && !(a.schema == b.schema && ra == rb)) out.push_back("the descriptions differ");
+  return out;
+}
+
 bool same_table_shape(const TableConfig& a, const TableConfig& b) {
-  return a.name == b.name && a.schema == b.schema && a.capacity == b.capacity &&
-         a.sampler.kind == b.sampler.kind &&
-         (a.sampler.kind != SelectorKind::prioritized ||
-          a.sampler.priority_exponent == b.sampler.priority_exponent) &&
-         a.remover == b.remover && a.max_times_sampled == b.max_times_sampled &&
-         a.rate_limiter == b.rate_limiter;
+  return table_differences(a, b).empty();
 }
 
 }  // namespace replayd::service

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 #include "core/table_config.h"
@@ -21,6 +22,12 @@ Result<TableConfig> parse_table_description(const boost::json::value& value,
 // The resolved description of a table: every key present, the rate limiter in "custom" form
 // with unbounded diffs as null. parse_table_description(describe_table(c)) == c.
 boost::json::object describe_table(const TableConfig& config);
+
+// What differs between two configurations, ignoring the seed, one phrase per difference in
+// the order of the description's keys, `a`'s value first: "capacity 1000 vs 2000",
+// "field 'obs' shape [4] vs [8]", "field 'x' only in the request". Empty when they describe
+// the same table. The priority exponent counts only when both samplers are prioritized.
+std::vector<std::string> table_differences(const TableConfig& a, const TableConfig& b);
 
 // Whether two configurations describe the same table, ignoring the seed.
 bool same_table_shape(const TableConfig& a, const TableConfig& b);

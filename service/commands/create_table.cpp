@@ -1,5 +1,5 @@
 // `create_table` (docs/PROTOCOL.md): a table from its description; exist_ok accepts an
-// existing table of the same shape.
+// existing table of the same shape, and otherwise names every part that differs.
 #include <boost/json.hpp>
 
 #include "service/commands/handlers.h"
@@ -17,12 +17,21 @@ Result<Outcome> create_table(Call& call) {
   REPLAYD_ASSIGN_OR_RETURN(TableConfig config,
                            parse_table_description(*description, "table", service.seed_source()));
   if (auto existing = service.tables.find(config.name)) {
-    if (exist_ok && same_table_shape(existing->table->config(), config)) {
+    if (!exist_ok) {
+      return make_error(ErrorCode::already_exists, "table '" + config.name + "' already exists");
+    }
+    const auto differences = table_differences(existing->table->config(), config);
+    if (differences.empty()) {
       return reply_with(call, json::serialize(json::object{{"table", table_info_json(*existing)}}));
     }
+    std::string text;
+    for (const auto& difference : differences)
+      text += (text.empty() ? "" : "; ") + difference;
     return make_error(ErrorCode::already_exists,
-                      "table '" + config.name + "' already exists" +
-                          (exist_ok ? " with a different description" : ""));
+                      "table '" + config.name +
+                          "' already exists with a different description (existing vs "
+                          "requested): " +
+                          text);
   }
   if (service.tables.size() >= service.limits.max_tables) {
     return make_error(ErrorCode::resource_exhausted, "the server already holds max_tables = " +

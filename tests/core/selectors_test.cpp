@@ -1,12 +1,14 @@
 // Tests for core/selector.* and core/selectors/*: each selector's empirical distribution
 // matches its exact probabilities (chi-square over >= 100k draws, fixed seeds), importance
-// weights match the formula computed here from the priorities, FIFO/LIFO order.
+// weights match the formula computed here from the priorities, FIFO/LIFO order, heap order
+// against a sorted model on random streams.
 #include "core/selector.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -310,9 +312,109 @@ TEST_CASE("FIFO returns the oldest present slot and LIFO the newest, by insertio
   CHECK(fifo->sample(rng, 0).slot == 0);
 }
 
+TEST_CASE("max_heap chooses the largest priority and min_heap the smallest, P = 1, weight 1") {
+  auto max_heap = make(SelectorKind::max_heap, 10);
+  auto min_heap = make(SelectorKind::min_heap, 10);
+  Rng rng(3);
+  const std::vector<std::pair<std::uint32_t, double>> items = {
+      {4, 2.5}, {7, 0.0}, {1, 9.0}, {8, 3.0}, {0, 0.5}};
+  for (const auto& [slot, priority] : items) {
+    max_heap->insert(slot, priority);
+    min_heap->insert(slot, priority);
+  }
+  for (int i = 0; i < 3; ++i) {  // sampling does not consume
+    const Pick largest = max_heap->sample(rng, 0.5);
+    CHECK(largest.slot == 1);
+    CHECK(largest.probability == 1.0);
+    CHECK(largest.weight == 1.0);
+    const Pick smallest = min_heap->sample(rng, 0.5);
+    CHECK(smallest.slot == 7);
+    CHECK(smallest.probability == 1.0);
+    CHECK(smallest.weight == 1.0);
+  }
+  max_heap->update(1, 0.1);  // the top moves down: 8 (3.0) is now the largest
+  min_heap->update(4, 0.0);  // a slot moves up to tie the smallest; 7 was there first
+  CHECK(max_heap->sample(rng, 0).slot == 8);
+  CHECK(min_heap->sample(rng, 0).slot == 7);
+  max_heap->remove(8);
+  min_heap->remove(7);
+  CHECK(max_heap->sample(rng, 0).slot == 4);
+  CHECK(min_heap->sample(rng, 0).slot == 4);
+}
+
+TEST_CASE("among equal priorities a heap chooses the least recently inserted or updated") {
+  for (auto kind : {SelectorKind::max_heap, SelectorKind::min_heap}) {
+    INFO("selector " << selector_kind_name(kind));
+    auto heap = make(kind, 8);
+    Rng rng(5);
+    for (std::uint32_t slot : {6u, 2u, 5u, 0u})
+      heap->insert(slot, 1.0);
+    CHECK(heap->sample(rng, 0).slot == 6);
+    heap->update(6, 1.0);  // same priority, but now the most recently touched
+    CHECK(heap->sample(rng, 0).slot == 2);
+    heap->remove(2);
+    CHECK(heap->sample(rng, 0).slot == 5);
+    heap->insert(2, 1.0);
+    // Draining by repeated remove of the chosen slot gives the touch order.
+    std::vector<std::uint32_t> order;
+    while (order.size() < 4) {
+      order.push_back(heap->sample(rng, 0).slot);
+      heap->remove(order.back());
+    }
+    CHECK(order == std::vector<std::uint32_t>{5, 0, 6, 2});
+  }
+}
+
+TEST_CASE("a heap drains in priority order on random streams, matching a sorted model") {
+  for (auto kind : {SelectorKind::max_heap, SelectorKind::min_heap}) {
+    INFO("selector " << selector_kind_name(kind));
+    const std::uint32_t capacity = 64;
+    auto heap = make(kind, capacity);
+    Rng rng(77);
+    // Model: slot -> (priority, stamp); the choice is the best by (priority, then stamp).
+    std::map<std::uint32_t, std::pair<double, std::uint64_t>> model;
+    std::uint64_t stamp = 0;
+    auto expected = [&] {
+      auto best = model.begin();
+      for (auto it = model.begin(); it != model.end(); ++it) {
+        const auto [p, t] = it->second;
+        const auto [bp, bt] = best->second;
+        const bool better = kind == SelectorKind::max_heap ? p > bp : p < bp;
+        if (better || (p == bp && t < bt)) best = it;
+      }
+      return best->first;
+    };
+    for (int step = 0; step < 20000; ++step) {
+      const auto slot = static_cast<std::uint32_t>(rng.next() % capacity);
+      const double priority = static_cast<double>(rng.next() % 6);  // many ties
+      const auto op = rng.next() % 3;
+      if (!model.contains(slot)) {
+        heap->insert(slot, priority);
+        model[slot] = {priority, stamp++};
+      } else if (op == 0) {
+        heap->update(slot, priority);
+        model[slot] = {priority, stamp++};
+      } else {
+        heap->remove(slot);
+        model.erase(slot);
+      }
+      if (!model.empty()) REQUIRE(heap->sample(rng, 0).slot == expected());
+    }
+    // Re-inserting in for_each_in_order order rebuilds the same choices, ties included.
+    auto rebuilt = make(kind, capacity);
+    heap->for_each_in_order([&](std::uint32_t slot) { rebuilt->insert(slot, model[slot].first); });
+    while (!model.empty()) {
+      const std::uint32_t slot = expected();
+      REQUIRE(rebuilt->sample(rng, 0).slot == slot);
+      rebuilt->remove(slot);
+      model.erase(slot);
+    }
+  }
+}
+
 TEST_CASE("a cleared selector holds nothing of what it held before") {
-  for (auto kind :
-       {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo, SelectorKind::lifo}) {
+  for (auto kind : {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo,
+                    SelectorKind::lifo, SelectorKind::max_heap, SelectorKind::min_heap}) {
     INFO("selector " << selector_kind_name(kind));
     auto selector = make(kind, 8);
     CHECK(selector->kind() == kind);
@@ -342,8 +444,8 @@ TEST_CASE("a prioritized selector with a negative or non-finite exponent is refu
 }
 
 TEST_CASE("selector kind names round-trip and unknown names are refused by name") {
-  for (auto kind :
-       {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo, SelectorKind::lifo}) {
+  for (auto kind : {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo,
+                    SelectorKind::lifo, SelectorKind::max_heap, SelectorKind::min_heap}) {
     auto parsed = parse_selector_kind(selector_kind_name(kind));
     REQUIRE(parsed.ok());
     CHECK(*parsed == kind);

@@ -144,9 +144,12 @@ std::unique_ptr<Table> restore_one(const std::vector<std::byte>& image) {
 }
 
 TEST_CASE("a restored table samples, evicts and issues keys exactly as the original") {
-  const auto sampler = GENERATE(SelectorKind::uniform, SelectorKind::prioritized,
-                                SelectorKind::fifo, SelectorKind::lifo);
-  const auto remover = GENERATE(SelectorKind::fifo, SelectorKind::lifo, SelectorKind::uniform);
+  const auto sampler =
+      GENERATE(SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo,
+               SelectorKind::lifo, SelectorKind::max_heap, SelectorKind::min_heap);
+  const auto remover =
+      GENERATE(SelectorKind::fifo, SelectorKind::lifo, SelectorKind::uniform,
+               SelectorKind::prioritized, SelectorKind::max_heap, SelectorKind::min_heap);
   const std::uint32_t max_times = GENERATE(0u, 3u);
   CAPTURE(selector_kind_name(sampler), selector_kind_name(remover), max_times);
 
@@ -163,8 +166,9 @@ TEST_CASE("a restored table samples, evicts and issues keys exactly as the origi
 }
 
 TEST_CASE("a restored table writes a snapshot identical to the original's") {
-  const auto sampler = GENERATE(SelectorKind::uniform, SelectorKind::prioritized,
-                                SelectorKind::fifo, SelectorKind::lifo);
+  const auto sampler =
+      GENERATE(SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo,
+               SelectorKind::lifo, SelectorKind::max_heap, SelectorKind::min_heap);
   auto original = make_table(config_of(sampler, SelectorKind::uniform, 0));
   run_workload(*original, 3, 150);
   const auto image = image_of({original.get()});

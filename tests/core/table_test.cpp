@@ -196,6 +196,50 @@ TEST_CASE("a LIFO remover evicts the newest item when the table is full") {
   CHECK(table->info().counters.evictions == 2);
 }
 
+TEST_CASE("a min_heap remover evicts the lowest priority item, the oldest among equals") {
+  auto config = id_config(3);
+  config.remover = SelectorKind::min_heap;
+  auto table = make_table(config);
+  const auto keys = insert_ok(*table, {1, 2, 3}, {5.0, 1.0, 1.0});
+  insert_ok(*table, {4}, {9.0});
+  CHECK(stored_ids(*table) == std::set<std::int64_t>{1, 3, 4});  // 2 and 3 tie: 2 is older
+  REQUIRE(table->update_priorities(std::vector<std::uint64_t>{keys[0]}, std::vector{0.5}).ok());
+  insert_ok(*table, {5}, {2.0});
+  CHECK(stored_ids(*table) == std::set<std::int64_t>{3, 4, 5});  // 1 now has the lowest
+}
+
+TEST_CASE("a prioritized remover evicts in proportion to priority, never a zero priority") {
+  // Each round: items 0, 1 and 3 with priorities 0, 1 and 3 fill the table, and one more
+  // insert evicts item 1 with P = 1/4 or item 3 with P = 3/4 (exponent 1), never item 0.
+  auto config = id_config(3);
+  config.remover = SelectorKind::prioritized;
+  auto table = make_table(config);
+  const int rounds = 4000;
+  int evicted_1 = 0;
+  for (int round = 0; round < rounds; ++round) {
+    table->reset();  // keeps the RNG running: rounds are independent draws
+    insert_ok(*table, {0, 1, 3}, {0.0, 1.0, 3.0});
+    insert_ok(*table, {9}, {1.0});
+    const auto ids = stored_ids(*table);
+    REQUIRE(ids.count(0) == 1);
+    REQUIRE(ids.count(9) == 1);
+    if (ids.count(1) == 0) ++evicted_1;
+  }
+  // Binomial(4000, 1/4): mean 1000, sd 27.4; 5 sd either side.
+  CHECK(evicted_1 > 1000 - 137);
+  CHECK(evicted_1 < 1000 + 137);
+}
+
+TEST_CASE("a remover refuses a priority whose mass would overflow, like a sampler") {
+  auto config = id_config(4);
+  config.remover = SelectorKind::prioritized;
+  auto table = make_table(config);
+  auto inserted = insert_ids(*table, {1}, {1e308});
+  REQUIRE_FALSE(inserted.status.ok());
+  CHECK_THAT(inserted.status.error().message, Contains("remover"));
+  CHECK(table->size() == 0);
+}
+
 TEST_CASE("a uniform remover keeps the table at capacity, evicting one item per insert") {
   auto config = id_config(4);
   config.remover = SelectorKind::uniform;
@@ -724,9 +768,6 @@ TEST_CASE("invalid table configurations are refused, naming the key at fault") {
   auto min_size = id_config(4);
   min_size.rate_limiter = RateLimiterConfig::min_size(5);
   CHECK_THAT(refused(min_size).message, Contains("min_size_to_sample (5) exceeds capacity (4)"));
-  auto remover = id_config(4);
-  remover.remover = SelectorKind::prioritized;
-  CHECK_THAT(refused(remover).message, Contains("remover"));
   auto sampler = id_config(4);
   sampler.sampler = SelectorConfig{SelectorKind::prioritized, -1.0};
   const auto sampler_error = refused(sampler);
@@ -749,9 +790,10 @@ TEST_CASE("max_table_bytes counts everything a table allocates, not only its dat
   // One bool field: metadata and selectors dominate (the data is 1 byte per slot).
   auto schema = Schema::create({Field{"done", DType::boolean, {}}});
   REQUIRE(schema.ok());
-  for (auto sampler :
-       {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo, SelectorKind::lifo}) {
-    for (auto remover : {SelectorKind::fifo, SelectorKind::lifo, SelectorKind::uniform}) {
+  const auto kinds = {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo,
+                      SelectorKind::lifo,    SelectorKind::max_heap,    SelectorKind::min_heap};
+  for (auto sampler : kinds) {
+    for (auto remover : kinds) {
       for (std::uint32_t capacity : {1u, 5u, 1000u, 1024u, 1025u}) {
         INFO(selector_kind_name(sampler)
              << " / " << selector_kind_name(remover) << ", capacity " << capacity);

@@ -118,7 +118,7 @@ def test_create_table_conflicts(client, table):
 @pytest.mark.parametrize("kwargs,match", [
     ({"capacity": 0}, "capacity"),
     ({"sampler": "sideways"}, "sampler"),
-    ({"remover": "prioritized"}, "remover"),
+    ({"remover": "sideways"}, "remover"),
     ({"rate_limiter": replayd.MinSize(0)}, "min_size_to_sample"),
     ({"rate_limiter": replayd.MinSize(1000)}, "min_size_to_sample"),
 ])

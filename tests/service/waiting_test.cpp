@@ -2,6 +2,7 @@
 // samples-per-insert ratio, and waiters that vanish with their connection.
 #include <catch2/catch.hpp>
 
+#include "replayd_client/tables.h"
 #include "server_process.h"
 #include "test_support.h"
 
@@ -143,6 +144,31 @@ TEST_CASE("dropping a table fails its waiting samples with not_found", "[waiting
   REQUIRE(ready_soon(sample));
   CHECK(error_code_of([&] { sample.get(); }) == rc::ErrorCode::not_found);
   waiter.ping();  // the connection stays open
+}
+
+TEST_CASE(
+    "queue_table and stack_table hand out each item once, in order, and block when "
+    "full or empty",
+    "[waiting]") {
+  ServerProcess server;
+  rc::Client client(server.unix_address());
+  const auto fields = json_object(R"({"f": [{"name": "v", "dtype": "int64", "shape": []}]})");
+  client.create_table(rc::queue_table("q", fields.at("f").as_array(), 3));
+  client.create_table(rc::stack_table("s", fields.at("f").as_array(), 3));
+  for (const std::string table : {"q", "s"}) {
+    INFO(table);
+    CHECK(error_code_of([&] { client.sample(table, 1, {.timeout_ms = 0}); }) ==
+          rc::ErrorCode::timeout);  // empty
+    insert_values(client, table, {1, 2, 3});
+    CHECK(error_code_of([&] { insert_values(client, table, {4}, {.timeout_ms = 0}); }) ==
+          rc::ErrorCode::timeout);  // full
+    std::vector<std::int64_t> order;
+    for (int i = 0; i < 3; ++i)
+      order.push_back(
+          client.sample(table, 1, {.timeout_ms = 1000}).field("v").as<std::int64_t>()[0]);
+    CHECK(order ==
+          (table == "q" ? std::vector<std::int64_t>{1, 2, 3} : std::vector<std::int64_t>{3, 2, 1}));
+  }
 }
 
 }  // namespace replayd::testing

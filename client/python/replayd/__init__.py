@@ -24,6 +24,7 @@ from .sample import Sample
 from .sampler import Sampler
 from .schema import Field, TableSchema
 from .sharded import ShardedClient
+from .tables import queue, stack
 from .writer import Writer
 
 __version__ = "0.1.0"
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "ShardedClient", "Sample", "Sampler", "Writer", "Field", "TableSchema", "Address",
     "parse_address",
-    "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter",
+    "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter", "queue", "stack",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",
     "ResourceExhausted", "ShuttingDown", "ProtocolError", "Unauthenticated", "ConnectionLost",
 ]

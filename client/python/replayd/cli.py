@@ -24,6 +24,9 @@ from .errors import (ConnectionLost, InvalidArgument, ProtocolError, ReplayError
                      TimeoutError, Unauthenticated)
 from .limiter_state import insert_state, sample_state
 
+# Sampler and remover kinds (docs/CONFIG.md "tables"); the server refuses any other name.
+SELECTOR_KINDS = ["uniform", "prioritized", "fifo", "lifo", "max_heap", "min_heap"]
+
 __all__ = ["main"]
 
 EXIT_OK = 0
@@ -172,9 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a field, e.g. obs:float32:4 or act:int64 (repeat it)")
     create.add_argument("--capacity", type=int, required=True, help="items kept")
     create.add_argument("--sampler", default="uniform",
-                        choices=["uniform", "prioritized", "fifo", "lifo"])
+                        choices=SELECTOR_KINDS)
     create.add_argument("--priority-exponent", type=float, default=0.6)
-    create.add_argument("--remover", default="fifo", choices=["fifo", "lifo", "uniform"])
+    create.add_argument("--remover", default="fifo", choices=SELECTOR_KINDS)
     create.add_argument("--max-times-sampled", type=int, default=0)
     create.add_argument("--min-size", type=int, help="samples wait until this many items "
                                                      "exist (default 1)")

@@ -30,6 +30,7 @@ from .frames import Allocator
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .schema import FieldsLike, TableSchema, table_description
+from .tables import queue_options, stack_options
 
 if TYPE_CHECKING:
     from .sampler import Sampler
@@ -218,10 +219,12 @@ class Client:
             fields: ``{"obs": (np.float32, (4,)), "act": (np.int64, ())}`` or a list of
                 ``(name, dtype, shape)``; shape None or () is a scalar, an int k is (k,).
             capacity: items kept; when full the remover evicts one per insert.
-            sampler: ``"uniform"`` (default), ``"prioritized"``, ``"fifo"``, ``"lifo"``.
+            sampler: ``"uniform"`` (default), ``"prioritized"``, ``"fifo"``, ``"lifo"``,
+                ``"max_heap"`` (largest priority first), ``"min_heap"`` (smallest first).
             priority_exponent: alpha of the prioritized sampler (mass = priority^alpha).
-            remover: eviction order when full: ``"fifo"`` (default), ``"lifo"``,
-                ``"uniform"``.
+            remover: which item is evicted when full, any sampler kind: ``"fifo"``
+                (default), ``"lifo"``, ``"uniform"``, ``"prioritized"`` (in proportion to
+                priority), ``"max_heap"``, ``"min_heap"`` (the lowest priority).
             max_times_sampled: remove an item after this many samples (0: never).
             rate_limiter: MinSize, SampleToInsertRatio, Queue, Custom, a JSON dict, or
                 None for the server's default (sample once 1 item exists).
@@ -241,6 +244,22 @@ class Client:
             raise ProtocolError(f"create_table reply without 'table': {reply!r}")
         self._schemas[name] = TableSchema.from_description(info["description"])
         return info
+
+    def create_queue(self, name: str, fields: FieldsLike, size: int, *,
+                     seed: Optional[int] = None, exist_ok: bool = False,
+                     timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """Creates Reverb's queue table: every item sampled exactly once, oldest first; at
+        most `size` items, an insert into a full queue waits for a sample and a sample from
+        an empty one waits for an insert (`replayd.tables`). Returns its INFO object."""
+        return self.create_table(name, fields, size, seed=seed, exist_ok=exist_ok,
+                                 timeout=timeout, **queue_options(size))
+
+    def create_stack(self, name: str, fields: FieldsLike, size: int, *,
+                     seed: Optional[int] = None, exist_ok: bool = False,
+                     timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """Like `create_queue`, newest item first (Reverb's stack table)."""
+        return self.create_table(name, fields, size, seed=seed, exist_ok=exist_ok,
+                                 timeout=timeout, **stack_options(size))
 
     def tables(self, *, timeout: Any = DEFAULT) -> List[str]:
         """Names of the server's tables."""

@@ -136,7 +136,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       seed: Optional[int] = None) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
 
-    `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``) or
+    `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
+    ``"max_heap"``, ``"min_heap"``) or
     a ready JSON object; `priority_exponent` applies to ``"prioritized"`` only. The server
     validates everything else (capacity bounds, remover kinds, rate limiter consistency).
     """
