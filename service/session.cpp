@@ -219,7 +219,8 @@ void Session::stop_reading() {
 }
 
 bool Session::authenticate(const Frame& frame) {
-  if (auto refusal = refuse_unauthenticated(context_.auth_token, frame.meta)) {
+  if (auto refusal =
+          refuse_unauthenticated(context_.auth_token, frame.meta, frame.header.payload_bytes)) {
     spdlog::warn("tcp connection refused: {}", *refusal);
     send(make_error_reply(frame.header.request_id, WireError::unauthenticated, *refusal));
     stop_reading();
