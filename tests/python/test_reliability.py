@@ -1,6 +1,7 @@
 """Reliability against the real server: values, sizes and connections that once broke it
 (priorities whose mass overflows, table sizes that ignored metadata, snapshots lost or
-failed at restart and shutdown, slow HTTP clients, unauthenticated connection floods)."""
+failed at restart and shutdown, slow HTTP clients, unauthenticated connection floods, items
+larger than a frame, memory kept after bursts)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import sys
 import time
 import urllib.request
@@ -323,3 +325,39 @@ def test_idle_unauthenticated_tcp_connections_lock_out_no_unix_or_tcp_client(
     finally:
         for s in idle:
             s.close()
+
+
+# --- Items larger than a frame -----------------------------------------------------------
+
+FRAME_LIMITS = {"max_frame_bytes": 4096}
+
+
+@pytest.mark.parametrize("item_bytes, frame", [(8192, "an insert"), (3900, "the reply to a sample")])
+def test_a_table_whose_one_item_exceeds_max_frame_bytes_is_refused_at_create(
+        make_server, tmp_path, item_bytes, frame):
+    # 3900 bytes fit an insert (header, ~80 bytes of metadata, the item) but not the reply to
+    # a sample (header, ~400 bytes of metadata, 32 bytes of key, probability..., the item).
+    config = write_config(tmp_path, limits=FRAME_LIMITS)
+    server = make_server(extra_args=["--config", str(config)])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        with pytest.raises(replayd.InvalidArgument) as refused:
+            c.create_table("big", {"x": ("uint8", (item_bytes,))}, 4)
+        message = refused.value.message
+        assert f"one item is {item_bytes} bytes" in message and frame in message, message
+        assert "max_frame_bytes = 4096" in message, message
+        assert c.tables() == []
+        # The largest item that fits both ways is created, filled and sampled.
+        c.create_table("fits", {"x": ("uint8", (3000,))}, 4)
+        c.insert("fits", {"x": np.ones((1, 3000), dtype=np.uint8)})
+        assert c.sample("fits", 1).data["x"].shape == (1, 3000)
+
+
+def test_a_config_table_whose_one_item_exceeds_max_frame_bytes_stops_the_start(tmp_path):
+    config = write_config(tmp_path, limits=FRAME_LIMITS, tables=[
+        {"name": "big", "capacity": 4, "fields": [{"name": "x", "dtype": "uint8", "shape": [8192]}]}])
+    result = subprocess.run([str(server_binary()), "--config", str(config), "--unix", "",
+                             "--tcp", "127.0.0.1:0", "--metrics", ""],
+                            capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2
+    assert "tables[0]" in result.stderr and "one item is 8192 bytes" in result.stderr, result.stderr
+    assert "max_frame_bytes = 4096" in result.stderr, result.stderr
