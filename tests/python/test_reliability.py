@@ -22,6 +22,7 @@ import pytest
 
 import replayd
 from conftest import ServerProcess, server_binary
+from raw_wire import RawConnection, frame
 
 FIELDS = {"x": ("float32", ())}
 
@@ -361,3 +362,46 @@ def test_a_config_table_whose_one_item_exceeds_max_frame_bytes_stops_the_start(t
     assert result.returncode == 2
     assert "tables[0]" in result.stderr and "one item is 8192 bytes" in result.stderr, result.stderr
     assert "max_frame_bytes = 4096" in result.stderr, result.stderr
+
+
+# --- Memory kept after a burst --------------------------------------------------------------
+
+ROW_BYTES = 2048  # copied into sample replies (fields of 4096 bytes and more are viewed)
+
+
+def test_rss_returns_near_its_level_before_a_burst_of_large_replies_once_idle(make_server):
+    server = make_server()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("rows", {"x": ("uint8", (ROW_BYTES,))}, 8192)
+        for _ in range(8):
+            c.insert("rows", {"x": np.ones((1024, ROW_BYTES), dtype=np.uint8)})
+        c.sample("rows", 4096)
+    time.sleep(1.5)
+    before = rss_bytes(server)
+
+    # 4 connections each ask for 12 replies of 8 MiB before reading any: each holds about
+    # max_queued_reply_bytes (64 MiB) + one reply of queued replies until it reads.
+    request = {"op": "sample", "table": "rows", "n": 4096}
+    connections = [RawConnection(server.unix_address, timeout=30) for _ in range(4)]
+    try:
+        for raw in connections:
+            raw.send(b"".join(frame(request, request_id=i + 1) for i in range(12)))
+        time.sleep(1.0)
+        peak = rss_bytes(server)
+        for raw in connections:
+            for _ in range(12):
+                reply = raw.read_reply(timeout=30)
+                assert reply is not None and "n" in reply[1], reply
+    finally:
+        for raw in connections:
+            raw.close()
+
+    deadline = time.monotonic() + 6
+    after = rss_bytes(server)
+    while after > before + 32 * MIB and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = rss_bytes(server)
+    print(f"VmRSS before {before / MIB:.0f} MiB, during the burst {peak / MIB:.0f} MiB, "
+          f"idle after it {after / MIB:.0f} MiB")
+    assert peak > before + 128 * MIB  # the burst really held memory
+    assert after <= before + 32 * MIB
