@@ -1,6 +1,10 @@
 #include "service/auth.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <span>
+
+#include "service/command_table.h"
 
 namespace replayd::service {
 
@@ -15,8 +19,8 @@ bool tokens_equal(std::string_view expected, std::string_view given) {
   return difference == 0;
 }
 
-std::optional<std::string> refuse_unauthenticated(std::string_view expected,
-                                                  std::string_view meta) {
+std::optional<std::string> refuse_unauthenticated(std::string_view expected, std::string_view meta,
+                                                  std::uint64_t payload_bytes) {
   boost::system::error_code ec;
   const boost::json::value document = boost::json::parse(meta, ec);
   const boost::json::object* request = ec ? nullptr : document.if_object();
@@ -31,6 +35,19 @@ std::optional<std::string> refuse_unauthenticated(std::string_view expected,
     return std::string(
         "hello carries no \"token\" (a string) and this TCP listener requires one; "
         "the connection is closed");
+  }
+  const std::span<const std::string_view> fields = find_command("hello")->fields;
+  for (const auto& entry : *request) {
+    const std::string_view key(entry.key().data(), entry.key().size());
+    if (key != "op" && std::find(fields.begin(), fields.end(), key) == fields.end()) {
+      std::string message = "hello before authentication takes only the keys \"op\"";
+      for (const std::string_view field : fields)
+        message += ", \"" + std::string(field) + "\"";
+      return message + "; the connection is closed";
+    }
+  }
+  if (payload_bytes != 0) {
+    return std::string("hello before authentication carries no payload; the connection is closed");
   }
   const boost::json::string& given = token->get_string();
   if (!tokens_equal(expected, std::string_view(given.data(), given.size()))) {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "service/auth.h"
+#include "service/commands/sample_reply.h"
 #include "service/json_reader.h"
 #include "service/table_description.h"
 
@@ -184,6 +185,8 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
       const std::string path = "tables[" + std::to_string(i) + "]";
       REPLAYD_ASSIGN_OR_RETURN(
           TableConfig table, parse_table_description(tables->get_array()[i], path, seed_source()));
+      REPLAYD_RETURN_IF_ERROR(commands::check_item_fits_frames(
+          table, config.limits.max_frame_bytes, path + " (table '" + table.name + "')"));
       if (!names.insert(table.name).second) {
         return make_error(ErrorCode::invalid_argument,
                           path + ".name: table '" + table.name + "' is defined twice");

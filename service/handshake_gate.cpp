@@ -72,8 +72,9 @@ asio::awaitable<HandshakeVerdict> await_hello(asio::ip::tcp::socket& socket, std
     decoder.feed(std::span<const std::byte>(peeked.data(), last_seen));
     if (decoder.has_frame()) {
       const Frame frame = decoder.take_frame();
-      co_return refuse_unauthenticated(token, frame.meta) ? HandshakeVerdict::refused
-                                                          : HandshakeVerdict::authenticated;
+      co_return refuse_unauthenticated(token, frame.meta, frame.header.payload_bytes)
+          ? HandshakeVerdict::refused
+          : HandshakeVerdict::authenticated;
     }
     if (decoder.error() != DecodeError::none) co_return HandshakeVerdict::refused;
   }

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "service/listener.h"
+#include "service/memory_trimmer.h"
 #include "service/session.h"
 #include "service/snapshot_files.h"
 #include "service/snapshot_restore.h"
@@ -187,6 +188,7 @@ Status Server::run() {
     metrics_endpoint_->start();
     spdlog::info("serving metrics on http://{}/metrics", addresses_.metrics);
   }
+  asio::co_spawn(io_, trim_memory_when_idle(context_, MemoryTrimPolicy{}), log_listener_exit);
   serving_ = true;
   snapshotter_->start();
   ready_promise_.set_value(addresses_);

@@ -32,6 +32,9 @@ struct ServiceContext {
   std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
   WaitQueue sessions_drained;             // woken when the last session ends
   bool shutting_down = false;
+  // Bumped for each request handled and each reply write finished: the memory trimmer
+  // (service/memory_trimmer.h) trims only after a period without a change.
+  std::uint64_t activity = 0;
   // Snapshots of all tables (docs/SNAPSHOT.md); owned by the Server, null in unit tests.
   Snapshotter* snapshots = nullptr;
   // TCP connections must present this token in their first request (hello); empty: none.

@@ -219,7 +219,8 @@ void Session::stop_reading() {
 }
 
 bool Session::authenticate(const Frame& frame) {
-  if (auto refusal = refuse_unauthenticated(context_.auth_token, frame.meta)) {
+  if (auto refusal =
+          refuse_unauthenticated(context_.auth_token, frame.meta, frame.header.payload_bytes)) {
     spdlog::warn("tcp connection refused: {}", *refusal);
     send(make_error_reply(frame.header.request_id, WireError::unauthenticated, *refusal));
     stop_reading();
@@ -232,6 +233,7 @@ bool Session::authenticate(const Frame& frame) {
 
 void Session::handle(Frame frame) {
   last_activity_ = std::chrono::steady_clock::now();
+  ++context_.activity;
   if (!authenticated_ && !authenticate(frame)) return;
   const auto received_at = read_at_;
   const std::uint64_t request_id = frame.header.request_id;
@@ -376,6 +378,7 @@ asio::awaitable<void> Session::write_loop() {
     moved(written);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
     outbox_bytes_ -= bytes;
+    ++context_.activity;
     last_activity_ = write_waiting_since_ = std::chrono::steady_clock::now();
     read_resume_.wake_front();
     if (ec) {

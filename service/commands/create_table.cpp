@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "service/commands/handlers.h"
+#include "service/commands/sample_reply.h"
 #include "service/commands/table_json.h"
 #include "service/table_description.h"
 
@@ -16,6 +17,8 @@ Result<Outcome> create_table(Call& call) {
   REPLAYD_ASSIGN_OR_RETURN(bool exist_ok, call.args.boolean_or("exist_ok", false));
   REPLAYD_ASSIGN_OR_RETURN(TableConfig config,
                            parse_table_description(*description, "table", service.seed_source()));
+  REPLAYD_RETURN_IF_ERROR(commands::check_item_fits_frames(config, service.limits.max_frame_bytes,
+                                                           "table '" + config.name + "'"));
   if (auto existing = service.tables.find(config.name)) {
     if (!exist_ok) {
       return make_error(ErrorCode::already_exists, "table '" + config.name + "' already exists");

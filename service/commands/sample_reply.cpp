@@ -88,8 +88,54 @@ std::vector<std::uint64_t> reply_bytes_per_item(const Schema& schema) {
 }  // namespace
 
 std::uint64_t sample_reply_bytes(const Table& table, std::uint64_t n) {
-  auto layout = layout_columns(reply_bytes_per_item(table.schema()), n);
+  return sample_reply_bytes(table.schema(), n);
+}
+
+std::uint64_t sample_reply_bytes(const Schema& schema, std::uint64_t n) {
+  auto layout = layout_columns(reply_bytes_per_item(schema), n);
   return layout ? kHeaderBytes + layout->total_bytes : UINT64_MAX;
+}
+
+Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame_bytes,
+                              const std::string& where) {
+  const Schema& schema = config.schema;
+  // An insert of one item: the shortest metadata a client can send (op, table, n, columns),
+  // then the item's columns, each padded to 8 bytes.
+  json::array columns;
+  std::vector<std::uint64_t> field_bytes;
+  for (const auto& field : schema.fields()) {
+    json::array shape{1};
+    for (auto dim : field.shape)
+      shape.push_back(dim);
+    columns.push_back(json::object{
+        {"name", field.name}, {"dtype", dtype_name(field.dtype)}, {"shape", std::move(shape)}});
+    field_bytes.push_back(field.item_bytes());
+  }
+  const std::string insert_meta = json::serialize(json::object{
+      {"op", "insert"}, {"table", config.name}, {"n", 1}, {"columns", std::move(columns)}});
+  auto insert_layout = layout_columns(field_bytes, 1);
+  const std::uint64_t insert_bytes =
+      insert_layout ? kHeaderBytes + insert_meta.size() + insert_layout->total_bytes : UINT64_MAX;
+  // The reply to a sample of one item, its metadata at its longest (the widest state).
+  auto reply_layout = layout_columns(reply_bytes_per_item(schema), 1);
+  const std::uint64_t reply_bytes =
+      reply_layout
+          ? kHeaderBytes + sample_meta_prefix(schema, 1, *reply_layout).size() +
+                sampled_state(UINT32_MAX, {-1.7976931348623157e308, -2.2250738585072014e-308})
+                    .size() +
+                reply_layout->total_bytes
+          : UINT64_MAX;
+  auto refuse = [&](const char* frame, std::uint64_t bytes) {
+    return make_error(ErrorCode::invalid_argument,
+                      where + ": one item is " + std::to_string(schema.item_bytes()) +
+                          " bytes, so " + frame + " of one item is a frame of at least " +
+                          std::to_string(bytes) +
+                          " bytes, more than max_frame_bytes = " + std::to_string(max_frame_bytes) +
+                          "; such a table could never be filled or sampled");
+  };
+  if (insert_bytes > max_frame_bytes) return refuse("an insert", insert_bytes);
+  if (reply_bytes > max_frame_bytes) return refuse("the reply to a sample", reply_bytes);
+  return Ok{};
 }
 
 Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,

@@ -74,6 +74,21 @@ def test_a_large_frame_from_a_stranger_is_refused_from_its_header(guarded):
         assert_refused(raw)
 
 
+def test_a_hello_with_the_token_and_a_payload_is_refused(guarded):
+    # docs/PROTOCOL.md: no payload before the token is accepted, not even a small one.
+    with RawConnection(guarded.tcp_address) as raw:
+        raw.send(frame({"op": "hello", "token": TOKEN}, bytes(16))
+                 + frame({"op": "ping"}, request_id=2))
+        assert_refused(raw)
+
+
+def test_a_hello_with_the_token_and_an_unknown_key_is_refused(guarded):
+    with RawConnection(guarded.tcp_address) as raw:
+        raw.send(frame({"op": "hello", "token": TOKEN, "extra": 1})
+                 + frame({"op": "ping"}, request_id=2))
+        assert_refused(raw)
+
+
 def test_malformed_json_as_the_first_request_is_refused(guarded):
     with RawConnection(guarded.tcp_address) as raw:
         raw.send(frame("{not json"))

@@ -1,6 +1,7 @@
 """Reliability against the real server: values, sizes and connections that once broke it
 (priorities whose mass overflows, table sizes that ignored metadata, snapshots lost or
-failed at restart and shutdown, slow HTTP clients, unauthenticated connection floods)."""
+failed at restart and shutdown, slow HTTP clients, unauthenticated connection floods, items
+larger than a frame, memory kept after bursts)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import sys
 import time
 import urllib.request
@@ -20,6 +22,7 @@ import pytest
 
 import replayd
 from conftest import ServerProcess, resident_bytes, server_binary
+from raw_wire import RawConnection, frame
 
 FIELDS = {"x": ("float32", ())}
 
@@ -320,3 +323,82 @@ def test_idle_unauthenticated_tcp_connections_lock_out_no_unix_or_tcp_client(
     finally:
         for s in idle:
             s.close()
+
+
+# --- Items larger than a frame -----------------------------------------------------------
+
+FRAME_LIMITS = {"max_frame_bytes": 4096}
+
+
+@pytest.mark.parametrize("item_bytes, frame", [(8192, "an insert"), (3900, "the reply to a sample")])
+def test_a_table_whose_one_item_exceeds_max_frame_bytes_is_refused_at_create(
+        make_server, tmp_path, item_bytes, frame):
+    # 3900 bytes fit an insert (header, ~80 bytes of metadata, the item) but not the reply to
+    # a sample (header, ~400 bytes of metadata, 32 bytes of key, probability..., the item).
+    config = write_config(tmp_path, limits=FRAME_LIMITS)
+    server = make_server(extra_args=["--config", str(config)])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        with pytest.raises(replayd.InvalidArgument) as refused:
+            c.create_table("big", {"x": ("uint8", (item_bytes,))}, 4)
+        message = refused.value.message
+        assert f"one item is {item_bytes} bytes" in message and frame in message, message
+        assert "max_frame_bytes = 4096" in message, message
+        assert c.tables() == []
+        # The largest item that fits both ways is created, filled and sampled.
+        c.create_table("fits", {"x": ("uint8", (3000,))}, 4)
+        c.insert("fits", {"x": np.ones((1, 3000), dtype=np.uint8)})
+        assert c.sample("fits", 1).data["x"].shape == (1, 3000)
+
+
+def test_a_config_table_whose_one_item_exceeds_max_frame_bytes_stops_the_start(tmp_path):
+    config = write_config(tmp_path, limits=FRAME_LIMITS, tables=[
+        {"name": "big", "capacity": 4, "fields": [{"name": "x", "dtype": "uint8", "shape": [8192]}]}])
+    result = subprocess.run([str(server_binary()), "--config", str(config), "--unix", "",
+                             "--tcp", "127.0.0.1:0", "--metrics", ""],
+                            capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2
+    assert "tables[0]" in result.stderr and "one item is 8192 bytes" in result.stderr, result.stderr
+    assert "max_frame_bytes = 4096" in result.stderr, result.stderr
+
+
+# --- Memory kept after a burst --------------------------------------------------------------
+
+ROW_BYTES = 2048  # copied into sample replies (fields of 4096 bytes and more are viewed)
+
+
+def test_rss_returns_near_its_level_before_a_burst_of_large_replies_once_idle(make_server):
+    server = make_server()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("rows", {"x": ("uint8", (ROW_BYTES,))}, 8192)
+        for _ in range(8):
+            c.insert("rows", {"x": np.ones((1024, ROW_BYTES), dtype=np.uint8)})
+        c.sample("rows", 4096)
+    time.sleep(1.5)
+    before = rss_bytes(server)
+
+    # 4 connections each ask for 12 replies of 8 MiB before reading any: each holds about
+    # max_queued_reply_bytes (64 MiB) + one reply of queued replies until it reads.
+    request = {"op": "sample", "table": "rows", "n": 4096}
+    connections = [RawConnection(server.unix_address, timeout=30) for _ in range(4)]
+    try:
+        for raw in connections:
+            raw.send(b"".join(frame(request, request_id=i + 1) for i in range(12)))
+        time.sleep(1.0)
+        peak = rss_bytes(server)
+        for raw in connections:
+            for _ in range(12):
+                reply = raw.read_reply(timeout=30)
+                assert reply is not None and "n" in reply[1], reply
+    finally:
+        for raw in connections:
+            raw.close()
+
+    deadline = time.monotonic() + 6
+    after = rss_bytes(server)
+    while after > before + 32 * MIB and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = rss_bytes(server)
+    print(f"VmRSS before {before / MIB:.0f} MiB, during the burst {peak / MIB:.0f} MiB, "
+          f"idle after it {after / MIB:.0f} MiB")
+    assert peak > before + 128 * MIB  # the burst really held memory
+    assert after <= before + 32 * MIB
