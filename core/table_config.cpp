@@ -4,6 +4,37 @@
 #include "core/storage.h"
 
 namespace replayd {
+namespace {
+
+Status validate_episode_config(const TableConfig& config) {
+  const std::string who = "table '" + config.name + "': ";
+  const SelectorKind sampler = config.sampler.kind;
+  if (sampler != SelectorKind::uniform && sampler != SelectorKind::prioritized) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "sampler of an episodic table must be uniform or prioritized, got " +
+                          std::string(selector_kind_name(sampler)));
+  }
+  const int reward = config.schema.find(config.episodes.reward_field);
+  if (reward < 0) {
+    return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: no field named '" +
+                                                       config.episodes.reward_field + "'");
+  }
+  const Field& field = config.schema.field(static_cast<std::size_t>(reward));
+  if (!field.shape.empty() || (field.dtype != DType::float32 && field.dtype != DType::float64)) {
+    return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: field '" +
+                                                       field.name +
+                                                       "' must be a scalar float32 or float64");
+  }
+  for (const auto& name : config.episodes.bootstrap_fields) {
+    if (config.schema.find(name) < 0) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "episodes.bootstrap_fields: no field named '" + name + "'");
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace
 
 bool is_valid_table_name(std::string_view name) {
   if (name.empty() || name.size() > Schema::kMaxNameChars) return false;
@@ -29,12 +60,13 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                                                        std::to_string(Storage::kMaxCapacity) +
                                                        ", got " + std::to_string(config.capacity));
   }
-  const uint128 data_bytes = static_cast<uint128>(config.capacity) * config.schema.item_bytes();
+  const std::uint64_t slot_bytes =
+      config.schema.item_bytes() + (config.episodes.enabled ? kEpisodeBytesPerSlot : 0);
+  const uint128 data_bytes = static_cast<uint128>(config.capacity) * slot_bytes;
   if (data_bytes > max_table_bytes) {
     return make_error(ErrorCode::resource_exhausted,
                       who + "capacity " + std::to_string(config.capacity) + " x " +
-                          std::to_string(config.schema.item_bytes()) +
-                          " bytes per item exceeds the limit of " +
+                          std::to_string(slot_bytes) + " bytes per item exceeds the limit of " +
                           std::to_string(max_table_bytes) + " bytes per table");
   }
   if (config.remover == SelectorKind::prioritized) {
@@ -48,6 +80,7 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           ") exceeds capacity (" + std::to_string(config.capacity) +
                           "): sampling could never start");
   }
+  if (config.episodes.enabled) return validate_episode_config(config);
   return Ok{};
 }
 
