@@ -14,129 +14,13 @@
 
 #include "core/table.h"
 #include "tests/core/chi_square.h"
+#include "tests/core/episode_fixtures.h"
 
 namespace replayd {
 namespace {
 
 using Catch::Matchers::Contains;
-
-Schema step_schema() {
-  auto schema =
-      Schema::create({Field{"id", DType::int64, {}}, Field{"obs", DType::float32, {}},
-                      Field{"next_obs", DType::float32, {}}, Field{"rew", DType::float32, {}}});
-  REQUIRE(schema.ok());
-  return schema.value();
-}
-
-TableConfig episodic_config(std::uint32_t capacity, bool prioritized = false,
-                            std::uint64_t seed = 7) {
-  TableConfig config;
-  config.name = "episodes";
-  config.schema = step_schema();
-  config.capacity = capacity;
-  config.sampler =
-      SelectorConfig{prioritized ? SelectorKind::prioritized : SelectorKind::uniform, 1.0};
-  config.remover = SelectorKind::fifo;
-  config.rate_limiter = RateLimiterConfig::min_size(1);
-  config.seed = seed;
-  config.episodes.enabled = true;
-  return config;
-}
-
-std::unique_ptr<Table> make_table(const TableConfig& config) {
-  auto table = Table::create(config);
-  INFO((table.ok() ? std::string() : table.error().message));
-  REQUIRE(table.ok());
-  return std::move(table).value();
-}
-
-// Rows of steps: id, obs = id, next_obs = id + 0.5, rew as given.
-struct StepRows {
-  std::vector<std::int64_t> id;
-  std::vector<float> obs, next_obs, rew;
-  std::vector<std::span<const std::byte>> spans;
-
-  StepRows(const std::vector<std::int64_t>& ids, const std::vector<float>& rewards)
-      : id(ids), rew(rewards) {
-    for (auto value : ids) {
-      obs.push_back(static_cast<float>(value));
-      next_obs.push_back(static_cast<float>(value) + 0.5f);
-    }
-    spans = {std::as_bytes(std::span(id)), std::as_bytes(std::span(obs)),
-             std::as_bytes(std::span(next_obs)), std::as_bytes(std::span(rew))};
-  }
-};
-
-Status append(Table& table, std::uint64_t writer, const std::vector<std::uint64_t>& episodes,
-              const std::vector<std::int64_t>& ids, const std::vector<float>& rewards,
-              std::vector<std::uint64_t>& keys, const std::vector<double>& priorities = {}) {
-  StepRows rows(ids, rewards);
-  keys.assign(ids.size(), 0);
-  return table.append_steps(writer, episodes, rows.spans, ids.size(), priorities, keys);
-}
-
-struct NStepDraws {
-  Status status = Ok{};
-  std::vector<std::uint64_t> keys;
-  std::vector<double> probabilities, weights, discounts;
-  std::vector<std::uint32_t> times, steps;
-  std::vector<std::int64_t> id;
-  std::vector<float> obs, next_obs, rew, returns, bootstrap;
-};
-
-NStepDraws sample_nstep(Table& table, std::uint64_t n, const NStepRequest& request) {
-  NStepDraws d;
-  d.keys.resize(n);
-  d.probabilities.resize(n);
-  d.weights.resize(n);
-  d.discounts.resize(n);
-  d.times.resize(n);
-  d.steps.resize(n);
-  d.id.resize(n);
-  d.obs.resize(n);
-  d.next_obs.resize(n);
-  d.rew.resize(n);
-  d.returns.resize(n);
-  d.bootstrap.resize(n);
-  std::vector<std::span<std::byte>> columns{
-      std::as_writable_bytes(std::span(d.id)), std::as_writable_bytes(std::span(d.obs)),
-      std::as_writable_bytes(std::span(d.next_obs)), std::as_writable_bytes(std::span(d.rew))};
-  std::vector<std::span<std::byte>> bootstrap{std::as_writable_bytes(std::span(d.bootstrap))};
-  NStepBuffers out{SampleBuffers{d.keys, d.probabilities, d.weights, d.times, columns},
-                   std::as_writable_bytes(std::span(d.returns)), bootstrap, d.discounts, d.steps};
-  d.status = table.sample_nstep(n, request, out);
-  return d;
-}
-
-struct SequenceDraws {
-  Status status = Ok{};
-  std::vector<std::uint64_t> keys;
-  std::vector<double> probabilities, weights;
-  std::vector<std::uint32_t> times;
-  std::vector<std::int64_t> id;
-  std::vector<float> obs, next_obs, rew;
-  std::vector<std::uint8_t> mask;
-};
-
-SequenceDraws sample_sequences(Table& table, std::uint64_t n, const SequenceRequest& request) {
-  const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
-  SequenceDraws d;
-  d.keys.resize(n);
-  d.probabilities.resize(n);
-  d.weights.resize(n);
-  d.times.resize(n);
-  d.id.resize(n * steps);
-  d.obs.resize(n * steps);
-  d.next_obs.resize(n * steps);
-  d.rew.resize(n * steps);
-  d.mask.resize(n * steps);
-  std::vector<std::span<std::byte>> columns{
-      std::as_writable_bytes(std::span(d.id)), std::as_writable_bytes(std::span(d.obs)),
-      std::as_writable_bytes(std::span(d.next_obs)), std::as_writable_bytes(std::span(d.rew))};
-  d.status = table.sample_sequences(
-      n, request, SequenceBuffers{d.keys, d.probabilities, d.weights, d.times, columns, d.mask});
-  return d;
-}
+using namespace testing;
 
 // ---- The reference model: every step ever appended, in a vector; everything recomputed by
 // brute force from it. Eviction is FIFO over stored steps, as the table's remover.
@@ -393,6 +277,293 @@ TEST_CASE("prioritized n-step draws match the model's probabilities through prio
     INFO("seed " << seed);
     run_random_stream(true, seed);
   }
+}
+
+// Appends one step to `episode` and returns its key.
+std::uint64_t step(Table& table, std::uint64_t writer, std::uint64_t episode, std::int64_t id,
+                   float rew = 1.0f, double priority = -1) {
+  std::vector<std::uint64_t> keys;
+  std::vector<double> priorities;
+  if (priority >= 0) priorities.push_back(priority);
+  const Status status = append(table, writer, {episode}, {id}, {rew}, keys, priorities);
+  INFO((status.ok() ? std::string() : status.error().message));
+  REQUIRE(status.ok());
+  return keys[0];
+}
+
+TEST_CASE("an n-step transition sums discounted rewards and bootstraps h steps later") {
+  auto table = make_table(episodic_config(16));
+  const auto episode = table->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 4; ++id)
+    step(*table, 1, episode, id, static_cast<float>(id));  // rewards 1, 2, 3, 4
+  // Open episode, k = 3: only starts with 3 steps stored are valid (ids 1 and 2).
+  CHECK(table->nstep_starts({3, 0.5, 0}).value() == 2);
+  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  // Ended: every step is a start; windows shrink at the end.
+  CHECK(table->nstep_starts({3, 0.5, 0}).value() == 4);
+  for (int draw = 0; draw < 50; ++draw) {
+    auto d = sample_nstep(*table, 1, {3, 0.5, 0});
+    REQUIRE(d.status.ok());
+    switch (d.id[0]) {
+      case 1:  // 1 + 0.5 * 2 + 0.25 * 3, bootstrap from step 3, not terminal
+        CHECK(d.returns[0] == 2.75f);
+        CHECK(d.bootstrap[0] == 3.5f);
+        CHECK(d.discounts[0] == 0.125);
+        CHECK(d.steps[0] == 3);
+        break;
+      case 3:  // 3 + 0.5 * 4, the episode terminates at step 4: no bootstrap
+        CHECK(d.returns[0] == 5.0f);
+        CHECK(d.bootstrap[0] == 4.5f);
+        CHECK(d.discounts[0] == 0.0);
+        CHECK(d.steps[0] == 2);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+TEST_CASE("a truncated episode bootstraps from its final observation with gamma^h") {
+  auto table = make_table(episodic_config(16));
+  const auto episode = table->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 2; ++id)
+    step(*table, 1, episode, id, 1.0f);
+  REQUIRE(table->end_episode(1, episode, EpisodeEnd::truncated).ok());
+  std::set<std::int64_t> seen;
+  for (int draw = 0; draw < 40; ++draw) {
+    auto d = sample_nstep(*table, 1, {5, 0.5, 0});
+    REQUIRE(d.status.ok());
+    seen.insert(d.id[0]);
+    const std::uint32_t h = d.id[0] == 1 ? 2 : 1;
+    CHECK(d.steps[0] == h);
+    CHECK(d.bootstrap[0] == 2.5f);  // next_obs of the last step
+    CHECK(d.discounts[0] == std::pow(0.5, h));
+  }
+  CHECK(seen == std::set<std::int64_t>{1, 2});
+}
+
+TEST_CASE("an episode whose first steps were evicted stays usable for windows wholly stored") {
+  auto table = make_table(episodic_config(4));
+  const auto episode = table->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 6; ++id)
+    step(*table, 1, episode, id);  // steps 1 and 2 evicted
+  CHECK(table->size() == 4);
+  CHECK(table->episodes()->find(episode)->first == 2);
+  CHECK(table->nstep_starts({2, 1.0, 0}).value() == 3);  // ids 3, 4, 5
+  CHECK(table->sequence_starts({4, 1, 0, false, 0}).value() == 1);
+  // A burn-in that reaches back to evicted steps makes the start unusable.
+  CHECK(table->sequence_starts({2, 1, 1, false, 0}).value() == 2);  // ids 4, 5
+}
+
+TEST_CASE("a padded sequence masks the steps past its episode's end, an unpadded one is full") {
+  auto table = make_table(episodic_config(16));
+  const auto episode = table->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 3; ++id)
+    step(*table, 1, episode, id);
+  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  CHECK(table->sequence_starts({4, 1, 0, false, 0}).value() == 0);
+  CHECK(sample_sequences(*table, 1, {4, 1, 0, false, 0}).status.error().code ==
+        ErrorCode::would_block);
+  CHECK(table->sequence_starts({4, 1, 0, true, 0}).value() == 3);
+  CHECK(table->sequence_starts({4, 2, 0, true, 0}).value() == 2);  // positions 0 and 2
+  for (int draw = 0; draw < 20; ++draw) {
+    auto d = sample_sequences(*table, 1, {4, 1, 0, true, 0});
+    REQUIRE(d.status.ok());
+    const std::int64_t first = d.id[0];
+    for (std::int64_t j = 0; j < 4; ++j) {
+      const bool real = first + j <= 3;
+      CHECK(d.mask[j] == (real ? 1 : 0));
+      CHECK(d.id[j] == (real ? first + j : 0));
+    }
+  }
+}
+
+TEST_CASE("a writer that leaves mid-episode has it ended as truncated, its steps kept") {
+  auto table = make_table(episodic_config(16));
+  const auto with_steps = table->open_episode(7).value();
+  const auto empty = table->open_episode(7).value();
+  const auto other = table->open_episode(8).value();
+  step(*table, 7, with_steps, 1);
+  step(*table, 7, with_steps, 2);
+  step(*table, 8, other, 3);
+  CHECK(table->end_writer(7) == 1);
+  CHECK(table->episodes()->find(with_steps)->state == EpisodeState::truncated);
+  CHECK(table->episodes()->find(empty) == nullptr);
+  CHECK(table->episodes()->find(other)->state == EpisodeState::open);
+  CHECK(table->size() == 3);
+  CHECK(table->nstep_starts({3, 1.0, 0}).value() == 2);  // short windows of the ended episode
+}
+
+TEST_CASE("malformed episodic requests are refused by name and change nothing") {
+  auto table = make_table(episodic_config(8));
+  const auto episode = table->open_episode(1).value();
+  const auto empty = table->open_episode(1).value();
+  step(*table, 1, episode, 1);
+  step(*table, 1, episode, 2);
+  const TableInfo before = table->info();
+  const auto code_of = [](const Status& status) {
+    REQUIRE_FALSE(status.ok());
+    return status.error().code;
+  };
+  CHECK(code_of(sample_nstep(*table, 1, {0, 0.9, 0}).status) == ErrorCode::invalid_argument);
+  CHECK(code_of(sample_nstep(*table, 1, {9, 0.9, 0}).status) == ErrorCode::invalid_argument);
+  CHECK(code_of(sample_nstep(*table, 1, {1, -0.1, 0}).status) == ErrorCode::invalid_argument);
+  CHECK(code_of(sample_nstep(*table, 1, {1, 1.5, 0}).status) == ErrorCode::invalid_argument);
+  CHECK(code_of(sample_nstep(*table, 1, {1, std::nan(""), 0}).status) ==
+        ErrorCode::invalid_argument);
+  CHECK(code_of(sample_nstep(*table, 1, {1, 0.9, -1}).status) == ErrorCode::invalid_argument);
+  CHECK(code_of(sample_sequences(*table, 1, {0, 1, 0, false, 0}).status) ==
+        ErrorCode::invalid_argument);
+  CHECK(code_of(sample_sequences(*table, 1, {9, 1, 0, false, 0}).status) ==
+        ErrorCode::invalid_argument);
+  CHECK(code_of(sample_sequences(*table, 1, {6, 1, 3, false, 0}).status) ==
+        ErrorCode::invalid_argument);
+  CHECK(code_of(sample_sequences(*table, 1, {2, 0, 0, false, 0}).status) ==
+        ErrorCode::invalid_argument);
+  auto ended_empty = table->end_episode(1, empty, EpisodeEnd::terminated);
+  CHECK(code_of(ended_empty) == ErrorCode::invalid_argument);
+  CHECK_THAT(ended_empty.error().message, Contains("has no steps"));
+  CHECK_THAT(table->end_episode(2, episode, EpisodeEnd::terminated).error().message,
+             Contains("not open for this writer"));
+  CHECK(code_of(table->end_episode(1, 999, EpisodeEnd::truncated)) == ErrorCode::invalid_argument);
+  std::vector<std::uint64_t> keys;
+  CHECK(code_of(append(*table, 2, {episode}, {3}, {1.0f}, keys)) == ErrorCode::invalid_argument);
+  // A batch with one bad episode id stores none of its steps.
+  CHECK(code_of(append(*table, 1, {episode, 999}, {3, 4}, {1.0f, 1.0f}, keys)) ==
+        ErrorCode::invalid_argument);
+  CHECK(code_of(append(*table, 1, {episode}, {3, 4}, {1.0f, 1.0f}, keys)) ==
+        ErrorCode::invalid_argument);
+  StepRows rows({3}, {1.0f});
+  keys.assign(1, 0);
+  CHECK(code_of(table->insert(rows.spans, 1, {}, keys)) == ErrorCode::failed_precondition);
+  CHECK(table->info().counters == before.counters);
+  CHECK(table->size() == 2);
+  CHECK(table->episodes()->find(episode)->length == 2);
+  CHECK(table->episodes()->find(episode)->state == EpisodeState::open);
+  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  CHECK(code_of(table->end_episode(1, episode, EpisodeEnd::terminated)) ==
+        ErrorCode::invalid_argument);
+  CHECK(code_of(append(*table, 1, {episode}, {3}, {1.0f}, keys)) == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("a table that is not episodic refuses episode operations") {
+  TableConfig config = episodic_config(8);
+  config.episodes.enabled = false;
+  auto table = make_table(config);
+  CHECK(table->open_episode(1).error().code == ErrorCode::failed_precondition);
+  CHECK(sample_nstep(*table, 1, {1, 0.9, 0}).status.error().code == ErrorCode::failed_precondition);
+  CHECK(table->end_writer(1) == 0);
+}
+
+TEST_CASE("an episodic table needs a uniform or prioritized sampler and a float reward field") {
+  TableConfig config = episodic_config(8);
+  config.sampler.kind = SelectorKind::fifo;
+  CHECK_THAT(Table::create(config).error().message, Contains("uniform or prioritized"));
+  config = episodic_config(8);
+  config.episodes.reward_field = "id";
+  CHECK_THAT(Table::create(config).error().message, Contains("scalar float32 or float64"));
+  config.episodes.reward_field = "reward";
+  CHECK_THAT(Table::create(config).error().message, Contains("no field named 'reward'"));
+  config = episodic_config(8);
+  config.episodes.bootstrap_fields = {"next_state"};
+  CHECK_THAT(Table::create(config).error().message, Contains("no field named 'next_state'"));
+  config = episodic_config(8);
+  const std::uint64_t item = config.schema.item_bytes();
+  CHECK(Table::create(config, 8 * item).error().code == ErrorCode::resource_exhausted);
+  CHECK(Table::create(config, 8 * (item + kEpisodeBytesPerSlot)).ok());
+}
+
+TEST_CASE("more distinct window requirements than the limit are refused") {
+  auto table = make_table(episodic_config(16));
+  for (std::uint32_t k = 1; k <= WindowIndexSet::kMaxIndexes; ++k)
+    CHECK(table->nstep_starts({k, 0.9, 0}).ok());
+  CHECK(table->nstep_starts({1, 0.5, 0}).ok());  // gamma is not part of the requirement
+  CHECK(table->sequence_starts({3, 1, 0, false, 0}).error().code == ErrorCode::resource_exhausted);
+}
+
+TEST_CASE("a start sampled max_times_sampled times retires, its step stays for other windows") {
+  TableConfig config = episodic_config(16);
+  config.max_times_sampled = 2;
+  auto table = make_table(config);
+  const auto episode = table->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 3; ++id)
+    step(*table, 1, episode, id);
+  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  // 3 starts x 2 draws each: a sample of 7 can never be served, one of 6 can.
+  CHECK(sample_nstep(*table, 7, {1, 0.9, 0}).status.error().code == ErrorCode::would_block);
+  auto d = sample_nstep(*table, 6, {1, 0.9, 0});
+  REQUIRE(d.status.ok());
+  std::map<std::int64_t, int> draws;
+  for (auto id : d.id)
+    ++draws[id];
+  CHECK(draws == std::map<std::int64_t, int>{{1, 2}, {2, 2}, {3, 2}});
+  CHECK(table->nstep_starts({1, 0.9, 0}).value() == 0);
+  CHECK(table->size() == 3);  // the steps stay as data
+  CHECK(table->info().counters.expirations == 3);
+  // A retired start is retired for every window, also one built afterwards.
+  CHECK(table->nstep_starts({2, 0.9, 0}).value() == 0);
+}
+
+TEST_CASE("n-step starts are drawn uniformly over exactly the valid starts") {
+  auto table = make_table(episodic_config(40, false, 99));
+  // Two interleaved episodes, one ended, one open; 40 steps then 10 evicted.
+  const auto a = table->open_episode(1).value();
+  const auto b = table->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 50; ++id)
+    step(*table, 1, id % 2 ? a : b, id);
+  REQUIRE(table->end_episode(1, a, EpisodeEnd::truncated).ok());
+  // b (even ids 12..50, open): starts with 3 stored steps: ids 12..46; a: every stored step.
+  std::map<std::int64_t, std::size_t> index;
+  for (std::int64_t id = 11; id <= 50; ++id) {
+    if (id % 2 == 1 || id <= 46) index.emplace(id, index.size());
+  }
+  REQUIRE(table->nstep_starts({3, 0.9, 0}).value() == index.size());
+  std::vector<std::uint64_t> counts(index.size(), 0);
+  for (int draw = 0; draw < 2000; ++draw) {
+    auto d = sample_nstep(*table, 100, {3, 0.9, 0});
+    REQUIRE(d.status.ok());
+    for (auto id : d.id) {
+      REQUIRE(index.count(id) == 1);
+      ++counts[index.at(id)];
+    }
+  }
+  const auto test =
+      testing::chi_square(counts, std::vector<double>(index.size(), 1.0 / index.size()));
+  INFO("chi2 = " << test.statistic << ", df = " << test.df << ", critical = " << test.critical);
+  CHECK(test.passes());
+}
+
+TEST_CASE("prioritized sequences are drawn in proportion to their start's priority^alpha") {
+  TableConfig config = episodic_config(32, true, 5);
+  config.sampler.priority_exponent = 0.5;
+  auto table = make_table(config);
+  const auto episode = table->open_episode(1).value();
+  std::vector<double> priorities;
+  for (std::int64_t id = 1; id <= 20; ++id) {
+    priorities.push_back(static_cast<double>(id % 5));  // 0 never drawn
+    step(*table, 1, episode, id, 1.0f, priorities.back());
+  }
+  // Sequences of 4, stride 2: starts at positions 0, 2, ..., 16 (ids 1, 3, ..., 17).
+  std::vector<double> expected(20, 0.0);
+  double total = 0;
+  for (std::int64_t id = 1; id <= 17; id += 2)
+    total += std::sqrt(priorities[id - 1]);
+  for (std::int64_t id = 1; id <= 17; id += 2)
+    expected[id - 1] = std::sqrt(priorities[id - 1]) / total;
+  std::vector<std::uint64_t> counts(20, 0);
+  for (int draw = 0; draw < 2000; ++draw) {
+    auto d = sample_sequences(*table, 100, {4, 2, 0, false, 0.4});
+    REQUIRE(d.status.ok());
+    for (std::size_t i = 0; i < 100; ++i) {
+      const std::int64_t id = d.id[i * 4];
+      REQUIRE(expected[id - 1] > 0);
+      REQUIRE(d.probabilities[i] == Approx(expected[id - 1]).epsilon(1e-9));
+      ++counts[id - 1];
+    }
+  }
+  const auto test = testing::chi_square(counts, expected);
+  INFO("chi2 = " << test.statistic << ", df = " << test.df << ", critical = " << test.critical);
+  CHECK(test.passes());
 }
 
 }  // namespace

@@ -567,7 +567,8 @@ TEST_CASE("a field sampled in place points at the stored bytes of each drawn ite
   // obs (field 1) is viewed in place; id and rew are copied.
   const std::vector<std::span<std::byte>> columns{id_column, {}, rew_column};
   const std::vector<std::span<const std::byte*>> rows{{}, obs_rows, {}};
-  REQUIRE(table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, rows}).ok());
+  REQUIRE(table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, rows})
+              .ok());
   for (std::uint64_t i = 0; i < n; ++i) {
     std::int64_t id = 0;
     std::memcpy(&id, id_column.data() + i * sizeof id, sizeof id);
@@ -581,7 +582,8 @@ TEST_CASE("a field sampled in place points at the stored bytes of each drawn ite
   // A field neither copied nor viewed (no row pointers for it) is refused.
   const std::vector<std::span<const std::byte*>> too_few{{}, {}, {}};
   CHECK_FALSE(
-      table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, too_few}).ok());
+      table->sample(n, 0.0, SampleBuffers{keys, probabilities, weights, times, columns, too_few})
+          .ok());
 }
 
 TEST_CASE("a prioritized table reports each item's probability and importance weight") {

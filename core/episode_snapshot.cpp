@@ -1,0 +1,118 @@
+#include "core/episode_snapshot.h"
+
+#include <vector>
+
+namespace replayd {
+namespace {
+
+constexpr std::uint32_t kEpisodeHeader = section_tag("TEPH");
+constexpr std::uint32_t kEpisodeStream = section_tag("TEPS");
+// id u64, writer u64, state u8, length u32, first u32, slot count u32.
+constexpr std::uint64_t kEpisodeRecordBytes = 8 + 8 + 1 + 4 + 4 + 4;
+
+Error bad(const std::string& what) {
+  return make_error(ErrorCode::invalid_argument, what);
+}
+
+}  // namespace
+
+Status write_episode_sections(const EpisodeIndex& episodes, SectionWriter& writer) {
+  std::uint64_t count = 0;
+  std::uint64_t bytes = 0;
+  episodes.for_each([&](std::uint64_t, const Episode& episode) {
+    ++count;
+    bytes += kEpisodeRecordBytes + 4 * episode.slots.size();
+  });
+  ByteWriter header;
+  header.u64(episodes.next_id());
+  header.u64(count);
+  header.u64(bytes);
+  REPLAYD_RETURN_IF_ERROR(writer.section(kEpisodeHeader, header.data()));
+  writer.begin_stream(kEpisodeStream);
+  Status status = Ok{};
+  episodes.for_each([&](std::uint64_t id, const Episode& episode) {
+    const auto state = static_cast<std::uint8_t>(episode.state);
+    const auto slots = static_cast<std::uint32_t>(episode.slots.size());
+    if (status) status = writer.append_value(id);
+    if (status) status = writer.append_value(episode.writer);
+    if (status) status = writer.append_value(state);
+    if (status) status = writer.append_value(episode.length);
+    if (status) status = writer.append_value(episode.first);
+    if (status) status = writer.append_value(slots);
+    for (auto slot : episode.slots) {
+      if (status) status = writer.append_value(slot);
+    }
+  });
+  REPLAYD_RETURN_IF_ERROR(status);
+  return writer.end_stream();
+}
+
+Status read_episode_sections(SectionReader& reader, const Storage& storage,
+                             std::size_t max_open_episodes, EpisodeIndex& episodes) {
+  REPLAYD_ASSIGN_OR_RETURN(auto header_bytes, reader.section(kEpisodeHeader));
+  ByteReader header(header_bytes);
+  std::uint64_t next_id = 0, count = 0, bytes = 0;
+  if (!header.u64(next_id) || !header.u64(count) || !header.u64(bytes) || header.remaining()) {
+    return bad("section TEPH: header is cut short or too long");
+  }
+  // Each live episode owns a stored step or is open; both are bounded.
+  const std::uint64_t most = std::uint64_t{storage.capacity()} + max_open_episodes;
+  if (count > most || bytes > count * kEpisodeRecordBytes + 4 * (most + storage.capacity()) ||
+      next_id == 0) {
+    return bad("section TEPH: " + std::to_string(count) + " episodes in " + std::to_string(bytes) +
+               " bytes exceed what the table can hold");
+  }
+  std::vector<std::uint8_t> claimed(storage.capacity(), 0);
+  std::uint64_t claimed_count = 0;
+  std::size_t open = 0;
+  std::uint64_t previous_id = 0;
+  reader.begin_stream(kEpisodeStream, bytes);
+  for (std::uint64_t e = 0; e < count; ++e) {
+    std::uint64_t id = 0;
+    Episode episode;
+    std::uint8_t state = 0;
+    std::uint32_t slots = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(id));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(episode.writer));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(state));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(episode.length));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(episode.first));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(slots));
+    const std::string who = "section TEPS: episode " + std::to_string(id) + ": ";
+    if (id <= previous_id || id >= next_id) return bad(who + "id out of order or range");
+    previous_id = id;
+    if (state > 2) return bad(who + "unknown state " + std::to_string(state));
+    episode.state = static_cast<EpisodeState>(state);
+    if (episode.length > EpisodeIndex::kMaxEpisodeLength || episode.first > episode.length ||
+        slots != episode.length - episode.first || slots > storage.capacity()) {
+      return bad(who + "positions disagree (length, first stored, slots)");
+    }
+    for (std::uint32_t i = 0; i < slots; ++i) {
+      std::uint32_t slot = 0;
+      REPLAYD_RETURN_IF_ERROR(reader.read_value(slot));
+      if (slot != EpisodeIndex::kNoSlot) {
+        if (slot >= storage.capacity() || !storage.occupied(slot) || claimed[slot]) {
+          return bad(who + "slot " + std::to_string(slot) + " is free or claimed twice");
+        }
+        claimed[slot] = 1;
+        ++claimed_count;
+        ++episode.stored;
+      } else if (i == 0) {
+        return bad(who + "its first listed step is not stored");
+      }
+      episode.slots.push_back(slot);
+    }
+    if (episode.ended() && episode.stored == 0) return bad(who + "ended with no stored step");
+    if (!episode.ended() && ++open > max_open_episodes) return bad(who + "too many open episodes");
+    episodes.restore(id, std::move(episode));
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  if (claimed_count != storage.size()) {
+    return bad("section TEPS: " + std::to_string(storage.size() - claimed_count) +
+               " stored steps belong to no episode");
+  }
+  episodes.set_next_id(next_id);
+  return Ok{};
+}
+
+}  // namespace replayd
