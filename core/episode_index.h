@@ -72,6 +72,7 @@ class EpisodeIndex {
   }
   // Ids of `writer`'s open episodes, ascending. O(episodes).
   std::vector<std::uint64_t> open_episodes(std::uint64_t writer) const;
+  std::uint32_t capacity() const { return static_cast<std::uint32_t>(steps_.size()); }
   std::size_t live_episodes() const { return episodes_.size(); }
   std::size_t open_count() const { return open_count_; }
   std::uint64_t next_id() const { return next_id_; }

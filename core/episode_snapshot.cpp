@@ -1,5 +1,6 @@
 #include "core/episode_snapshot.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace replayd {
@@ -7,6 +8,7 @@ namespace {
 
 constexpr std::uint32_t kEpisodeHeader = section_tag("TEPH");
 constexpr std::uint32_t kEpisodeStream = section_tag("TEPS");
+constexpr std::uint32_t kSequenceStream = section_tag("TEPQ");
 // id u64, writer u64, state u8, length u32, first u32, slot count u32.
 constexpr std::uint64_t kEpisodeRecordBytes = 8 + 8 + 1 + 4 + 4 + 4;
 
@@ -16,7 +18,8 @@ Error bad(const std::string& what) {
 
 }  // namespace
 
-Status write_episode_sections(const EpisodeIndex& episodes, SectionWriter& writer) {
+Status write_episode_sections(const EpisodeIndex& episodes, const StepLog& log,
+                              SectionWriter& writer) {
   std::uint64_t count = 0;
   std::uint64_t bytes = 0;
   episodes.for_each([&](std::uint64_t, const Episode& episode) {
@@ -27,6 +30,7 @@ Status write_episode_sections(const EpisodeIndex& episodes, SectionWriter& write
   header.u64(episodes.next_id());
   header.u64(count);
   header.u64(bytes);
+  header.u64(log.last_sequence());
   REPLAYD_RETURN_IF_ERROR(writer.section(kEpisodeHeader, header.data()));
   writer.begin_stream(kEpisodeStream);
   Status status = Ok{};
@@ -44,15 +48,21 @@ Status write_episode_sections(const EpisodeIndex& episodes, SectionWriter& write
     }
   });
   REPLAYD_RETURN_IF_ERROR(status);
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+  writer.begin_stream(kSequenceStream);
+  for (std::uint32_t slot = 0; slot < episodes.capacity(); ++slot) {
+    REPLAYD_RETURN_IF_ERROR(writer.append_value(log.sequence(slot)));
+  }
   return writer.end_stream();
 }
 
 Status read_episode_sections(SectionReader& reader, const Storage& storage,
-                             std::size_t max_open_episodes, EpisodeIndex& episodes) {
+                             std::size_t max_open_episodes, EpisodeIndex& episodes, StepLog& log) {
   REPLAYD_ASSIGN_OR_RETURN(auto header_bytes, reader.section(kEpisodeHeader));
   ByteReader header(header_bytes);
-  std::uint64_t next_id = 0, count = 0, bytes = 0;
-  if (!header.u64(next_id) || !header.u64(count) || !header.u64(bytes) || header.remaining()) {
+  std::uint64_t next_id = 0, count = 0, bytes = 0, last_sequence = 0;
+  if (!header.u64(next_id) || !header.u64(count) || !header.u64(bytes) ||
+      !header.u64(last_sequence) || header.remaining()) {
     return bad("section TEPH: header is cut short or too long");
   }
   // Each live episode owns a stored step or is open; both are bounded.
@@ -111,7 +121,25 @@ Status read_episode_sections(SectionReader& reader, const Storage& storage,
     return bad("section TEPS: " + std::to_string(storage.size() - claimed_count) +
                " stored steps belong to no episode");
   }
+  std::vector<std::uint64_t> sequences(storage.capacity(), 0);
+  reader.begin_stream(kSequenceStream, std::uint64_t{8} * storage.capacity());
+  for (auto& sequence : sequences)
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(sequence));
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  std::vector<std::uint64_t> sorted;
+  for (std::uint32_t slot = 0; slot < storage.capacity(); ++slot) {
+    if ((sequences[slot] != 0) != storage.occupied(slot) || sequences[slot] > last_sequence) {
+      return bad("section TEPQ: slot " + std::to_string(slot) +
+                 ": insertion sequence disagrees with the stored steps");
+    }
+    if (sequences[slot] != 0) sorted.push_back(sequences[slot]);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return bad("section TEPQ: two steps share an insertion sequence");
+  }
   episodes.set_next_id(next_id);
+  log.restore(std::move(sequences), last_sequence);
   return Ok{};
 }
 

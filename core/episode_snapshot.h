@@ -1,7 +1,8 @@
-// Snapshot sections of an episodic table's episodes (docs/SNAPSHOT.md, "Episodes"): a TEPH
-// header (next episode id, episode count, stream bytes) and a TEPS stream with every live
-// episode: id, writer, state, length, first stored position, and the slot of each position
-// from there (or none). Window indexes are not saved: they are a function of the episodes,
+// Snapshot sections of an episodic table's episodes (docs/SNAPSHOT.md): a TEPH header
+// (next episode id, episode count, stream bytes, last insertion sequence), a TEPS stream
+// with every live episode: id, writer, state, length, first stored position, and the slot
+// of each position from there (or none); and a TEPQ stream with each slot's insertion
+// sequence (0 when free). Window indexes are not saved: they are a function of the episodes,
 // the stored steps, their priorities and times sampled, and are rebuilt on first use.
 // Pure functions; the caller must not mutate the table while writing.
 #pragma once
@@ -9,17 +10,21 @@
 #include "core/episode_index.h"
 #include "core/result.h"
 #include "core/snapshot_sections.h"
+#include "core/step_log.h"
 #include "core/storage.h"
 
 namespace replayd {
 
-Status write_episode_sections(const EpisodeIndex& episodes, SectionWriter& writer);
+Status write_episode_sections(const EpisodeIndex& episodes, const StepLog& log,
+                              SectionWriter& writer);
 
 // Reads the sections into the empty `episodes` of a table whose items are restored in
 // `storage`. Checks every value before use: states, lengths, positions, that each slot is
 // occupied and belongs to exactly one episode, that every stored step belongs to one, that
-// an ended episode keeps a stored step, the open-episode limit. Errors: invalid_argument.
+// an ended episode keeps a stored step, the open-episode limit, that insertion sequences
+// are distinct, at most the last one, and given exactly to the stored steps.
+// Errors: invalid_argument.
 Status read_episode_sections(SectionReader& reader, const Storage& storage,
-                             std::size_t max_open_episodes, EpisodeIndex& episodes);
+                             std::size_t max_open_episodes, EpisodeIndex& episodes, StepLog& log);
 
 }  // namespace replayd

@@ -57,6 +57,8 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
   context.priority_exponent = config_.sampler.priority_exponent;
   context.max_times_sampled = config_.max_times_sampled;
   windows_ = std::make_unique<WindowIndexSet>(context);
+  complete_ = std::make_unique<CompleteEpisodes>(config_.capacity);
+  step_log_ = std::make_unique<StepLog>(config_.capacity);
   reward_field_ = config_.schema.find(config_.episodes.reward_field);
   for (const auto& name : config_.episodes.bootstrap_fields)
     bootstrap_fields_.push_back(config_.schema.find(name));
@@ -78,7 +80,10 @@ std::uint64_t Table::draws_left(std::uint32_t slot) const {
 void Table::remove_item(std::uint32_t slot) {
   if (episodes_) {
     const StepRef ref = episodes_->step(slot);
-    windows_->on_remove(slot, ref, *episodes_->find(ref.episode));
+    const Episode& episode = *episodes_->find(ref.episode);
+    windows_->on_remove(slot, ref, episode);
+    complete_->on_remove(episode);
+    step_log_->on_remove(slot);
     episodes_->remove(slot);
   } else if (config_.max_times_sampled != 0) {
     draws_left_ -= draws_left(slot);
@@ -281,6 +286,8 @@ void Table::reset() {
   if (episodes_) {
     episodes_->remove_all_steps();
     windows_->clear();
+    complete_->clear();
+    step_log_->clear();
   }
   max_priority_ = 1.0;
 }

@@ -18,11 +18,13 @@
 #include <span>
 #include <vector>
 
+#include "core/complete_episodes.h"
 #include "core/episode_index.h"
 #include "core/rate_limiter.h"
 #include "core/result.h"
 #include "core/rng.h"
 #include "core/selector.h"
+#include "core/step_log.h"
 #include "core/storage.h"
 #include "core/table_config.h"
 #include "core/window_index.h"
@@ -127,6 +129,17 @@ struct SequenceBuffers {
   std::span<std::uint8_t> mask;
 };
 
+// Caller-owned destination of whole steps (whole-episode reads, reading everything). Every
+// span holds the same number of rows, except columns: one span per field, rows x item_bytes.
+// sequences: each step's insertion sequence number (the cursor of read_steps).
+struct StepBuffers {
+  std::span<std::uint64_t> keys;
+  std::span<std::uint64_t> episodes;
+  std::span<std::uint32_t> positions;
+  std::span<std::uint64_t> sequences;
+  std::span<const std::span<std::byte>> columns;
+};
+
 class Table {
  public:
   // Validates `config` (see validate_table_config, selector and rate limiter rules) and
@@ -212,6 +225,28 @@ class Table {
   Result<std::uint32_t> nstep_starts(const NStepRequest& request);
   Result<std::uint32_t> sequence_starts(const SequenceRequest& request);
 
+  // Draws n complete episodes (ended, every step still stored) uniformly, with replacement:
+  // ids_out and probabilities_out (1 / complete episodes) hold n values. Counted by the rate
+  // limiter as n samples; times sampled of steps unchanged. Errors: invalid_argument,
+  // would_block (no complete episode, rate limiter). O(n log capacity).
+  Status sample_episodes(std::uint64_t n, std::span<std::uint64_t> ids_out,
+                         std::span<double> probabilities_out);
+  // The number of stored steps of the episodes `ids` together (to size read_episodes'
+  // buffers). Errors: not_found for an id that is not live. O(ids).
+  Result<std::uint64_t> episode_steps(std::span<const std::uint64_t> ids) const;
+  // Copies the stored steps of each episode in `ids`, in position order, concatenated into
+  // `out` (exactly episode_steps(ids) rows); offsets (ids.size() + 1 values) receive where
+  // each episode's rows begin, and the total last. Positions show holes left by deletes.
+  // Errors: not_found, invalid_argument (buffer sizes). O(rows x item bytes).
+  Status read_episodes(std::span<const std::uint64_t> ids, const StepBuffers& out,
+                       std::span<std::uint64_t> offsets) const;
+  // Reading everything: copies up to out.keys.size() stored steps whose insertion sequence
+  // is > after, oldest first, and returns how many. Start with after = 0 and pass the last
+  // sequence returned to get the next page; 0 rows means the end. Steps stored meanwhile
+  // appear in later pages; steps removed meanwhile are skipped. Not rate limited.
+  // O(log capacity + rows x item bytes).
+  Result<std::uint64_t> read_steps(std::uint64_t after, const StepBuffers& out) const;
+
   // Episode bookkeeping, read-only; nullptr unless episodic.
   const EpisodeIndex* episodes() const { return episodes_.get(); }
 
@@ -245,6 +280,8 @@ class Table {
   Status admit_windows(std::uint64_t n, const WindowIndex& index);
   // Counts a draw of start `slot`: times sampled, retirement by max_times_sampled.
   std::uint32_t record_draw(std::uint32_t slot);
+  Status check_step_buffers(const StepBuffers& out, std::uint64_t rows) const;
+  void copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const;
 
   TableConfig config_;
   Storage storage_;
@@ -260,6 +297,8 @@ class Table {
   // Episodic tables only (else null): the episodes and the window indexes over them.
   std::unique_ptr<EpisodeIndex> episodes_;
   std::unique_ptr<WindowIndexSet> windows_;
+  std::unique_ptr<CompleteEpisodes> complete_;
+  std::unique_ptr<StepLog> step_log_;
   int reward_field_ = -1;
   std::vector<int> bootstrap_fields_;
 };

@@ -24,8 +24,8 @@ struct EpisodeConfig {
 };
 
 // Bytes of episode bookkeeping per slot of an episodic table (slot's episode id and
-// position, the episode's slot list), counted against max_table_bytes.
-inline constexpr std::uint64_t kEpisodeBytesPerSlot = 24;
+// position, the episode's slot list, the insertion log), counted against max_table_bytes.
+inline constexpr std::uint64_t kEpisodeBytesPerSlot = 48;
 
 struct TableConfig {
   std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]

@@ -67,6 +67,7 @@ Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> 
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint32_t slot = store_row(columns, i, priorities);
     episodes_->append(episodes[i], slot);
+    step_log_->on_store(slot);
     windows_->on_append(slot);
     keys_out[i] = storage_.key(slot);
   }
@@ -87,7 +88,10 @@ Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEn
   const bool terminated = how == EpisodeEnd::terminated;
   episodes_->end(episode, terminated ? EpisodeState::terminated : EpisodeState::truncated);
   // An episode with no stored step left is forgotten by end(); no window can gain then.
-  if (const Episode* ended = episodes_->find(episode)) windows_->on_end(*ended);
+  if (const Episode* ended = episodes_->find(episode)) {
+    windows_->on_end(*ended);
+    complete_->on_end(*ended);
+  }
   return Ok{};
 }
 

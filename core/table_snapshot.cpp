@@ -137,7 +137,7 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
   });
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
-  if (table.episodes_) return write_episode_sections(*table.episodes_, writer);
+  if (table.episodes_) return write_episode_sections(*table.episodes_, *table.step_log_, writer);
   return Ok{};
 }
 
@@ -364,9 +364,10 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
     return in_table(name, status.error());
   }
   if (table->episodes_) {
-    auto status =
-        read_episode_sections(reader, table->storage_, Table::kMaxOpenEpisodes, *table->episodes_);
+    auto status = read_episode_sections(reader, table->storage_, Table::kMaxOpenEpisodes,
+                                        *table->episodes_, *table->step_log_);
     if (!status) return in_table(name, status.error());
+    table->complete_->rebuild(*table->episodes_);
   }
   table->counters_ = c;
   table->rate_limiter_.set_counters(limiter);

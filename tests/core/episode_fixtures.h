@@ -132,4 +132,45 @@ inline SequenceDraws sample_sequences(Table& table, std::uint64_t n,
   return d;
 }
 
+// Whole steps read into plain vectors (id column only kept beside the metadata).
+struct StepRowsOut {
+  std::vector<std::uint64_t> keys, episodes, sequences;
+  std::vector<std::uint32_t> positions;
+  std::vector<std::int64_t> id;
+  std::vector<float> obs, next_obs, rew;
+  std::vector<std::span<std::byte>> columns;
+
+  explicit StepRowsOut(std::size_t rows)
+      : keys(rows),
+        episodes(rows),
+        sequences(rows),
+        positions(rows),
+        id(rows),
+        obs(rows),
+        next_obs(rows),
+        rew(rows) {
+    columns = {std::as_writable_bytes(std::span(id)), std::as_writable_bytes(std::span(obs)),
+               std::as_writable_bytes(std::span(next_obs)), std::as_writable_bytes(std::span(rew))};
+  }
+  StepBuffers buffers() { return StepBuffers{keys, episodes, positions, sequences, columns}; }
+};
+
+// Every stored step's id, by reading everything in pages of `page` steps.
+inline std::vector<std::int64_t> read_all_ids(const Table& table, std::size_t page) {
+  std::vector<std::int64_t> ids;
+  std::uint64_t after = 0;
+  for (;;) {
+    StepRowsOut rows(page);
+    auto n = table.read_steps(after, rows.buffers());
+    REQUIRE(n.ok());
+    if (*n == 0) return ids;
+    for (std::size_t i = 0; i < *n; ++i) {
+      REQUIRE(rows.obs[i] == static_cast<float>(rows.id[i]));
+      ids.push_back(rows.id[i]);
+    }
+    REQUIRE(rows.sequences[*n - 1] > after);
+    after = rows.sequences[*n - 1];
+  }
+}
+
 }  // namespace replayd::testing

@@ -85,6 +85,15 @@ std::vector<double> run_workload(Table& table, std::uint64_t seed, int count) {
       log.insert(log.end(), d.mask.begin(), d.mask.end());
     }
   }
+  // Reading everything and whole-episode draws after the workload.
+  for (auto id : read_all_ids(table, 3))
+    log.push_back(static_cast<double>(id));
+  std::vector<std::uint64_t> ids(4);
+  std::vector<double> probabilities(4);
+  if (table.sample_episodes(4, ids, probabilities).ok()) {
+    log.insert(log.end(), ids.begin(), ids.end());
+    log.insert(log.end(), probabilities.begin(), probabilities.end());
+  }
   return log;
 }
 
@@ -149,14 +158,18 @@ TEST_CASE("episode sections naming a free slot or a stored step twice are reject
     copy.set_next_id(episodes.next_id());
     MemorySink sink;
     SectionWriter writer(sink);
-    REQUIRE(write_episode_sections(copy, writer).ok());
+    StepLog log(8);
+    for (std::uint32_t slot = 0; slot < 8; ++slot)
+      if (table->storage().occupied(slot)) log.on_store(slot);
+    REQUIRE(write_episode_sections(copy, log, writer).ok());
     return sink.data();
   };
   const auto read = [&](const std::vector<std::byte>& bytes) {
     MemorySource source(bytes);
     SectionReader reader(source, 0);
     EpisodeIndex into(8);
-    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into);
+    StepLog log(8);
+    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into, log);
   };
   const std::uint32_t first = episodes.find(episode)->slots[0];
   const std::uint32_t second = episodes.find(episode)->slots[1];

@@ -182,6 +182,47 @@ void check_sequences(Table& table, const Model& model, const SequenceRequest& re
   }
 }
 
+// Reading everything gives the stored steps in insertion order; drawn whole episodes are
+// exactly the complete ones (ended, every step stored), read back in position order.
+void check_reads(Table& table, const Model& model) {
+  std::vector<std::int64_t> stored;
+  for (const auto& s : model.steps)
+    if (s.stored) stored.push_back(s.id);
+  REQUIRE(read_all_ids(table, 4) == stored);
+  std::set<std::uint64_t> complete;
+  for (const auto& [id, e] : model.episodes) {
+    bool all = e.state != EpisodeState::open;
+    for (std::uint32_t p = 0; all && p < e.length; ++p)
+      all = model.step(id, p) != nullptr;
+    if (all) complete.insert(id);
+  }
+  std::vector<std::uint64_t> ids(3);
+  std::vector<double> probabilities(3);
+  const Status drawn = table.sample_episodes(3, ids, probabilities);
+  if (complete.empty()) {
+    REQUIRE(drawn.error().code == ErrorCode::would_block);
+    return;
+  }
+  REQUIRE(drawn.ok());
+  for (std::size_t i = 0; i < 3; ++i) {
+    REQUIRE(complete.count(ids[i]) == 1);
+    REQUIRE(probabilities[i] == 1.0 / static_cast<double>(complete.size()));
+  }
+  const std::uint64_t rows = table.episode_steps(ids).value();
+  StepRowsOut out(rows);
+  std::vector<std::uint64_t> offsets(4);
+  REQUIRE(table.read_episodes(ids, out.buffers(), offsets).ok());
+  for (std::size_t i = 0; i < 3; ++i) {
+    const ModelEpisode& e = model.episodes.at(ids[i]);
+    REQUIRE(offsets[i + 1] - offsets[i] == e.length);
+    for (std::uint32_t p = 0; p < e.length; ++p) {
+      REQUIRE(out.id[offsets[i] + p] == model.step(ids[i], p)->id);
+      REQUIRE(out.positions[offsets[i] + p] == p);
+      REQUIRE(out.episodes[offsets[i] + p] == ids[i]);
+    }
+  }
+}
+
 // A random stream: two writers with three environments each, steps appended in batches
 // across environments, random terminations and truncations, deletions, a writer that
 // leaves mid-episode; after every operation, draws of every request kind are checked.
@@ -262,10 +303,12 @@ void run_random_stream(bool prioritized, std::uint64_t seed) {
       for (const auto& request : sequences)
         check_sequences(*table, model, request, 2);
     }
+    if (op % 5 == 0) check_reads(*table, model);
   }
 }
 
-TEST_CASE("n-step and sequence draws match a brute-force model on random episode streams") {
+TEST_CASE(
+    "n-step, sequence, whole-episode draws and reading everything match a brute-force model") {
   for (std::uint64_t seed : {1, 2, 3}) {
     INFO("seed " << seed);
     run_random_stream(false, seed);
@@ -564,6 +607,27 @@ TEST_CASE("prioritized sequences are drawn in proportion to their start's priori
   const auto test = testing::chi_square(counts, expected);
   INFO("chi2 = " << test.statistic << ", df = " << test.df << ", critical = " << test.critical);
   CHECK(test.passes());
+}
+
+TEST_CASE("reading everything pages on past steps stored and removed between pages") {
+  auto table = make_table(episodic_config(6));
+  const auto episode = table->open_episode(1).value();
+  std::vector<std::uint64_t> keys;
+  for (std::int64_t id = 1; id <= 4; ++id)
+    keys.push_back(step(*table, 1, episode, id));
+  StepRowsOut page(2);
+  REQUIRE(table->read_steps(0, page.buffers()).value() == 2);
+  CHECK(page.id == std::vector<std::int64_t>{1, 2});
+  const std::uint64_t after = page.sequences[1];
+  REQUIRE(table->delete_keys(std::span(&keys[2], 1)).deleted == 1);  // id 3
+  for (std::int64_t id = 5; id <= 8; ++id)
+    step(*table, 1, episode, id);  // evicts id 1, already read
+  StepRowsOut rest(10);
+  const auto n = table->read_steps(after, rest.buffers()).value();
+  CHECK(std::vector<std::int64_t>(rest.id.begin(), rest.id.begin() + n) ==
+        std::vector<std::int64_t>{4, 5, 6, 7, 8});
+  CHECK(table->episode_steps(std::vector<std::uint64_t>{episode}).value() == 6);
+  CHECK(table->episode_steps(std::vector<std::uint64_t>{999}).error().code == ErrorCode::not_found);
 }
 
 }  // namespace
