@@ -165,7 +165,7 @@ Status Table::admit_windows(std::uint64_t n, const WindowIndex& index) {
 std::uint32_t Table::record_draw(std::uint32_t slot) {
   const std::uint32_t times = storage_.times_sampled(slot) + 1;
   storage_.set_times_sampled(slot, times);
-  windows_->on_sampled(slot);
+  if (config_.max_times_sampled != 0) windows_->on_sampled(slot);
   if (config_.max_times_sampled != 0 && times == config_.max_times_sampled) {
     ++counters_.expirations;  // retired as a start; the step stays as data
   }

@@ -108,7 +108,7 @@ void WindowIndex::on_priority(std::uint32_t slot) {
 
 void WindowIndex::on_sampled(std::uint32_t slot) {
   // Called after times_sampled grew by one.
-  if (!contains(slot) || context_.max_times_sampled == 0) return;
+  if (context_.max_times_sampled == 0 || !contains(slot)) return;
   --draws_left_;
   if (context_.storage->times_sampled(slot) >= context_.max_times_sampled) {
     selector_.remove(slot);
