@@ -32,6 +32,7 @@ struct ModelStep {
   std::uint64_t key = 0;
   double priority = 1.0;
   bool stored = true;
+  std::uint32_t times = 0;  // drawn as a start
 };
 
 struct ModelEpisode {
@@ -41,6 +42,7 @@ struct ModelEpisode {
 
 struct Model {
   std::uint32_t capacity = 0;
+  std::uint32_t max_times = 0;  // max_times_sampled
   std::vector<ModelStep> steps;
   std::map<std::uint64_t, ModelEpisode> episodes;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::size_t> at;  // (episode, position)
@@ -80,6 +82,7 @@ struct Model {
   }
   bool valid(const ModelStep& s, const WindowSpec& spec) const {
     if (!s.stored || s.position % spec.stride != 0) return false;
+    if (max_times != 0 && s.times >= max_times) return false;
     for (std::int64_t q = std::int64_t{s.position} - spec.backward; q < s.position; ++q) {
       if (q >= 0 && !step(s.episode, q)) return false;
     }
@@ -93,6 +96,22 @@ struct Model {
       if (!step(s.episode, q)) return false;
     }
     return true;
+  }
+  // Whether a sample of n can be served: a valid start, and with max_times enough draws left.
+  bool can_sample(const std::set<std::uint64_t>& valid, std::uint64_t n) const {
+    if (valid.empty()) return false;
+    if (max_times == 0) return true;
+    std::uint64_t left = 0;
+    for (auto key : valid)
+      left += max_times - steps[by_key.at(key)].times;
+    return left >= n;
+  }
+  // Counts a draw of `key`; drops it from `valid` when it retires.
+  std::uint32_t drawn(std::uint64_t key, std::set<std::uint64_t>& valid) {
+    ModelStep& s = steps[by_key.at(key)];
+    ++s.times;
+    if (max_times != 0 && s.times >= max_times) valid.erase(key);
+    return s.times;
   }
   std::set<std::uint64_t> valid_keys(const WindowSpec& spec) const {
     std::set<std::uint64_t> keys;
@@ -111,29 +130,31 @@ WindowSpec spec_of(const SequenceRequest& r) {
 }
 
 // Checks n-step draws exactly against the model.
-void check_nstep(Table& table, const Model& model, const NStepRequest& request, std::uint64_t n,
+void check_nstep(Table& table, Model& model, const NStepRequest& request, std::uint64_t n,
                  bool prioritized) {
-  const auto valid = model.valid_keys(spec_of(request));
+  auto valid = model.valid_keys(spec_of(request));
   REQUIRE(table.nstep_starts(request).value() == valid.size());
   auto d = sample_nstep(table, n, request);
-  if (valid.empty()) {
+  if (!model.can_sample(valid, n)) {
     REQUIRE(d.status.error().code == ErrorCode::would_block);
     return;
   }
   REQUIRE(d.status.ok());
-  double mass = 0;
-  for (auto key : valid)
-    mass += model.steps[model.by_key.at(key)].priority;
   for (std::uint64_t i = 0; i < n; ++i) {
     INFO("k " << request.k << " draw " << i << " key " << d.keys[i]);
     REQUIRE(valid.count(d.keys[i]) == 1);
+    double mass = 0;
+    for (auto key : valid)
+      mass += model.steps[model.by_key.at(key)].priority;
+    const std::size_t valid_now = valid.size();
+    REQUIRE(d.times[i] == model.drawn(d.keys[i], valid));
     const ModelStep& s = model.steps[model.by_key.at(d.keys[i])];
     REQUIRE(d.id[i] == s.id);
     REQUIRE(d.rew[i] == s.rew);
     if (prioritized) {
       REQUIRE(d.probabilities[i] == Approx(s.priority / mass).epsilon(1e-9));
     } else {
-      REQUIRE(d.probabilities[i] == 1.0 / static_cast<double>(valid.size()));
+      REQUIRE(d.probabilities[i] == 1.0 / static_cast<double>(valid_now));
     }
     const ModelEpisode& e = model.episodes.at(s.episode);
     const std::uint32_t left = e.length - s.position;
@@ -155,12 +176,11 @@ void check_nstep(Table& table, const Model& model, const NStepRequest& request, 
   }
 }
 
-void check_sequences(Table& table, const Model& model, const SequenceRequest& request,
-                     std::uint64_t n) {
-  const auto valid = model.valid_keys(spec_of(request));
+void check_sequences(Table& table, Model& model, const SequenceRequest& request, std::uint64_t n) {
+  auto valid = model.valid_keys(spec_of(request));
   REQUIRE(table.sequence_starts(request).value() == valid.size());
   auto d = sample_sequences(table, n, request);
-  if (valid.empty()) {
+  if (!model.can_sample(valid, n)) {
     REQUIRE(d.status.error().code == ErrorCode::would_block);
     return;
   }
@@ -171,6 +191,7 @@ void check_sequences(Table& table, const Model& model, const SequenceRequest& re
     REQUIRE(valid.count(d.keys[i]) == 1);
     const ModelStep& s = model.steps[model.by_key.at(d.keys[i])];
     REQUIRE(d.probabilities[i] == 1.0 / static_cast<double>(valid.size()));
+    REQUIRE(d.times[i] == model.drawn(d.keys[i], valid));
     for (std::uint32_t j = 0; j < steps; ++j) {
       const std::int64_t position = std::int64_t{s.position} - request.burn_in + j;
       const ModelStep* expected = model.step(s.episode, position);
@@ -226,11 +247,14 @@ void check_reads(Table& table, const Model& model) {
 // A random stream: two writers with three environments each, steps appended in batches
 // across environments, random terminations and truncations, deletions, a writer that
 // leaves mid-episode; after every operation, draws of every request kind are checked.
-void run_random_stream(bool prioritized, std::uint64_t seed) {
+void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_times = 0) {
   constexpr std::uint32_t kCapacity = 23;
-  auto table = make_table(episodic_config(kCapacity, prioritized, seed));
+  TableConfig config = episodic_config(kCapacity, prioritized, seed);
+  config.max_times_sampled = max_times;
+  auto table = make_table(config);
   Model model;
   model.capacity = kCapacity;
+  model.max_times = max_times;
   Rng rng(seed + 1);
   std::uint64_t current[2][3] = {};  // open episode of each writer's environment (0: none)
   std::int64_t next_id = 1;
@@ -319,6 +343,14 @@ TEST_CASE("prioritized n-step draws match the model's probabilities through prio
   for (std::uint64_t seed : {11, 12}) {
     INFO("seed " << seed);
     run_random_stream(true, seed);
+  }
+}
+
+TEST_CASE("with max_times_sampled, starts retire from every window exactly as in the model") {
+  for (std::uint64_t seed : {21, 22}) {
+    INFO("seed " << seed);
+    run_random_stream(false, seed, 3);
+    run_random_stream(true, seed, 2);
   }
 }
 
