@@ -9,6 +9,8 @@ namespace {
 constexpr std::uint32_t kEpisodeHeader = section_tag("TEPH");
 constexpr std::uint32_t kEpisodeStream = section_tag("TEPS");
 constexpr std::uint32_t kSequenceStream = section_tag("TEPQ");
+constexpr std::uint32_t kWindowHeader = section_tag("TWIX");
+constexpr std::uint32_t kWindowMembers = section_tag("TWIM");
 // id u64, writer u64, state u8, length u32, first u32, slot count u32.
 constexpr std::uint64_t kEpisodeRecordBytes = 8 + 8 + 1 + 4 + 4 + 4;
 
@@ -16,10 +18,80 @@ Error bad(const std::string& what) {
   return make_error(ErrorCode::invalid_argument, what);
 }
 
+Status write_window_sections(const WindowIndexSet& windows, SectionWriter& writer) {
+  ByteWriter header;
+  header.u32(static_cast<std::uint32_t>(windows.size()));
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    const WindowSpec& spec = windows.at(i).spec();
+    header.u32(spec.forward);
+    header.u8(spec.allow_short ? 1 : 0);
+    header.u32(spec.stride);
+    header.u32(spec.backward);
+    header.u32(windows.at(i).size());
+  }
+  REPLAYD_RETURN_IF_ERROR(writer.section(kWindowHeader, header.data()));
+  writer.begin_stream(kWindowMembers);
+  Status status = Ok{};
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    windows.at(i).for_each_member([&](std::uint32_t slot) {
+      if (status) status = writer.append_value(slot);
+    });
+  }
+  REPLAYD_RETURN_IF_ERROR(status);
+  return writer.end_stream();
+}
+
+Status read_window_sections(SectionReader& reader, const Storage& storage,
+                            WindowIndexSet& windows) {
+  REPLAYD_ASSIGN_OR_RETURN(auto header_bytes, reader.section(kWindowHeader));
+  ByteReader header(header_bytes);
+  std::uint32_t count = 0;
+  if (!header.u32(count) || count > WindowIndexSet::kMaxIndexes) {
+    return bad("section TWIX: more window indexes than the limit, or cut short");
+  }
+  std::vector<WindowSpec> specs(count);
+  std::vector<std::uint32_t> members(count);
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint8_t allow_short = 0;
+    WindowSpec& spec = specs[i];
+    if (!header.u32(spec.forward) || !header.u8(allow_short) || !header.u32(spec.stride) ||
+        !header.u32(spec.backward) || !header.u32(members[i])) {
+      return bad("section TWIX: cut short");
+    }
+    spec.allow_short = allow_short == 1;
+    if (spec.forward == 0 || spec.forward > storage.capacity() || allow_short > 1 ||
+        spec.stride == 0 || spec.backward > storage.capacity() || members[i] > storage.size() ||
+        std::find(specs.begin(), specs.begin() + i, spec) != specs.begin() + i) {
+      return bad("section TWIX: window index " + std::to_string(i) + " is malformed");
+    }
+    total += members[i];
+  }
+  if (header.remaining() != 0) return bad("section TWIX: unexpected bytes");
+  reader.begin_stream(kWindowMembers, 4 * total);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    WindowIndex& index = windows.add_empty(specs[i]);
+    for (std::uint32_t m = 0; m < members[i]; ++m) {
+      std::uint32_t slot = 0;
+      REPLAYD_RETURN_IF_ERROR(reader.read_value(slot));
+      if (slot >= storage.capacity() || !storage.occupied(slot) || index.contains(slot) ||
+          !index.is_valid(slot)) {
+        return bad("section TWIM: window index " + std::to_string(i) + ": slot " +
+                   std::to_string(slot) + " is not a valid start or is listed twice");
+      }
+      index.restore_member(slot);
+    }
+    if (index.size() != index.count_valid()) {
+      return bad("section TWIM: window index " + std::to_string(i) + " misses valid starts");
+    }
+  }
+  return reader.end_stream();
+}
+
 }  // namespace
 
 Status write_episode_sections(const EpisodeIndex& episodes, const StepLog& log,
-                              SectionWriter& writer) {
+                              const WindowIndexSet& windows, SectionWriter& writer) {
   std::uint64_t count = 0;
   std::uint64_t bytes = 0;
   episodes.for_each([&](std::uint64_t, const Episode& episode) {
@@ -53,11 +125,13 @@ Status write_episode_sections(const EpisodeIndex& episodes, const StepLog& log,
   for (std::uint32_t slot = 0; slot < episodes.capacity(); ++slot) {
     REPLAYD_RETURN_IF_ERROR(writer.append_value(log.sequence(slot)));
   }
-  return writer.end_stream();
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+  return write_window_sections(windows, writer);
 }
 
 Status read_episode_sections(SectionReader& reader, const Storage& storage,
-                             std::size_t max_open_episodes, EpisodeIndex& episodes, StepLog& log) {
+                             std::size_t max_open_episodes, EpisodeIndex& episodes, StepLog& log,
+                             WindowIndexSet& windows) {
   REPLAYD_ASSIGN_OR_RETURN(auto header_bytes, reader.section(kEpisodeHeader));
   ByteReader header(header_bytes);
   std::uint64_t next_id = 0, count = 0, bytes = 0, last_sequence = 0;
@@ -140,7 +214,7 @@ Status read_episode_sections(SectionReader& reader, const Storage& storage,
   }
   episodes.set_next_id(next_id);
   log.restore(std::move(sequences), last_sequence);
-  return Ok{};
+  return read_window_sections(reader, storage, windows);
 }
 
 }  // namespace replayd

@@ -137,7 +137,8 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
   });
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
-  if (table.episodes_) return write_episode_sections(*table.episodes_, *table.step_log_, writer);
+  if (table.episodes_)
+    return write_episode_sections(*table.episodes_, *table.step_log_, *table.windows_, writer);
   return Ok{};
 }
 
@@ -365,7 +366,7 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   }
   if (table->episodes_) {
     auto status = read_episode_sections(reader, table->storage_, Table::kMaxOpenEpisodes,
-                                        *table->episodes_, *table->step_log_);
+                                        *table->episodes_, *table->step_log_, *table->windows_);
     if (!status) return in_table(name, status.error());
     table->complete_->rebuild(*table->episodes_);
   }

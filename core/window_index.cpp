@@ -3,16 +3,31 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/selectors/prioritized_selector.h"
+#include "core/selectors/uniform_selector.h"
+
 namespace replayd {
 
-WindowIndex::WindowIndex(const WindowSpec& spec, const WindowContext& context)
-    : spec_(spec),
-      context_(context),
-      selector_(context.storage->capacity(), context.prioritized ? context.priority_exponent : 0.0),
-      member_(context.storage->capacity(), 0) {
+WindowIndex::WindowIndex(const WindowSpec& spec, const WindowContext& context, bool scan)
+    : spec_(spec), context_(context), member_(context.storage->capacity(), 0) {
+  const std::uint32_t capacity = context.storage->capacity();
+  if (context.prioritized) {
+    selector_ = std::make_unique<PrioritizedSelector>(capacity, context.priority_exponent);
+  } else {
+    selector_ = std::make_unique<UniformSelector>(capacity);
+  }
+  if (!scan) return;
   for (std::uint32_t slot = 0; slot < context_.storage->capacity(); ++slot) {
     if (context_.storage->occupied(slot)) refresh(slot);
   }
+}
+
+std::uint32_t WindowIndex::count_valid() const {
+  std::uint32_t valid = 0;
+  for (std::uint32_t slot = 0; slot < context_.storage->capacity(); ++slot) {
+    if (context_.storage->occupied(slot) && is_valid(slot)) ++valid;
+  }
+  return valid;
 }
 
 double WindowIndex::priority_of(std::uint32_t slot) const {
@@ -51,7 +66,7 @@ bool WindowIndex::is_valid(std::uint32_t slot) const {
 void WindowIndex::refresh(std::uint32_t slot) {
   const bool valid = is_valid(slot);
   if (valid && !contains(slot)) {
-    selector_.insert(slot, priority_of(slot));
+    selector_->insert(slot, priority_of(slot));
     member_[slot] = 1;
     ++size_;
     draws_left_ += draws_of(slot);
@@ -61,7 +76,7 @@ void WindowIndex::refresh(std::uint32_t slot) {
 }
 
 void WindowIndex::drop(std::uint32_t slot) {
-  selector_.remove(slot);
+  selector_->remove(slot);
   member_[slot] = 0;
   --size_;
   draws_left_ -= draws_of(slot);
@@ -103,7 +118,7 @@ void WindowIndex::on_remove(std::uint32_t slot, const StepRef& ref, const Episod
 }
 
 void WindowIndex::on_priority(std::uint32_t slot) {
-  if (contains(slot) && context_.prioritized) selector_.update(slot, priority_of(slot));
+  if (contains(slot) && context_.prioritized) selector_->update(slot, priority_of(slot));
 }
 
 void WindowIndex::on_sampled(std::uint32_t slot) {
@@ -111,14 +126,14 @@ void WindowIndex::on_sampled(std::uint32_t slot) {
   if (context_.max_times_sampled == 0 || !contains(slot)) return;
   --draws_left_;
   if (context_.storage->times_sampled(slot) >= context_.max_times_sampled) {
-    selector_.remove(slot);
+    selector_->remove(slot);
     member_[slot] = 0;
     --size_;
   }
 }
 
 void WindowIndex::clear() {
-  selector_.clear();
+  selector_->clear();
   std::fill(member_.begin(), member_.end(), 0);
   size_ = 0;
   draws_left_ = 0;
@@ -131,6 +146,11 @@ WindowIndex* WindowIndexSet::get(const WindowSpec& spec) {
   if (indexes_.size() >= kMaxIndexes) return nullptr;
   indexes_.push_back(std::make_unique<WindowIndex>(spec, context_));
   return indexes_.back().get();
+}
+
+WindowIndex& WindowIndexSet::add_empty(const WindowSpec& spec) {
+  indexes_.push_back(std::make_unique<WindowIndex>(spec, context_, false));
+  return *indexes_.back();
 }
 
 void WindowIndexSet::on_append(std::uint32_t slot) {

@@ -10,11 +10,11 @@
 //   - forward: the steps p .. p + w.forward - 1 of e are stored; or, when w.allow_short and
 //     e has ended with length n < p + w.forward, the steps p .. n - 1 are stored;
 //   - it has been sampled fewer than max_times_sampled times (when that is not 0).
-// Draws: P(start) = mass / total mass, mass = priority^alpha (1 in a uniform table). The
-// sum tree is laid out by slot, so the draws for a seed depend only on which starts are
-// valid and their priorities, never on the order events arrived in (a restored table gives
-// the same draws); except when every mass is 0, where the draw falls back to uniform over an
-// order that follows history.
+// Draws: in a uniform table every valid start has P = 1/N, drawn in O(1) from a dense set
+// whose order follows history; in a prioritized table P = priority^alpha / total from a sum
+// tree laid out by slot (uniform over the dense member order when every mass is 0). The
+// member order is what a snapshot saves (for_each_member) so that a restored table draws
+// exactly as the original.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@
 
 #include "core/episode_index.h"
 #include "core/rng.h"
-#include "core/selectors/prioritized_selector.h"
+#include "core/selector.h"
 #include "core/storage.h"
 
 namespace replayd {
@@ -48,8 +48,9 @@ struct WindowContext {
 
 class WindowIndex {
  public:
-  // Builds the index by scanning every stored step. O(capacity * (forward + backward)).
-  WindowIndex(const WindowSpec& spec, const WindowContext& context);
+  // Builds the index by scanning every stored step (O(capacity * (forward + backward))), or,
+  // with scan = false, empty for the restore path (restore_member).
+  WindowIndex(const WindowSpec& spec, const WindowContext& context, bool scan = true);
 
   const WindowSpec& spec() const { return spec_; }
   std::uint32_t size() const { return size_; }
@@ -74,7 +75,17 @@ class WindowIndex {
   void clear();
 
   // One draw. Precondition: size() > 0. O(log capacity).
-  Pick sample(Rng& rng, double beta) const { return selector_.sample(rng, beta); }
+  Pick sample(Rng& rng, double beta) const { return selector_->sample(rng, beta); }
+
+  // Snapshot support: visits the members in the order that decides future draws; adding
+  // them in this order with restore_member to an index built with scan = false rebuilds an
+  // identical index. Precondition of restore_member: is_valid(slot), not a member.
+  void for_each_member(const std::function<void(std::uint32_t)>& visit) const {
+    selector_->for_each_in_order(visit);
+  }
+  void restore_member(std::uint32_t slot) { refresh(slot); }
+  // The number of valid starts by a full scan (restore checks). O(capacity * (L + B)).
+  std::uint32_t count_valid() const;
 
  private:
   void refresh(std::uint32_t slot);
@@ -84,7 +95,7 @@ class WindowIndex {
 
   WindowSpec spec_;
   WindowContext context_;
-  PrioritizedSelector selector_;
+  std::unique_ptr<Selector> selector_;
   std::vector<std::uint8_t> member_;
   std::uint32_t size_ = 0;
   std::uint64_t draws_left_ = 0;
@@ -99,6 +110,9 @@ class WindowIndexSet {
   // The index for `spec`, built on first use; nullptr when kMaxIndexes others exist.
   WindowIndex* get(const WindowSpec& spec);
   std::size_t size() const { return indexes_.size(); }
+  // Snapshot support: the indexes in creation order; adding an empty one (restore path).
+  const WindowIndex& at(std::size_t i) const { return *indexes_[i]; }
+  WindowIndex& add_empty(const WindowSpec& spec);
 
   void on_append(std::uint32_t slot);
   void on_end(const Episode& episode);

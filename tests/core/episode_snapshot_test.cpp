@@ -161,7 +161,8 @@ TEST_CASE("episode sections naming a free slot or a stored step twice are reject
     StepLog log(8);
     for (std::uint32_t slot = 0; slot < 8; ++slot)
       if (table->storage().occupied(slot)) log.on_store(slot);
-    REQUIRE(write_episode_sections(copy, log, writer).ok());
+    WindowIndexSet windows(WindowContext{&table->storage(), &copy, false, 1.0, 0});
+    REQUIRE(write_episode_sections(copy, log, windows, writer).ok());
     return sink.data();
   };
   const auto read = [&](const std::vector<std::byte>& bytes) {
@@ -169,7 +170,9 @@ TEST_CASE("episode sections naming a free slot or a stored step twice are reject
     SectionReader reader(source, 0);
     EpisodeIndex into(8);
     StepLog log(8);
-    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into, log);
+    WindowIndexSet windows(WindowContext{&table->storage(), &into, false, 1.0, 0});
+    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into, log,
+                                 windows);
   };
   const std::uint32_t first = episodes.find(episode)->slots[0];
   const std::uint32_t second = episodes.find(episode)->slots[1];
