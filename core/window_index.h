@@ -1,6 +1,6 @@
 // WindowIndex: the set of valid start steps for one window requirement of an episodic table,
 // kept up to date as steps are stored, episodes end, steps are removed and priorities
-// change, so that a draw is one sum-tree descent and nothing is rebuilt per sample.
+// change, so that a draw is one selector pick and nothing is rebuilt per sample.
 // WindowIndexSet: the table's indexes, one per distinct requirement, created on first use.
 // Owned by the table; borrows its Storage and EpisodeIndex. Not thread-safe.
 //
@@ -69,12 +69,12 @@ class WindowIndex {
   // The step `ref`, stored in `slot`, is about to be removed (call before the EpisodeIndex
   // forgets it): every start whose window holds it is dropped. O(forward + backward).
   void on_remove(std::uint32_t slot, const StepRef& ref, const Episode& episode);
-  // `slot`'s priority or times-sampled count changed. O(log capacity).
+  // `slot`'s priority or times-sampled count changed. O(log capacity) when prioritized, else O(1).
   void on_priority(std::uint32_t slot);
   void on_sampled(std::uint32_t slot);
   void clear();
 
-  // One draw. Precondition: size() > 0. O(log capacity).
+  // One draw. Precondition: size() > 0. O(1) uniform, O(log capacity) prioritized.
   Pick sample(Rng& rng, double beta) const { return selector_->sample(rng, beta); }
 
   // Snapshot support: visits the members in the order that decides future draws; adding
