@@ -185,5 +185,42 @@ TEST_CASE("episode sections naming a free slot or a stored step twice are reject
   CHECK_THAT(read(encode(EpisodeIndex::kNoSlot)).error().message, Contains("belong to no episode"));
 }
 
+TEST_CASE("window index sections whose members are not exactly the valid starts are rejected") {
+  auto table = make_table(episodic_config(8));
+  const auto episode = table->open_episode(1).value();
+  std::vector<std::uint64_t> keys;
+  REQUIRE(append(*table, 1, {episode, episode, episode}, {1, 2, 3}, {1.0f, 1.0f, 1.0f}, keys).ok());
+  const EpisodeIndex& open = *table->episodes();
+  EpisodeIndex ended(8);  // the same episode, as if it had ended
+  Episode copy = *open.find(episode);
+  copy.state = EpisodeState::terminated;
+  ended.restore(episode, copy);
+  StepLog log(8);
+  for (std::uint32_t slot = 0; slot < 8; ++slot)
+    if (table->storage().occupied(slot)) log.on_store(slot);
+  const auto read = [&](const WindowIndexSet& windows) {
+    MemorySink sink;
+    SectionWriter writer(sink);
+    REQUIRE(write_episode_sections(open, log, windows, writer).ok());
+    MemorySource source(sink.data());
+    SectionReader reader(source, 0);
+    EpisodeIndex into(8);
+    StepLog into_log(8);
+    WindowIndexSet into_windows(WindowContext{&table->storage(), &into, false, 1.0, 0});
+    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into, into_log,
+                                 into_windows);
+  };
+  WindowIndexSet right(WindowContext{&table->storage(), &open, false, 1.0, 0});
+  right.get({2, true, 1, 0});
+  CHECK(read(right).ok());
+  // Built over the ended copy, the index also lists the last step (a short window).
+  WindowIndexSet too_many(WindowContext{&table->storage(), &ended, false, 1.0, 0});
+  too_many.get({2, true, 1, 0});
+  CHECK_THAT(read(too_many).error().message, Contains("not a valid start"));
+  WindowIndexSet too_few(WindowContext{&table->storage(), &open, false, 1.0, 0});
+  too_few.add_empty({2, true, 1, 0});
+  CHECK_THAT(read(too_few).error().message, Contains("misses valid starts"));
+}
+
 }  // namespace
 }  // namespace replayd
