@@ -43,6 +43,7 @@ struct ModelEpisode {
 struct Model {
   std::uint32_t capacity = 0;
   std::uint32_t max_times = 0;  // max_times_sampled
+  bool lifo = false;            // remover: LIFO (newest step goes) instead of FIFO
   std::vector<ModelStep> steps;
   std::map<std::uint64_t, ModelEpisode> episodes;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::size_t> at;  // (episode, position)
@@ -51,8 +52,9 @@ struct Model {
 
   void append(std::uint64_t episode, std::int64_t id, float rew, std::uint64_t key,
               double priority) {
-    if (stored == capacity) {  // FIFO: the oldest stored step goes
-      for (auto& step : steps) {
+    if (stored == capacity) {  // FIFO: the oldest stored step goes; LIFO: the newest
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        ModelStep& step = steps[lifo ? steps.size() - 1 - i : i];
         if (step.stored) {
           step.stored = false;
           --stored;
@@ -247,14 +249,17 @@ void check_reads(Table& table, const Model& model) {
 // A random stream: two writers with three environments each, steps appended in batches
 // across environments, random terminations and truncations, deletions, a writer that
 // leaves mid-episode; after every operation, draws of every request kind are checked.
-void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_times = 0) {
+void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_times = 0,
+                       SelectorKind remover = SelectorKind::fifo) {
   constexpr std::uint32_t kCapacity = 23;
   TableConfig config = episodic_config(kCapacity, prioritized, seed);
   config.max_times_sampled = max_times;
+  config.remover = remover;
   auto table = make_table(config);
   Model model;
   model.capacity = kCapacity;
   model.max_times = max_times;
+  model.lifo = remover == SelectorKind::lifo;
   Rng rng(seed + 1);
   std::uint64_t current[2][3] = {};  // open episode of each writer's environment (0: none)
   std::int64_t next_id = 1;
@@ -351,6 +356,14 @@ TEST_CASE("with max_times_sampled, starts retire from every window exactly as in
     INFO("seed " << seed);
     run_random_stream(false, seed, 3);
     run_random_stream(true, seed, 2);
+  }
+}
+
+TEST_CASE("with LIFO eviction (the newest step of an open episode goes) draws match the model") {
+  for (std::uint64_t seed : {31, 32}) {
+    INFO("seed " << seed);
+    run_random_stream(false, seed, 0, SelectorKind::lifo);
+    run_random_stream(true, seed, 2, SelectorKind::lifo);
   }
 }
 
@@ -660,6 +673,46 @@ TEST_CASE("reading everything pages on past steps stored and removed between pag
         std::vector<std::int64_t>{4, 5, 6, 7, 8});
   CHECK(table->episode_steps(std::vector<std::uint64_t>{episode}).value() == 6);
   CHECK(table->episode_steps(std::vector<std::uint64_t>{999}).error().code == ErrorCode::not_found);
+}
+
+TEST_CASE("n-step and sequence samples are admitted by the rate limiter as plain samples are") {
+  TableConfig config = episodic_config(64);
+  config.rate_limiter = RateLimiterConfig::sample_to_insert_ratio(1.0, 3, 2.0);
+  auto episodic = make_table(config);
+  config.episodes.enabled = false;
+  auto plain = make_table(config);
+  const auto episode = episodic->open_episode(1).value();
+  std::vector<std::uint64_t> keys(1);
+  StepRows row({0}, {1.0f});
+  std::uint64_t admitted = 0;
+  for (std::int64_t id = 1; id <= 12; ++id) {
+    step(*episodic, 1, episode, id);
+    REQUIRE(plain->insert(row.spans, 1, {}, keys).ok());
+    // Samples of each kind alternate; both tables admit exactly the same ones.
+    for (int round = 0; round < 4; ++round) {
+      const bool may = plain->may_sample(1);
+      CHECK(episodic->may_sample_nstep(1, {1, 0.9, 0}) == may);
+      const Status status = id % 2 ? sample_nstep(*episodic, 1, {1, 0.9, 0}).status
+                                   : sample_sequences(*episodic, 1, {1, 1, 0, false, 0}).status;
+      CHECK(status.ok() == may);
+      if (!may) {
+        CHECK(status.error().code == ErrorCode::would_block);
+        break;
+      }
+      std::vector<std::uint64_t> k(1);
+      std::vector<double> p(1), w(1);
+      std::vector<std::uint32_t> t(1);
+      std::vector<std::int64_t> ids(1);
+      std::vector<float> obs(1), next(1), rew(1);
+      std::vector<std::span<std::byte>> columns{
+          std::as_writable_bytes(std::span(ids)), std::as_writable_bytes(std::span(obs)),
+          std::as_writable_bytes(std::span(next)), std::as_writable_bytes(std::span(rew))};
+      REQUIRE(plain->sample(1, 0.0, SampleBuffers{k, p, w, t, columns}).ok());
+      ++admitted;
+    }
+  }
+  CHECK(admitted > 3);
+  CHECK(episodic->info().rate_limiter == plain->info().rate_limiter);
 }
 
 }  // namespace
