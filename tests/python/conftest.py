@@ -113,6 +113,15 @@ class ServerProcess:
         return self.start()
 
 
+def resident_bytes(pid: int) -> int:
+    """The resident memory (VmRSS) of process `pid`, in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
 _METRICS_FLAG: Dict[str, bool] = {}
 
 

@@ -14,19 +14,12 @@ import numpy as np
 
 import replayd
 import soak_workers
+from conftest import resident_bytes
 
 UNDER_ASAN = "ASAN_OPTIONS" in os.environ
 SOAK_S = float(os.environ.get("REPLAYD_SOAK_S", "15" if UNDER_ASAN else "45"))
 # Allowed growth of the server's resident memory between the end of the warm-up and the end.
 RSS_GROWTH_LIMIT_BYTES = 16 << 20
-
-
-def resident_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def test_memory_stays_flat_under_explorers_learners_and_reconnects(make_server):
