@@ -157,6 +157,23 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
                              parse_rate_limiter(*limiter, reader.path_of("rate_limiter")));
   }
   REPLAYD_ASSIGN_OR_RETURN(config.seed, reader.uint_or("seed", default_seed));
+  REPLAYD_ASSIGN_OR_RETURN(config.episodes.enabled, reader.boolean_or("episodic", false));
+  REPLAYD_ASSIGN_OR_RETURN(auto reward, reader.optional_string("reward"));
+  if (reward) {
+    if (!config.episodes.enabled) return reader.error("reward", "needs \"episodic\": true");
+    config.episodes.reward_field = *reward;
+  }
+  if (const json::value* bootstrap = reader.value("bootstrap");
+      bootstrap && !bootstrap->is_null()) {
+    if (!config.episodes.enabled) return reader.error("bootstrap", "needs \"episodic\": true");
+    if (!bootstrap->is_array())
+      return reader.error("bootstrap", "expected an array of field names");
+    config.episodes.bootstrap_fields.clear();
+    for (const auto& name : bootstrap->get_array()) {
+      if (!name.is_string()) return reader.error("bootstrap", "expected an array of field names");
+      config.episodes.bootstrap_fields.emplace_back(name.get_string());
+    }
+  }
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
 }
@@ -175,7 +192,7 @@ json::object describe_table(const TableConfig& config) {
     sampler["priority_exponent"] = config.sampler.priority_exponent;
   }
   const auto& rl = config.rate_limiter;
-  return json::object{
+  json::object description{
       {"name", config.name},
       {"capacity", config.capacity},
       {"fields", std::move(fields)},
@@ -189,6 +206,15 @@ json::object describe_table(const TableConfig& config) {
                                     {"max_diff", bound_to_json(rl.max_diff)}}},
       {"seed", config.seed},
   };
+  if (config.episodes.enabled) {
+    description["episodic"] = true;
+    description["reward"] = config.episodes.reward_field;
+    json::array bootstrap;
+    for (const auto& name : config.episodes.bootstrap_fields)
+      bootstrap.emplace_back(name);
+    description["bootstrap"] = std::move(bootstrap);
+  }
+  return description;
 }
 
 bool same_table_shape(const TableConfig& a, const TableConfig& b) {
@@ -197,7 +223,7 @@ bool same_table_shape(const TableConfig& a, const TableConfig& b) {
          (a.sampler.kind != SelectorKind::prioritized ||
           a.sampler.priority_exponent == b.sampler.priority_exponent) &&
          a.remover == b.remover && a.max_times_sampled == b.max_times_sampled &&
-         a.rate_limiter == b.rate_limiter;
+         a.rate_limiter == b.rate_limiter && a.episodes == b.episodes;
 }
 
 }  // namespace replayd::service

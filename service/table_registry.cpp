@@ -1,5 +1,7 @@
 #include "service/table_registry.h"
 
+#include <set>
+
 namespace replayd::service {
 
 void table_changed(HostedTable& table) {
@@ -27,6 +29,26 @@ bool TableRegistry::drop(std::string_view name) {
   it->second->sample_waiters.cancel_all(CancelReason::table_dropped);
   tables_.erase(it);
   return true;
+}
+
+void TableRegistry::end_writer(std::uint64_t writer) {
+  for (auto& [_, hosted] : tables_) {
+    if (!hosted->table->episodic()) continue;
+    if (hosted->table->end_writer(writer) > 0) table_changed(*hosted);
+  }
+}
+
+void TableRegistry::end_all_writers() {
+  for (auto& [_, hosted] : tables_) {
+    const EpisodeIndex* episodes = hosted->table->episodes();
+    if (!episodes) continue;
+    std::set<std::uint64_t> writers;
+    episodes->for_each([&](std::uint64_t, const Episode& episode) {
+      if (!episode.ended()) writers.insert(episode.writer);
+    });
+    for (auto writer : writers)
+      hosted->table->end_writer(writer);
+  }
 }
 
 void TableRegistry::cancel_all_waiters(CancelReason reason) {

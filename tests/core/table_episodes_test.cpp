@@ -556,9 +556,13 @@ TEST_CASE("an episodic table needs a uniform or prioritized sampler and a float 
   config.episodes.bootstrap_fields = {"next_state"};
   CHECK_THAT(Table::create(config).error().message, Contains("no field named 'next_state'"));
   config = episodic_config(8);
-  const std::uint64_t item = config.schema.item_bytes();
-  CHECK(Table::create(config, 8 * item).error().code == ErrorCode::resource_exhausted);
-  CHECK(Table::create(config, 8 * (item + kEpisodeBytesPerSlot)).ok());
+  // max_table_bytes counts the episode bookkeeping as a component of its own.
+  const TableBytes bytes = table_bytes(config);
+  CHECK(bytes.episodes == 8 * kEpisodeBytesPerSlot);
+  const auto total = static_cast<std::uint64_t>(bytes.total());
+  CHECK(Table::create(config, total - 1).error().code == ErrorCode::resource_exhausted);
+  CHECK_THAT(Table::create(config, total - 1).error().message, Contains("episodes 384"));
+  CHECK(Table::create(config, total).ok());
 }
 
 TEST_CASE("more distinct window requirements than the limit are refused") {
