@@ -25,11 +25,12 @@ from .sampler import Sampler
 from .schema import Field, TableSchema
 from .sharded import ShardedClient
 from .writer import Writer
+from .episodes import EpisodeWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "Field", "TableSchema", "Address",
+    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "EpisodeWriter", "Field", "TableSchema", "Address",
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",
