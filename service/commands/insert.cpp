@@ -6,6 +6,12 @@
 namespace replayd::service::commands {
 
 Result<Outcome> insert(Call& call) {
+  if (call.table->table->episodic()) {
+    return make_error(ErrorCode::invalid_argument,
+                      "table '" + call.table->table->name() +
+                          "' is episodic: write it with open_episodes, append_steps and "
+                          "end_episode");
+  }
   REPLAYD_ASSIGN_OR_RETURN(auto work, RowBatchWork::decode(call, std::nullopt));
   return Outcome(std::unique_ptr<Deferred>(std::move(work)));
 }

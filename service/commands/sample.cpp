@@ -44,6 +44,11 @@ Result<Outcome> sample(Call& call) {
   REPLAYD_ASSIGN_OR_RETURN(auto nstep, call.args.optional_uint("nstep"));
   if (nstep) return sample_nstep(call, *nstep, beta);
   if (call.args.value("gamma")) return call.args.error("gamma", "needs \"nstep\"");
+  if (call.table->table->episodic()) {
+    return call.args.error("nstep", "table '" + call.table->table->name() +
+                                        "' is episodic: sample it with \"nstep\" (k = 1 is the "
+                                        "plain transition) or with sample_sequences");
+  }
   const std::uint64_t reply_bytes = sample_reply_bytes(*call.table->table, call.n);
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     return make_error(ErrorCode::resource_exhausted,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 import numpy as np
 
 from . import requests
-from .columns import decode_keys, prepare_insert
+from .columns import convert_item, decode_keys, prepare_insert
 from .errors import InvalidArgument, ProtocolError
 from .sample import Sample
 
@@ -42,8 +42,8 @@ class EpisodeWriter:
     ``append(env=i, **step)`` buffers one step of env i's current episode (a new episode
     starts at the first step after `end_episode`); ``end_episode(env=i, terminated=...)``
     sends the buffered steps and ends the episode; ``flush()`` sends what is buffered;
-    ``close()`` flushes and closes the connection, which ends the episodes still open as
-    truncated. Use as a context manager.
+    ``close()`` flushes, ends the episodes still open as truncated and closes the
+    connection. Use as a context manager.
     """
 
     def __init__(self, client: "Client", table: str, envs: int = 1, batch: int = 64, *,
@@ -60,7 +60,8 @@ class EpisodeWriter:
         self._schema = client.schema(table)
         self._conn: Optional["Connection"] = None
         self._episode: List[Optional[int]] = [None] * self._envs
-        self._rows: List[Mapping[str, Any]] = []
+        self._has_steps = [False] * self._envs
+        self._rows: List[List[Any]] = []
         self._row_episodes: List[int] = []
         self.keys: List[int] = []  # keys of the steps sent so far, in append order
 
@@ -82,6 +83,7 @@ class EpisodeWriter:
         if self._conn is None or not self._conn.alive:
             self._conn = self._client.open_connection()
             self._episode = [None] * self._envs
+            self._has_steps = [False] * self._envs
         return self._conn
 
     def _request(self, meta: Dict[str, Any], buffers: Any = (), decode: Any = None) -> Any:
@@ -114,11 +116,10 @@ class EpisodeWriter:
         """Buffers one step (every field of the table, without a batch dimension) of env's
         current episode; sends a batch when `batch` steps are buffered."""
         env = self._check_env(env)
-        missing = [f.name for f in self._schema.fields if f.name not in step]
-        if missing:
-            raise InvalidArgument(f"table '{self._table}': step lacks field(s) {missing}")
+        row = convert_item(self._schema, step)  # InvalidArgument naming the field
         self._row_episodes.append(self._open(env))
-        self._rows.append(step)
+        self._has_steps[env] = True
+        self._rows.append(row)
         if len(self._rows) >= self._batch:
             self.flush()
 
@@ -135,6 +136,7 @@ class EpisodeWriter:
         self._request({"op": "end_episode", "table": self._table, "episode": episode,
                        "terminated": bool(terminated)})
         self._episode[env] = None
+        self._has_steps[env] = False
 
     def flush(self) -> None:
         """Sends the buffered steps and waits for the server to store them."""
@@ -142,8 +144,12 @@ class EpisodeWriter:
             return
         rows, episodes = self._rows, self._row_episodes
         self._rows, self._row_episodes = [], []
-        data = {f.name: np.stack([np.asarray(r[f.name]) for r in rows])
-                for f in self._schema.fields}
+        data: Dict[str, np.ndarray[Any, Any]] = {}
+        for i, field in enumerate(self._schema.fields):
+            column = np.empty((len(rows), *field.shape), dtype=field.dtype)
+            for j, row in enumerate(rows):
+                column[j] = row[i]
+            data[field.name] = column
         batch = prepare_insert(self._schema, data)
         meta = requests.insert_meta(self._table, batch, self._timeout)
         meta["op"] = "append_steps"
@@ -152,10 +158,14 @@ class EpisodeWriter:
         self.keys.extend(int(k) for k in keys)
 
     def close(self) -> None:
-        """Flushes and closes the connection: episodes still open end as truncated."""
+        """Flushes, ends the episodes still open that have steps as truncated (they are
+        done when this returns) and closes the connection."""
         try:
             if self._conn is not None and self._conn.alive:
                 self.flush()
+                for env in range(self._envs):
+                    if self._episode[env] is not None and self._has_steps[env]:
+                        self.end_episode(env, terminated=False)
         finally:
             if self._conn is not None:
                 self._conn.close()
