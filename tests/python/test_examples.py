@@ -43,3 +43,14 @@ def test_dqn_cartpole_learns_on_a_small_budget_and_plots(server, tmp_path):
         return
     assert (tmp_path / "out" / "returns.png").stat().st_size > 0
     assert (tmp_path / "out" / "replay_wait.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("mode,learner_steps", [("nstep", "100"), ("sequences", "300")])
+def test_episodic_learner_estimates_the_random_walk_values(server, table_name, mode,
+                                                           learner_steps):
+    result = run_example("episodic_learner.py", "--address", server.unix_address,
+                         "--table", table_name, "--mode", mode, "--env-steps", "1500",
+                         "--learner-steps", learner_steps, "--batch-size", "32")
+    assert result.returncode == 0, result.stdout + result.stderr
+    error = float(result.stdout.split("mean absolute error ")[1].split()[0])
+    assert error < 0.08, result.stdout
