@@ -15,6 +15,10 @@ class MinTree {
 
   explicit MinTree(std::uint32_t capacity);
 
+  // Bytes a tree over `capacity` leaves allocates, and what this one holds. O(1).
+  static std::uint64_t bytes_for(std::uint32_t capacity);
+  std::uint64_t allocated_bytes() const { return nodes_.capacity() * sizeof(double); }
+
   // Sets leaf `index` (< capacity); kEmpty removes it from the minimum.
   void set(std::uint32_t index, double value);
   // Smallest leaf value, kEmpty when every leaf is empty.

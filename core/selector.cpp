@@ -32,6 +32,19 @@ Result<SelectorKind> parse_selector_kind(std::string_view name) {
       "unknown selector '" + std::string(name) + "': expected uniform, prioritized, fifo or lifo");
 }
 
+std::uint64_t selector_bytes(SelectorKind kind, std::uint32_t capacity) {
+  switch (kind) {
+    case SelectorKind::uniform:
+      return UniformSelector::bytes_for(capacity);
+    case SelectorKind::fifo:
+    case SelectorKind::lifo:
+      return OrderSelector::bytes_for(capacity);
+    case SelectorKind::prioritized:
+      return PrioritizedSelector::bytes_for(capacity);
+  }
+  return 0;
+}
+
 Result<std::unique_ptr<Selector>> make_selector(const SelectorConfig& config,
                                                 std::uint32_t capacity) {
   switch (config.kind) {

@@ -63,11 +63,24 @@ class Selector {
   // prioritized). insert()ing the slots in this order, with their priorities, into an empty
   // selector of the same configuration rebuilds an identical selector. O(size).
   virtual void for_each_in_order(const std::function<void(std::uint32_t)>& visit) const = 0;
+  // Ok when `priority` (finite, >= 0, already checked by the caller) may be given to a slot:
+  // the sampling mass it yields, and any sum of `capacity` such masses, are finite. Else
+  // invalid_argument naming the priority and the bound. Selectors without priorities accept
+  // every finite priority. O(1).
+  virtual Status check_priority(double priority) const {
+    (void)priority;
+    return Ok{};
+  }
+  // Bytes this selector's structures hold (what selector_bytes() promised for its kind). O(1).
+  virtual std::uint64_t allocated_bytes() const = 0;
   // The mass of the `present` items (their count, given by the caller). O(1).
   virtual SamplingMass mass(std::uint32_t present) const {
     return SamplingMass{static_cast<double>(present), 1.0};
   }
 };
+
+// Bytes a selector of `kind` over slots [0, capacity) allocates, all at construction. O(1).
+std::uint64_t selector_bytes(SelectorKind kind, std::uint32_t capacity);
 
 // Validates the configuration (names the bad parameter) and builds a selector for slots
 // [0, capacity).

@@ -14,6 +14,14 @@ class SlotOrder {
 
   explicit SlotOrder(std::uint32_t capacity) : prev_(capacity, kNone), next_(capacity, kNone) {}
 
+  // Bytes an order over `capacity` slots allocates, and what this one holds. O(1).
+  static std::uint64_t bytes_for(std::uint32_t capacity) {
+    return 2 * std::uint64_t{capacity} * sizeof(std::uint32_t);
+  }
+  std::uint64_t allocated_bytes() const {
+    return (prev_.capacity() + next_.capacity()) * sizeof(std::uint32_t);
+  }
+
   bool empty() const { return head_ == kNone; }
   std::uint32_t oldest() const { return head_; }
   std::uint32_t newest() const { return tail_; }

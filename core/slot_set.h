@@ -16,6 +16,14 @@ class SlotSet {
     members_.reserve(capacity);
   }
 
+  // Bytes a set over `capacity` slots allocates, and what this one holds. O(1).
+  static std::uint64_t bytes_for(std::uint32_t capacity) {
+    return 2 * std::uint64_t{capacity} * sizeof(std::uint32_t);
+  }
+  std::uint64_t allocated_bytes() const {
+    return (members_.capacity() + position_.capacity()) * sizeof(std::uint32_t);
+  }
+
   std::uint32_t size() const { return static_cast<std::uint32_t>(members_.size()); }
   bool contains(std::uint32_t slot) const { return position_[slot] != kAbsent; }
   // Precondition: !contains(slot).

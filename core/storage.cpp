@@ -20,6 +20,17 @@ Storage::Storage(const Schema& schema, std::uint32_t capacity)
   clear();
 }
 
+std::uint64_t Storage::allocated_bytes() const {
+  std::uint64_t bytes = 0;
+  for (auto item_bytes : item_bytes_)
+    bytes += item_bytes * capacity_;
+  bytes += keys_.capacity() * sizeof(keys_[0]) + generations_.capacity() * sizeof(generations_[0]) +
+           priorities_.capacity() * sizeof(priorities_[0]) +
+           times_sampled_.capacity() * sizeof(times_sampled_[0]) +
+           occupied_.capacity() * sizeof(occupied_[0]) + free_.capacity() * sizeof(free_[0]);
+  return bytes;
+}
+
 std::uint32_t Storage::acquire() {
   const std::uint32_t slot = free_.back();  // occupy_with_key pops it in O(1)
   occupy_with_key(slot, (++generations_[slot] << slot_bits_) | slot);

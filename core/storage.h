@@ -27,6 +27,13 @@ class Storage {
   Storage(const Schema& schema, std::uint32_t capacity);
 
   static constexpr std::uint32_t kMaxCapacity = 1u << 31;
+  // Bytes of per-slot metadata (key, generation, priority, times sampled, occupied flag,
+  // free-stack entry): what a slot costs beside its data.
+  static constexpr std::uint64_t kMetadataBytesPerSlot =
+      sizeof(std::uint64_t) + sizeof(std::uint64_t) + sizeof(double) + sizeof(std::uint32_t) +
+      sizeof(std::uint8_t) + sizeof(std::uint32_t);
+  // What this Storage holds: its data columns and every metadata vector's capacity.
+  std::uint64_t allocated_bytes() const;
 
   std::uint32_t capacity() const { return capacity_; }
   std::uint32_t size() const { return capacity_ - static_cast<std::uint32_t>(free_.size()); }

@@ -10,6 +10,10 @@ SumTree::SumTree(std::uint32_t capacity)
       leaves_(std::bit_ceil(std::max<std::uint32_t>(capacity, 1))),
       nodes_(2 * static_cast<std::size_t>(leaves_), 0.0) {}
 
+std::uint64_t SumTree::bytes_for(std::uint32_t capacity) {
+  return 2 * std::uint64_t{std::bit_ceil(std::max<std::uint32_t>(capacity, 1))} * sizeof(double);
+}
+
 void SumTree::set(std::uint32_t index, double value) {
   std::size_t node = leaves_ + index;
   nodes_[node] = value;

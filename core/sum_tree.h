@@ -16,6 +16,11 @@ class SumTree {
  public:
   explicit SumTree(std::uint32_t capacity);
 
+  // Bytes a tree over `capacity` leaves allocates (2 * next_pow2(capacity) doubles), and
+  // what this one holds (its vector's capacity). O(1).
+  static std::uint64_t bytes_for(std::uint32_t capacity);
+  std::uint64_t allocated_bytes() const { return nodes_.capacity() * sizeof(double); }
+
   std::uint32_t capacity() const { return capacity_; }
   // Sets leaf `index` (< capacity) to `value` (finite, >= 0).
   void set(std::uint32_t index, double value);

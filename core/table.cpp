@@ -10,12 +10,17 @@ Error invalid(const std::string& table, std::string message) {
   return make_error(ErrorCode::invalid_argument, "table '" + table + "': " + std::move(message));
 }
 
-Status check_priorities(const std::string& table, std::span<const double> priorities) {
+// Every priority finite, >= 0, and giving the sampler a finite mass (Selector::check_priority).
+Status check_priorities(const std::string& table, const Selector& sampler,
+                        std::span<const double> priorities) {
   for (std::size_t i = 0; i < priorities.size(); ++i) {
     const double p = priorities[i];
     if (!std::isfinite(p) || p < 0) {
       return invalid(table, "priority " + std::to_string(i) + " is " + std::to_string(p) +
                                 ": priorities must be finite and >= 0");
+    }
+    if (auto status = sampler.check_priority(p); !status) {
+      return invalid(table, "priority " + std::to_string(i) + ": " + status.error().message);
     }
   }
   return Ok{};
@@ -119,7 +124,7 @@ Status Table::check_rows(std::span<const std::span<const std::byte>> columns, st
                                std::to_string(n) + " items");
   }
   if (keys_out.size() != n) return invalid(name(), "key output does not hold n keys");
-  if (auto status = check_priorities(name(), priorities); !status) return status;
+  if (auto status = check_priorities(name(), *sampler_, priorities); !status) return status;
   if (auto status = rate_limiter_.check_insert_batch(n); !status) {
     return invalid(name(), status.error().message);
   }
@@ -241,7 +246,7 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
     return invalid(name(), std::to_string(keys.size()) + " keys but " +
                                std::to_string(priorities.size()) + " priorities");
   }
-  if (auto status = check_priorities(name(), priorities); !status) return status.error();
+  if (auto status = check_priorities(name(), *sampler_, priorities); !status) return status.error();
   UpdateOutcome outcome;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const auto slot = storage_.find(keys[i]);

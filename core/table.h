@@ -251,6 +251,10 @@ class Table {
   const EpisodeIndex* episodes() const { return episodes_.get(); }
 
   TableInfo info() const;
+  // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).
+  std::uint64_t allocated_bytes() const {
+    return storage_.allocated_bytes() + sampler_->allocated_bytes() + remover_->allocated_bytes();
+  }
   // The sampler's mass of the stored items (see SamplingMass). O(1).
   SamplingMass sampling_mass() const { return sampler_->mass(storage_.size()); }
 

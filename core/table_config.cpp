@@ -46,6 +46,32 @@ bool is_valid_table_name(std::string_view name) {
   return true;
 }
 
+namespace {
+
+std::string to_string(uint128 value) {
+  if (value <= UINT64_MAX) return std::to_string(static_cast<std::uint64_t>(value));
+  return "more than " + std::to_string(UINT64_MAX);
+}
+
+}  // namespace
+
+TableBytes table_bytes(const TableConfig& config) {
+  TableBytes bytes;
+  bytes.data = static_cast<uint128>(config.capacity) * config.schema.item_bytes();
+  bytes.metadata = std::uint64_t{config.capacity} * Storage::kMetadataBytesPerSlot;
+  bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
+  bytes.remover = selector_bytes(config.remover, config.capacity);
+  if (config.episodes.enabled) {
+    const std::uint64_t per_index = selector_bytes(config.sampler.kind, config.capacity) +
+                                    config.capacity;  // + membership bytes
+    const std::uint64_t complete =
+        selector_bytes(SelectorKind::prioritized, config.capacity) + config.capacity;
+    bytes.episodes = std::uint64_t{config.capacity} * kEpisodeBytesPerSlot + complete +
+                     kMaxWindowIndexes * per_index;
+  }
+  return bytes;
+}
+
 Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes) {
   const std::string who = "table '" + config.name + "': ";
   if (!is_valid_table_name(config.name)) {
@@ -60,13 +86,16 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                                                        std::to_string(Storage::kMaxCapacity) +
                                                        ", got " + std::to_string(config.capacity));
   }
-  const std::uint64_t slot_bytes =
-      config.schema.item_bytes() + (config.episodes.enabled ? kEpisodeBytesPerSlot : 0);
-  const uint128 data_bytes = static_cast<uint128>(config.capacity) * slot_bytes;
-  if (data_bytes > max_table_bytes) {
+  const TableBytes bytes = table_bytes(config);
+  if (bytes.total() > max_table_bytes) {
     return make_error(ErrorCode::resource_exhausted,
-                      who + "capacity " + std::to_string(config.capacity) + " x " +
-                          std::to_string(slot_bytes) + " bytes per item exceeds the limit of " +
+                      who + "capacity " + std::to_string(config.capacity) + " needs " +
+                          to_string(bytes.total()) + " bytes (data " + to_string(bytes.data) +
+                          " = " + std::to_string(config.schema.item_bytes()) +
+                          " bytes per item, slot metadata " + std::to_string(bytes.metadata) +
+                          ", sampler " + std::to_string(bytes.sampler) + ", remover " +
+                          std::to_string(bytes.remover) + ", episodes " +
+                          std::to_string(bytes.episodes) + "), exceeding max_table_bytes = " +
                           std::to_string(max_table_bytes) + " bytes per table");
   }
   if (config.remover == SelectorKind::prioritized) {

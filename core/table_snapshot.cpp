@@ -274,6 +274,9 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
       return bad("item " + std::to_string(i) + ": priority " + std::to_string(priority) +
                  " is not finite and >= 0");
     }
+    if (auto status = table.sampler_->check_priority(priority); !status) {
+      return bad("item " + std::to_string(i) + ": " + status.error().message);
+    }
     // An episodic table keeps a step whose start retired (sampled max_times_sampled times).
     const std::uint64_t limit = config.max_times_sampled + (table.episodes_ ? 1 : 0);
     if (config.max_times_sampled != 0 && times_sampled >= limit) {
@@ -352,6 +355,10 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (rng == Rng::State{}) return in_table(name, bad("section TSTA: RNG state is all zero"));
   if (!std::isfinite(max_priority) || max_priority < 0) {
     return in_table(name, bad("section TSTA: largest priority is not finite and >= 0"));
+  }
+  // New items without a priority get this one: its mass must be finite too.
+  if (auto status = table->sampler_->check_priority(max_priority); !status) {
+    return in_table(name, bad("section TSTA: largest priority: " + status.error().message));
   }
 
   std::vector<bool> occupied;

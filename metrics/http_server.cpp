@@ -10,6 +10,8 @@
 #include <asio/write.hpp>
 #include <unordered_set>
 
+#include "metrics/log_throttle.h"
+
 namespace replayd::metrics {
 namespace {
 
@@ -83,31 +85,48 @@ const char* http_reason_phrase(int status) {
 struct HttpServer::Shared {
   HttpServerLimits limits;
   HttpHandler handler;
-  std::unordered_set<tcp::socket*> connections;
+  std::unordered_set<Connection*> connections;
   bool closed = false;
+  LogThrottle evictions_logged;
+  LogThrottle refusals_logged;
+  LogThrottle accept_errors_logged;
+
+  // Closes the connection that has waited longest for its request head, to make room for
+  // a new one; false when every open connection is writing a reply. O(connections).
+  bool evict_oldest_waiting();
 };
 
-namespace {
-
-// Registers a connection's socket with the server for the coroutine's lifetime.
-class ConnectionGuard {
- public:
-  ConnectionGuard(std::shared_ptr<void> keep_alive, std::unordered_set<tcp::socket*>& set,
-                  tcp::socket* socket)
-      : keep_alive_(std::move(keep_alive)), set_(set), socket_(socket) {
-    set_.insert(socket_);
+// One open connection, registered with the server for its coroutine's lifetime.
+struct HttpServer::Connection {
+  Connection(std::shared_ptr<Shared> shared, tcp::socket* socket)
+      : shared(std::move(shared)), socket(socket) {
+    this->shared->connections.insert(this);
   }
-  ~ConnectionGuard() { set_.erase(socket_); }
-  ConnectionGuard(const ConnectionGuard&) = delete;
-  ConnectionGuard& operator=(const ConnectionGuard&) = delete;
+  ~Connection() { shared->connections.erase(this); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
- private:
-  std::shared_ptr<void> keep_alive_;  // keeps `set_` alive
-  std::unordered_set<tcp::socket*>& set_;
-  tcp::socket* socket_;
+  std::shared_ptr<Shared> shared;  // keeps the registry alive
+  tcp::socket* socket;             // null once closed by evict_oldest_waiting()
+  bool waiting_for_head = true;    // false while a reply is made and written
+  std::chrono::steady_clock::time_point waiting_since = std::chrono::steady_clock::now();
 };
 
-}  // namespace
+bool HttpServer::Shared::evict_oldest_waiting() {
+  Connection* oldest = nullptr;
+  for (Connection* connection : connections) {
+    if (connection->waiting_for_head &&
+        (!oldest || connection->waiting_since < oldest->waiting_since)) {
+      oldest = connection;
+    }
+  }
+  if (!oldest) return false;
+  asio::error_code ignored;
+  oldest->socket->close(ignored);  // its coroutine's read fails; it unregisters itself
+  connections.erase(oldest);
+  oldest->socket = nullptr;
+  return true;
+}
 
 HttpServer::HttpServer(asio::io_context& io, HttpServerLimits limits, HttpHandler handler)
     : io_(io), shared_(std::make_shared<Shared>()) {
@@ -151,8 +170,8 @@ void HttpServer::close() {
   shared_->closed = true;
   asio::error_code ignored;
   if (acceptor_) acceptor_->close(ignored);
-  for (tcp::socket* socket : shared_->connections)
-    socket->close(ignored);
+  for (Connection* connection : shared_->connections)
+    connection->socket->close(ignored);
 }
 
 asio::awaitable<void> HttpServer::accept_loop() {
@@ -163,47 +182,61 @@ asio::awaitable<void> HttpServer::accept_loop() {
     auto [ec, socket] = co_await acceptor_->async_accept(as_tuple);
     if (shared->closed) break;
     if (ec) {
-      spdlog::warn("metrics accept failed: {}; retrying in {} ms", ec.message(),
-                   kAcceptRetryDelay.count());
+      if (auto line = shared->accept_errors_logged.occur()) {
+        spdlog::warn("metrics accept failed: {}; retrying in {} ms{}", ec.message(),
+                     kAcceptRetryDelay.count(), line->suffix());
+      }
       retry.expires_after(kAcceptRetryDelay);
       co_await retry.async_wait(as_tuple);
       continue;
     }
     if (shared->connections.size() >= shared->limits.max_connections) {
-      spdlog::warn("metrics connection refused: {} HTTP connections open",
-                   shared->connections.size());
-      asio::error_code ignored;
-      socket.close(ignored);
-      continue;
+      if (shared->evict_oldest_waiting()) {
+        if (auto line = shared->evictions_logged.occur()) {
+          spdlog::warn(
+              "metrics: {} HTTP connections open (max); closed the one waiting longest for "
+              "its request head{}",
+              shared->limits.max_connections, line->suffix());
+        }
+      } else {
+        if (auto line = shared->refusals_logged.occur()) {
+          spdlog::warn("metrics connection refused: {} HTTP connections are writing replies{}",
+                       shared->connections.size(), line->suffix());
+        }
+        asio::error_code ignored;
+        socket.close(ignored);
+        continue;
+      }
     }
     asio::co_spawn(executor, serve(shared, std::move(socket)), log_coroutine_exit);
   }
 }
 
 asio::awaitable<void> HttpServer::serve(std::shared_ptr<Shared> shared, tcp::socket socket) {
-  ConnectionGuard guard(shared, shared->connections, &socket);
+  Connection connection(shared, &socket);
   auto executor = co_await asio::this_coro::executor;
   asio::steady_timer timer(executor);
   HttpRequestParser parser(shared->limits.request);
   std::array<char, kReadChunkBytes> chunk;
   std::string pending;  // bytes read but not yet fed to the parser; at most one chunk
   bool drain_before_close = false;
-  // A request head must arrive whole within idle_timeout_ms of the previous reply (or of the
-  // accept), however slowly its bytes trickle in.
-  auto request_deadline = std::chrono::steady_clock::now() + shared->limits.idle_timeout_ms;
+  // A request head must arrive whole within header_timeout_ms of the previous reply (or of
+  // the accept), however slowly its bytes trickle in.
+  auto request_deadline = connection.waiting_since + shared->limits.header_timeout_ms;
 
-  while (!shared->closed) {
+  while (!shared->closed && connection.socket) {
     pending.erase(0, parser.feed(pending));
     if (parser.state() == HttpRequestParser::State::incomplete) {
       timer.expires_at(request_deadline);
       auto read = co_await (socket.async_read_some(asio::buffer(chunk), as_tuple) ||
                             timer.async_wait(as_tuple));
-      if (read.index() == 1) break;  // idle for too long
+      if (read.index() == 1) break;  // the head took too long
       auto [ec, n] = std::get<0>(read);
-      if (ec) break;
+      if (ec || !connection.socket) break;  // closed, or evicted for a newer connection
       pending.assign(chunk.data(), n);
       continue;
     }
+    connection.waiting_for_head = false;
     HttpResponse response;
     bool keep_alive = false;
     bool include_body = true;
@@ -223,17 +256,19 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Shared> shared, tcp::soc
       include_body = request.method != "HEAD";
     }
     const std::string bytes = serialize(response, keep_alive, include_body);
-    timer.expires_after(shared->limits.idle_timeout_ms);
+    timer.expires_after(shared->limits.write_timeout_ms);
     auto written = co_await (asio::async_write(socket, asio::buffer(bytes), as_tuple) ||
                              timer.async_wait(as_tuple));
     if (written.index() == 1 || std::get<0>(std::get<0>(written))) break;
     if (!keep_alive) break;
     parser.reset();
-    request_deadline = std::chrono::steady_clock::now() + shared->limits.idle_timeout_ms;
+    connection.waiting_for_head = true;
+    connection.waiting_since = std::chrono::steady_clock::now();
+    request_deadline = connection.waiting_since + shared->limits.header_timeout_ms;
   }
 
   asio::error_code ignored;
-  if (drain_before_close && socket.is_open()) {
+  if (drain_before_close && connection.socket && socket.is_open()) {
     socket.shutdown(tcp::socket::shutdown_send, ignored);
     std::size_t drained = 0;
     timer.expires_after(kDrainTimeout);

@@ -3,6 +3,11 @@
 // (HttpRequestParser), asks the handler for a response and writes it. Keep-alive is honoured;
 // a malformed or oversized request is answered 400 and the connection closed; a request
 // announcing a body is answered and the connection closed (the body is never read).
+// Slow clients cannot starve /healthz: a request head must arrive whole within
+// header_timeout_ms of when the server starts waiting for it (accept, or the previous
+// reply), however its bytes trickle; and when max_connections are open, a new connection
+// closes the one that has waited longest for its request head (a connection writing a reply
+// is never closed for another; if every one is, the new connection is closed instead).
 // Threading: io_context thread only; the handler runs on that thread.
 #pragma once
 
@@ -35,9 +40,12 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 struct HttpServerLimits {
   HttpRequestLimits request;         // per request head
-  std::size_t max_connections = 64;  // open HTTP connections; more are closed
-  // A request head must arrive whole, and a reply be written, within this long.
-  std::chrono::milliseconds idle_timeout_ms{30000};
+  std::size_t max_connections = 64;  // open HTTP connections; then the oldest waiting closes
+  // A request head must arrive whole within this long of when the server starts waiting
+  // for it (so an idle keep-alive connection also closes after it).
+  std::chrono::milliseconds header_timeout_ms{5000};
+  // A reply must be written within this long.
+  std::chrono::milliseconds write_timeout_ms{30000};
 };
 
 class HttpServer {
@@ -59,6 +67,7 @@ class HttpServer {
 
  private:
   struct Shared;
+  struct Connection;
   asio::awaitable<void> accept_loop();
   static asio::awaitable<void> serve(std::shared_ptr<Shared> shared, asio::ip::tcp::socket socket);
 

@@ -6,6 +6,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+
 #include "metrics/process_metrics.h"
 
 namespace replayd::metrics {
@@ -25,8 +27,11 @@ double seconds_of(ServerMetrics::Clock::duration elapsed) {
 
 }  // namespace
 
-ServerMetrics::ServerMetrics(std::string_view version)
+ServerMetrics::ServerMetrics(std::string_view version, std::span<const OpLabel> ops)
     : registry_(std::make_shared<prometheus::Registry>()) {
+  for (const OpLabel& op : ops)
+    op_names_.emplace_back(op.name);
+  op_names_.emplace_back("unknown");
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
@@ -82,13 +87,13 @@ ServerMetrics::ServerMetrics(std::string_view version)
               "Time from reading a request to queueing its reply, by op; includes time "
               "spent waiting on a rate limiter")
           .Register(registry);
-  for (std::size_t i = 0; i < kRequestOpCount; ++i) {
-    const std::string op(request_op_name(static_cast<RequestOp>(i)));
+  requests_ok_.assign(op_names_.size(), nullptr);
+  for (std::size_t i = 0; i < op_names_.size(); ++i) {
     // An unknown op never succeeds; its ok series would only be noise.
-    if (static_cast<RequestOp>(i) != RequestOp::unknown) {
-      requests_ok_[i] = &requests_->Add({{"op", op}, {"outcome", "ok"}});
-    }
-    request_seconds_[i] = &request_seconds.Add({{"op", op}}, kRequestSecondsBuckets);
+    if (i != unknown_op())
+      requests_ok_[i] = &requests_->Add({{"op", op_names_[i]}, {"outcome", "ok"}});
+    request_seconds_.push_back(
+        &request_seconds.Add({{"op", op_names_[i]}}, kRequestSecondsBuckets));
   }
   auto& wait_seconds = BuildHistogram()
                            .Name("replayd_rate_limiter_wait_seconds")
@@ -96,8 +101,12 @@ ServerMetrics::ServerMetrics(std::string_view version)
                                "Time requests held by a table's rate limiter waited, by op, "
                                "whether they were then admitted, timed out or cancelled")
                            .Register(registry);
-  wait_seconds_insert_ = &wait_seconds.Add({{"op", "insert"}}, kWaitSecondsBuckets);
-  wait_seconds_sample_ = &wait_seconds.Add({{"op", "sample"}}, kWaitSecondsBuckets);
+  wait_seconds_.assign(op_names_.size(), nullptr);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].rate_limited) {
+      wait_seconds_[i] = &wait_seconds.Add({{"op", op_names_[i]}}, kWaitSecondsBuckets);
+    }
+  }
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -133,22 +142,21 @@ ServerMetrics::ErrorSeries& ServerMetrics::error_series(std::string_view code) {
   return series;
 }
 
-void ServerMetrics::request_finished(RequestOp op, std::string_view error_code,
+void ServerMetrics::request_finished(std::size_t op, std::string_view error_code,
                                      Clock::duration elapsed) {
-  const auto index = static_cast<std::size_t>(op);
+  const std::size_t index = std::min(op, unknown_op());
   request_seconds_[index]->Observe(seconds_of(elapsed));
   if (error_code.empty()) {
     if (requests_ok_[index] == nullptr) {
-      requests_ok_[index] =
-          &requests_->Add({{"op", std::string(request_op_name(op))}, {"outcome", "ok"}});
+      requests_ok_[index] = &requests_->Add({{"op", op_names_[index]}, {"outcome", "ok"}});
     }
     requests_ok_[index]->Increment();
     return;
   }
   ErrorSeries& series = error_series(error_code);
+  if (series.requests.empty()) series.requests.assign(op_names_.size(), nullptr);
   if (series.requests[index] == nullptr) {
-    series.requests[index] =
-        &requests_->Add({{"op", std::string(request_op_name(op))}, {"outcome", series.code}});
+    series.requests[index] = &requests_->Add({{"op", op_names_[index]}, {"outcome", series.code}});
   }
   series.requests[index]->Increment();
 }
@@ -161,10 +169,10 @@ void ServerMetrics::error_replied(std::string_view code) {
   error_series(code).errors->Increment();
 }
 
-void ServerMetrics::rate_limiter_waited(RequestOp op, Clock::duration waited) {
-  prometheus::Histogram* histogram =
-      op == RequestOp::insert ? wait_seconds_insert_ : wait_seconds_sample_;
-  histogram->Observe(seconds_of(waited));
+void ServerMetrics::rate_limiter_waited(std::size_t op, Clock::duration waited) {
+  if (op < wait_seconds_.size() && wait_seconds_[op] != nullptr) {
+    wait_seconds_[op]->Observe(seconds_of(waited));
+  }
 }
 
 std::string ServerMetrics::scrape(std::span<const TableSnapshot> tables) const {

@@ -14,7 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "metrics/request_op.h"
 #include "metrics/table_metrics.h"
 
 namespace prometheus {
@@ -28,12 +27,20 @@ class Family;
 
 namespace replayd::metrics {
 
+// One request op as the metrics label it: the server passes its command table's names, so
+// the label set is fixed at start (a client cannot grow it). Index i of the list is op i;
+// index ops.size() is "unknown" (no readable op, or one the server does not define).
+struct OpLabel {
+  std::string_view name;      // the wire op; must outlive the ServerMetrics
+  bool rate_limited = false;  // it may wait on a table's rate limiter (wait histogram)
+};
+
 class ServerMetrics {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `version` labels replayd_build_info.
-  explicit ServerMetrics(std::string_view version);
+  // `version` labels replayd_build_info; `ops` are the request op labels (see OpLabel).
+  ServerMetrics(std::string_view version, std::span<const OpLabel> ops);
   ~ServerMetrics();
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
@@ -48,15 +55,17 @@ class ServerMetrics {
   // The reply to a request of `op` was queued, `elapsed` after the request was read.
   // error_code: the reply's wire error code, empty for success. Counts requests by op and
   // outcome and the latency histogram (not replayd_errors_total: see error_replied).
-  void request_finished(RequestOp op, std::string_view error_code, Clock::duration elapsed);
+  void request_finished(std::size_t op, std::string_view error_code, Clock::duration elapsed);
   // Creates the series of wire error code `code` at 0, so that rate() works from the first
   // error on. Codes never declared are added when first seen.
   void declare_error_code(std::string_view code);
   // An error reply with wire code `code` was queued: any error reply, including those to
   // frames that were not readable requests and to connections closed for idleness.
   void error_replied(std::string_view code);
-  // A request of `op` (insert or sample) left its table's wait queue after `waited`.
-  void rate_limiter_waited(RequestOp op, Clock::duration waited);
+  // A request of `op` (a rate_limited op) left its table's wait queue after `waited`.
+  void rate_limiter_waited(std::size_t op, Clock::duration waited);
+  // The index of the "unknown" op label.
+  std::size_t unknown_op() const { return op_names_.size() - 1; }
 
   // The Prometheus text exposition of every family: the instruments above, `tables`
   // (see table_metrics.h) and the process (/proc/self). Cost: O(series); allocates.
@@ -65,8 +74,8 @@ class ServerMetrics {
  private:
   struct ErrorSeries {
     std::string code;
-    prometheus::Counter* errors = nullptr;                         // replayd_errors_total{code}
-    std::array<prometheus::Counter*, kRequestOpCount> requests{};  // created when first used
+    prometheus::Counter* errors = nullptr;       // replayd_errors_total{code}
+    std::vector<prometheus::Counter*> requests;  // per op label, created when first used
   };
   ErrorSeries& error_series(std::string_view code);
 
@@ -78,11 +87,11 @@ class ServerMetrics {
   prometheus::Counter* sent_bytes_ = nullptr;
   prometheus::Family<prometheus::Counter>* requests_ = nullptr;
   prometheus::Family<prometheus::Counter>* errors_ = nullptr;
-  std::array<prometheus::Counter*, kRequestOpCount> requests_ok_{};
-  std::array<prometheus::Histogram*, kRequestOpCount> request_seconds_{};
-  prometheus::Histogram* wait_seconds_insert_ = nullptr;
-  prometheus::Histogram* wait_seconds_sample_ = nullptr;
-  std::vector<ErrorSeries> error_series_;  // a handful of codes: linear search
+  std::vector<std::string> op_names_;  // per op label, "unknown" last
+  std::vector<prometheus::Counter*> requests_ok_;
+  std::vector<prometheus::Histogram*> request_seconds_;
+  std::vector<prometheus::Histogram*> wait_seconds_;  // null for ops that are not rate_limited
+  std::vector<ErrorSeries> error_series_;             // a handful of codes: linear search
 };
 
 }  // namespace replayd::metrics

@@ -37,6 +37,10 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      limits.max_queued_reply_bytes, 4096, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_connections", limits.max_connections, 1, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_unauthenticated_connections",
+                                     limits.max_unauthenticated_connections, 1, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "auth_timeout_ms", limits.auth_timeout_ms, 100, 3600000));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1, std::uint64_t{1} << 50));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables", limits.max_tables, 1, 1u << 16));
@@ -46,6 +50,17 @@ Status parse_limits(const json::value& value, Limits& limits) {
       read_limit(reader, "write_timeout_ms", limits.write_timeout_ms, 0, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "socket_send_buffer_bytes", limits.socket_send_buffer_bytes, 0, 1u << 30));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "requests_per_turn", limits.requests_per_turn, 1, 1u << 16));
+  REPLAYD_ASSIGN_OR_RETURN(limits.learner_share,
+                           reader.number_or("learner_share", limits.learner_share));
+  if (!(limits.learner_share >= 0 && limits.learner_share <= 1)) {
+    return reader.error("learner_share", "must be between 0 and 1");
+  }
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "http_header_timeout_ms", limits.http_header_timeout_ms, 100, 3600000));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "http_max_connections", limits.http_max_connections, 2, 1u << 16));
   return reader.finish();
 }
 
@@ -158,6 +173,7 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "snapshot_interval_s", config.snapshot_interval_s, 0, 1u << 24));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "snapshot_keep", config.snapshot_keep, 1, 1000));
+  REPLAYD_ASSIGN_OR_RETURN(config.allow_empty_start, reader.boolean_or("allow_empty_start", false));
   if (const json::value* limits = reader.value("limits"); limits && !limits->is_null()) {
     REPLAYD_RETURN_IF_ERROR(parse_limits(*limits, config.limits));
   }

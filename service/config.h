@@ -18,9 +18,15 @@ struct Limits {
   std::uint64_t max_batch_items = 65536;                           // items per insert/sample/update
   std::uint32_t max_waiting_per_connection = 1024;                 // parked requests
   std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
-  std::uint32_t max_connections = 4096;                            // open client connections
-  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;         // data bytes per table
-  std::uint32_t max_tables = 256;                                  // tables per server
+  std::uint32_t max_connections = 4096;  // open client connections per listener (Unix, TCP)
+  // TCP connections (when a token is required) whose first request is not complete yet;
+  // a new one closes the oldest. They hold no session and none of max_connections.
+  std::uint32_t max_unauthenticated_connections = 64;
+  // A TCP connection that must authenticate is closed unless its first request (hello with
+  // the token) arrives whole within this long, ms.
+  std::uint64_t auth_timeout_ms = 10000;
+  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;  // data bytes per table
+  std::uint32_t max_tables = 256;                           // tables per server
   // A connection with no complete request for this long, and nothing waiting or queued, is
   // closed (a frame that takes longer to arrive counts as idle). 0 disables.
   std::uint64_t idle_timeout_ms = 300000;
@@ -31,6 +37,16 @@ struct Limits {
   // of a sample reply that fits is written from the table's rows without a copy. 0: the
   // kernel's default.
   std::uint64_t socket_send_buffer_bytes = 4 << 20;
+  // Frames one connection handles before other connections get a turn (1 - 65536).
+  std::uint32_t requests_per_turn = 64;
+  // The least share of the thread learners (connections that sample) get while explorers
+  // saturate it, 0 - 1; 0 turns the policy off (docs/ARCHITECTURE.md, "Scheduling").
+  double learner_share = 0.5;
+  // Metrics HTTP listener: a request head must arrive whole within this long (ms) of when
+  // the server starts waiting for it; and at most this many HTTP connections are open, a
+  // new one closing the one that has waited longest for its head.
+  std::uint64_t http_header_timeout_ms = 5000;
+  std::uint32_t http_max_connections = 64;
 };
 
 struct ServerConfig {
@@ -45,9 +61,12 @@ struct ServerConfig {
   Limits limits;
   std::vector<TableConfig> tables;
   // Snapshots (docs/SNAPSHOT.md).
-  std::string data_dir;                      // where snapshots live; empty: snapshots disabled
-  std::uint32_t snapshot_interval_s = 0;     // seconds between periodic snapshots; 0: none
-  std::uint32_t snapshot_keep = 3;           // complete snapshots kept, 1 - 1000
+  std::string data_dir;                   // where snapshots live; empty: snapshots disabled
+  std::uint32_t snapshot_interval_s = 0;  // seconds between periodic snapshots; 0: none
+  std::uint32_t snapshot_keep = 3;        // complete snapshots kept, 1 - 1000
+  // Start with empty tables when snapshots exist but none can be restored (they are then
+  // all kept); false: refuse to start.
+  bool allow_empty_start = false;
   std::uint32_t snapshot_test_pause_ms = 0;  // test-only flag; 0 in production
 };
 

@@ -15,11 +15,16 @@
 
 #include "service/config.h"
 #include "service/health_probe.h"
+#include "service/protocol_description.h"
 #include "service/server.h"
 
 namespace {
 
 using replayd::service::ServerConfig;
+
+// Exit codes (docs/OPERATIONS.md): 0 clean stop, 1 failed to start or fatal error, 2 bad
+// configuration, 3 stopped but the final snapshot failed (recent changes are lost).
+constexpr int kExitFinalSnapshotFailed = 3;
 
 // Request payloads and sample replies are large transient buffers (a W2 sample of 32 items
 // is 1.8 MB), allocated and freed per request. glibc would map such blocks with mmap, or
@@ -66,7 +71,9 @@ int main(int argc, char** argv) {
   std::uint32_t snapshot_test_pause_ms = 0;
   std::optional<std::string> probe_url;
   bool check_config = false;
+  bool describe_protocol = false;
   bool insecure = false;
+  bool allow_empty_start = false;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")
       ->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path,
@@ -83,6 +90,9 @@ int main(int argc, char** argv) {
                "allow a non-loopback TCP address without a token (docs/SECURITY.md)");
   app.add_option("--data-dir", data_dir,
                  "snapshot directory (docs/SNAPSHOT.md); \"\" disables snapshots (default: none)");
+  app.add_flag("--allow-empty-start", allow_empty_start,
+               "start with empty tables when data_dir holds snapshots of which none can be "
+               "restored (they are all kept); without it such a start fails");
   app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
                  "TEST ONLY: each snapshot write pauses this long after its header")
       ->group("");
@@ -91,9 +101,15 @@ int main(int argc, char** argv) {
                  "if it answers 200, 1 otherwise (a health check without curl)");
   app.add_flag("--check-config", check_config,
                "validate the config file and flags, then exit 0 (valid) or 2 (the error)");
+  app.add_flag("--describe-protocol", describe_protocol,
+               "print the protocol's operations, error codes and dtypes as JSON, then exit 0");
   app.set_version_flag("--version", std::string("replayd ") + replayd::service::kServerVersion);
   CLI11_PARSE(app, argc, argv);
 
+  if (describe_protocol) {
+    std::cout << replayd::service::describe_protocol() << "\n";
+    return 0;
+  }
   if (probe_url) {
     const auto result = replayd::service::probe_http(*probe_url, std::chrono::seconds(3));
     std::cout << *probe_url << ": " << result.detail << "\n";
@@ -122,6 +138,7 @@ int main(int argc, char** argv) {
     if (data_dir) config.data_dir = *data_dir;
     config.snapshot_test_pause_ms = snapshot_test_pause_ms;
     if (insecure) config.insecure = true;
+    if (allow_empty_start) config.allow_empty_start = true;
     // The environment wins over the file, so a deployment can inject the secret without
     // writing it into the config; there is no flag (command lines are visible to every user).
     if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) {
@@ -157,7 +174,13 @@ int main(int argc, char** argv) {
     }
     spdlog::info("replayd {} serving {} tables", replayd::service::kServerVersion,
                  server.context().tables.size());
-    server.run();
+    if (auto final_snapshot = server.run(); !final_snapshot) {
+      spdlog::critical(
+          "replayd stopped WITHOUT its final snapshot ({}): changes acknowledged since the last "
+          "snapshot are not saved; exit code {}",
+          final_snapshot.error().message, kExitFinalSnapshotFailed);
+      return kExitFinalSnapshotFailed;
+    }
     spdlog::info("replayd stopped");
     return 0;
   } catch (const std::exception& e) {

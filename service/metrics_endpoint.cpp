@@ -5,8 +5,9 @@
 
 namespace replayd::service {
 
-MetricsEndpoint::MetricsEndpoint(asio::io_context& io, metrics::HttpHandler handler)
-    : http_(io, metrics::HttpServerLimits{}, std::move(handler)) {}
+MetricsEndpoint::MetricsEndpoint(asio::io_context& io, metrics::HttpServerLimits limits,
+                                 metrics::HttpHandler handler)
+    : http_(io, limits, std::move(handler)) {}
 
 Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::open(
     asio::io_context& io, std::string_view address, ServiceContext& context,
@@ -25,8 +26,11 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::open(
   metrics::EndpointCallbacks callbacks{
       [&context] { return context.metrics.scrape(snapshot_tables(context.tables)); },
       std::move(not_ready_reason)};
+  metrics::HttpServerLimits http_limits;
+  http_limits.header_timeout_ms = std::chrono::milliseconds(context.limits.http_header_timeout_ms);
+  http_limits.max_connections = context.limits.http_max_connections;
   auto endpoint = std::make_unique<MetricsEndpoint>(
-      io, [callbacks = std::move(callbacks)](const metrics::HttpRequest& request) {
+      io, http_limits, [callbacks = std::move(callbacks)](const metrics::HttpRequest& request) {
         return metrics::route_request(request, callbacks);
       });
   REPLAYD_RETURN_IF_ERROR(endpoint->http_.open(asio::ip::tcp::endpoint(ip, host_port->port)));

@@ -34,7 +34,8 @@ class MetricsEndpoint {
   // Stops accepting and closes open HTTP connections. Idempotent.
   void close() { http_.close(); }
 
-  MetricsEndpoint(asio::io_context& io, metrics::HttpHandler handler);
+  MetricsEndpoint(asio::io_context& io, metrics::HttpServerLimits limits,
+                  metrics::HttpHandler handler);
 
  private:
   metrics::HttpServer http_;

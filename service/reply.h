@@ -28,6 +28,12 @@ enum class WireError {
   unauthenticated
 };
 
+// Every code, in the order docs/PROTOCOL.md lists them.
+inline constexpr std::array kWireErrors{WireError::invalid_argument,   WireError::not_found,
+                                        WireError::already_exists,     WireError::timeout,
+                                        WireError::resource_exhausted, WireError::shutting_down,
+                                        WireError::protocol_error,     WireError::unauthenticated};
+
 const char* wire_error_name(WireError code);
 // Maps an engine error to its wire code. would_block only reaches the wire when a request
 // asked not to wait (timeout_ms 0), so it maps to timeout.

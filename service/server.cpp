@@ -35,6 +35,7 @@ std::uint64_t random_seed() {
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.limits = config_.limits;
+  context_.scheduler.set_learner_share(config_.limits.learner_share);
   context_.auth_token = config_.auth_token;
   context_.seed_source = &random_seed;
   for (std::string_view code : wire_error_codes())
@@ -57,10 +58,10 @@ Server::~Server() {
 Status Server::open() {
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
-    REPLAYD_ASSIGN_OR_RETURN(
-        std::uint64_t newest,
-        restore_tables(config_.data_dir, config_.tables, context_.limits, context_.tables));
-    snapshotter_->set_newest_sequence(newest);
+    REPLAYD_ASSIGN_OR_RETURN(RestoreOutcome restored,
+                             restore_tables(config_.data_dir, config_.tables, context_.limits,
+                                            config_.allow_empty_start, context_.tables));
+    snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {
@@ -173,7 +174,7 @@ void Server::handle_signals() {
   });
 }
 
-void Server::run() {
+Status Server::run() {
   if (unix_acceptor_) {
     asio::co_spawn(io_, accept_unix(*unix_acceptor_, context_), log_listener_exit);
     spdlog::info("listening on unix:{}", addresses_.unix_path);
@@ -190,7 +191,7 @@ void Server::run() {
   snapshotter_->start();
   ready_promise_.set_value(addresses_);
   io_.run();
-  snapshotter_->write_final();
+  return snapshotter_->write_final().status;
 }
 
 void Server::request_stop() {
@@ -206,6 +207,7 @@ void Server::stop() {
   if (tcp_acceptor_) tcp_acceptor_->close(ignored);
   if (signals_) signals_->cancel(ignored);
   context_.tables.cancel_all_waiters(CancelReason::shutting_down);
+  context_.scheduler.cancel_all();
   snapshotter_->stop();
   for (Session* session :
        std::vector<Session*>(context_.sessions.begin(), context_.sessions.end())) {

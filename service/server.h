@@ -41,8 +41,10 @@ class Server {
   void handle_signals();
   // Serves until stopped: stop accepting, answer waiting requests shutting_down, flush
   // replies, close. Returns when every session has ended (or after kShutdownGrace) and,
-  // with data_dir set, the final snapshot is written.
-  void run();
+  // with data_dir set, the final snapshot is written. Returns that snapshot's status: an
+  // error (resource_exhausted naming the failed step) means changes acknowledged since the
+  // last snapshot are lost, and the process must not exit 0. Ok without data_dir.
+  Status run();
   // Thread-safe; posts the stop to the io_context.
   void request_stop();
   // Ready once open() succeeded and run() started. Thread-safe.

@@ -11,6 +11,7 @@
 
 #include "metrics/server_metrics.h"
 #include "service/config.h"
+#include "service/scheduler.h"
 #include "service/table_registry.h"
 #include "service/wait_queue.h"
 
@@ -20,6 +21,9 @@ inline constexpr const char* kServerVersion = REPLAYD_VERSION;
 
 class Session;
 class Snapshotter;
+
+// The request op labels of the metrics: the command table's names (service/command_table.cpp).
+std::span<const metrics::OpLabel> metric_op_labels();
 
 struct ServiceContext {
   TableRegistry tables;
@@ -33,7 +37,9 @@ struct ServiceContext {
   // TCP connections must present this token in their first request (hello); empty: none.
   std::string auth_token;
   // Prometheus instruments the request path updates (docs/OPERATIONS.md).
-  metrics::ServerMetrics metrics{kServerVersion};
+  metrics::ServerMetrics metrics{kServerVersion, metric_op_labels()};
+  // Shares the thread between learners and explorers (limits.learner_share).
+  Scheduler scheduler;
   // Seeds tables whose description states none (random by default; fixed in tests).
   std::uint64_t (*seed_source)() = nullptr;
 };

@@ -1,14 +1,15 @@
 #include "service/session.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
-#include "service/snapshot_op.h"
-
 #include "service/auth.h"
+#include "service/command_table.h"
 
 namespace replayd::service {
 namespace {
@@ -17,6 +18,8 @@ constexpr std::size_t kReadChunkBytes = 64 << 10;
 // Payload bytes still missing above which the reader reads straight into the frame.
 constexpr std::size_t kDirectReadBytes = 16 << 10;
 constexpr std::size_t kMaxRepliesPerWrite = 64;
+// How often a reader paused by its budget checks whether the client closed the connection.
+constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(500);
 constexpr auto as_tuple = asio::experimental::as_tuple(asio::use_awaitable);
 
 void log_coroutine_exit(std::exception_ptr error) {
@@ -40,6 +43,7 @@ Session::Session(Socket socket, ServiceContext& context)
 }
 
 Session::~Session() {
+  if (lane_ == Lane::learner) context_.scheduler.remove_learner(this);
   context_.sessions.erase(this);
   context_.metrics.connection_closed();
   if (context_.sessions.empty()) context_.sessions_drained.wake_all();
@@ -76,61 +80,132 @@ void Session::begin_shutdown() {
 }
 
 bool Session::reading_paused() const {
-  return outbox_bytes_ > context_.limits.max_queued_reply_bytes;
+  return outbox_bytes_ > context_.limits.max_queued_reply_bytes ||
+         parked_bytes_ > context_.limits.max_frame_bytes;
+}
+
+bool Session::waits_for_server() const {
+  if (!outbox_.empty() || !parked_.empty()) return true;
+  if (!reading_ || reading_paused()) return false;
+  asio::error_code ec;
+  return socket_.available(ec) > 0 && !ec;
+}
+
+void Session::moved(std::uint64_t bytes) {
+  if (lane_ == Lane::learner) {
+    context_.scheduler.learner_progressed(bytes);
+  } else if (lane_ == Lane::explorer) {
+    context_.scheduler.explorer_moved(bytes);
+  }
+}
+
+void Session::become_learner() {
+  if (lane_ == Lane::learner) return;
+  lane_ = Lane::learner;
+  context_.scheduler.add_learner(this);
+}
+
+asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
+  if (lane_ != Lane::learner) {
+    auto [ec, n] =
+        co_await socket_.async_read_some(asio::buffer(into.data(), into.size()), as_tuple);
+    co_return ec ? 0 : n;
+  }
+  while (true) {
+    asio::error_code ec;
+    const std::size_t n = socket_.read_some(asio::buffer(into.data(), into.size()), ec);
+    if (!ec) co_return n;
+    if (ec != asio::error::would_block && ec != asio::error::try_again) co_return 0;
+    auto [wait_error] = co_await socket_.async_wait(Socket::wait_read, as_tuple);
+    if (wait_error) co_return 0;
+  }
+}
+
+bool Session::peer_closed() {
+  pollfd descriptor{socket_.native_handle(), POLLRDHUP, 0};
+  return ::poll(&descriptor, 1, 0) > 0 && (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+asio::awaitable<void> Session::wait_for_budget() {
+  auto executor = co_await asio::this_coro::executor;
+  while (reading_ && reading_paused()) {
+    WaitQueue::Waiter waiter(read_resume_, executor);
+    const auto outcome = co_await waiter.wait(std::chrono::steady_clock::now() + kPeerCheckPeriod);
+    if (outcome == WaitOutcome::cancelled) co_return;
+    // Nothing is read while paused, so a client that went away is noticed here; its
+    // parked requests are then cancelled instead of waiting for ever.
+    if (outcome == WaitOutcome::timed_out && peer_closed()) stop_reading();
+  }
 }
 
 asio::awaitable<void> Session::read_loop() {
   auto executor = co_await asio::this_coro::executor;
   std::vector<std::byte> chunk(kReadChunkBytes);
-  while (reading_) {
-    while (reading_paused()) {
-      WaitQueue::Waiter waiter(read_resume_, executor);
-      if (co_await waiter.wait(std::nullopt) == WaitOutcome::cancelled) break;
-    }
-    const auto destination = decoder_.payload_destination();
-    if (destination.size() >= kDirectReadBytes) {
-      auto [ec, n] = co_await socket_.async_read_some(
-          asio::buffer(destination.data(), destination.size()), as_tuple);
-      if (ec) break;
+  try {
+    while (reading_) {
+      if (reading_paused()) co_await wait_for_budget();
+      if (!reading_) break;
+      handled_this_turn_ = 0;
+      const auto destination = decoder_.payload_destination();
+      const bool direct = destination.size() >= kDirectReadBytes;
+      const std::size_t n = co_await read_some(direct ? destination : std::span(chunk));
+      if (n == 0) break;
       context_.metrics.bytes_received(n);
       read_at_ = std::chrono::steady_clock::now();
-      decoder_.commit_payload(n);
-      if (decoder_.has_frame()) handle(decoder_.take_frame());
-      continue;
+      moved(n);
+      if (lane_ == Lane::explorer) co_await context_.scheduler.explorer_turn();
+      if (direct) {
+        decoder_.commit_payload(n);
+        if (decoder_.has_frame()) handle(decoder_.take_frame());
+      } else {
+        co_await consume({chunk.data(), n});
+      }
     }
-    auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), as_tuple);
-    if (ec) break;
-    context_.metrics.bytes_received(n);
-    read_at_ = std::chrono::steady_clock::now();
-    consume({chunk.data(), n});
+  } catch (const std::exception& e) {
+    // The frame boundary may be lost: log, count and end the session cleanly.
+    spdlog::error("closing a connection after an unexpected error: {}", e.what());
+    send(make_error_reply(decoder_.current_request_id(), WireError::resource_exhausted,
+                          std::string("the server could not handle this connection's request (") +
+                              e.what() + "); the connection is closed"));
   }
   stop_reading();
 }
 
-void Session::consume(std::span<const std::byte> bytes) {
+asio::awaitable<void> Session::consume(std::span<const std::byte> bytes) {
+  auto executor = co_await asio::this_coro::executor;
   while (!bytes.empty() && reading_) {
     const std::size_t used = decoder_.feed(bytes);
     bytes = bytes.subspan(used);
-    if (decoder_.has_frame()) {
-      handle(decoder_.take_frame());
-    } else if (decoder_.error() != DecodeError::none) {
-      const DecodeError error = decoder_.error();
-      if (!authenticated_ && error == DecodeError::frame_too_large) {
-        send(make_error_reply(decoder_.current_request_id(), WireError::unauthenticated,
-                              "this TCP listener requires a token: the first request must be "
-                              "hello with \"token\" and no payload; the connection is closed"));
-        stop_reading();
-        return;
-      }
-      const WireError code =
-          is_limit_error(error) ? WireError::resource_exhausted : WireError::protocol_error;
-      send(make_error_reply(decoder_.current_request_id(), code,
-                            std::string(decode_error_message(error)) +
-                                "; the connection is closed because the frame boundary is lost"));
-      stop_reading();
-      return;
+    if (decoder_.error() != DecodeError::none) {
+      fail_decoding(decoder_.error());
+      co_return;
     }
+    if (!decoder_.has_frame()) continue;
+    handle(decoder_.take_frame());
+    if (bytes.empty()) break;
+    // The rest of the chunk waits for the budget, and for other connections' turns.
+    if (++handled_this_turn_ >= context_.limits.requests_per_turn) {
+      handled_this_turn_ = 0;
+      co_await asio::post(executor, asio::use_awaitable);
+    }
+    if (reading_paused()) co_await wait_for_budget();
   }
+}
+
+void Session::fail_decoding(DecodeError error) {
+  if (!authenticated_ && error == DecodeError::frame_too_large) {
+    send(make_error_reply(decoder_.current_request_id(), WireError::unauthenticated,
+                          "this TCP listener requires a token: the first request must be "
+                          "hello with \"token\" and no payload; the connection is closed"));
+    stop_reading();
+    return;
+  }
+  const WireError code =
+      is_limit_error(error) ? WireError::resource_exhausted : WireError::protocol_error;
+  send(make_error_reply(decoder_.current_request_id(), code,
+                        std::string(decode_error_message(error)) +
+                            "; the connection is closed because the frame boundary is lost"));
+  stop_reading();
 }
 
 void Session::stop_reading() {
@@ -159,188 +234,69 @@ void Session::handle(Frame frame) {
   last_activity_ = std::chrono::steady_clock::now();
   if (!authenticated_ && !authenticate(frame)) return;
   const auto received_at = read_at_;
-  metrics::RequestOp op = metrics::RequestOp::unknown;
-  Dispatched dispatched = dispatch(context_, std::move(frame), &op);
-  if (auto* reply = std::get_if<Reply>(&dispatched)) {
-    answer(op, received_at, std::move(*reply));
-  } else if (auto* insert = std::get_if<PreparedInsert>(&dispatched)) {
-    insert->received_at = received_at;
-    handle_insert(std::move(*insert));
-  } else if (auto* snapshot = std::get_if<PreparedSnapshot>(&dispatched)) {
-    handle_snapshot(*snapshot);
-  } else {
-    auto& sample = std::get<PreparedSample>(dispatched);
-    sample.received_at = received_at;
-    handle_sample(std::move(sample));
+  const std::uint64_t request_id = frame.header.request_id;
+  Started started;
+  try {
+    started = start_command(context_, std::move(frame));
+  } catch (const std::bad_alloc&) {
+    answer(context_.metrics.unknown_op(), received_at,
+           make_error_reply(request_id, WireError::resource_exhausted,
+                            "the server is out of memory for this request; nothing was changed"));
+    return;
   }
+  const std::size_t op =
+      started.command ? command_index(*started.command) : context_.metrics.unknown_op();
+  if (started.command && started.command->lane == Lane::learner) become_learner();
+  if (started.command && started.command->lane == Lane::explorer && lane_ == Lane::control) {
+    lane_ = Lane::explorer;
+  }
+  if (auto* reply = std::get_if<Reply>(&started.result)) {
+    answer(op, received_at, std::move(*reply));
+    return;
+  }
+  auto& waiting = std::get<Waiting>(started.result);
+  if (parked_.size() >= context_.limits.max_waiting_per_connection) {
+    answer(op, received_at,
+           make_error_reply(request_id, WireError::resource_exhausted,
+                            "this connection already has max_waiting_per_connection = " +
+                                std::to_string(context_.limits.max_waiting_per_connection) +
+                                " requests waiting"));
+    return;
+  }
+  asio::co_spawn(
+      socket_.get_executor(),
+      [self = shared_from_this(), waiting = std::move(waiting), op, received_at]() mutable {
+        return self->wait_then_answer(std::move(waiting), op, received_at);
+      },
+      log_coroutine_exit);
 }
 
-void Session::answer(metrics::RequestOp op, std::chrono::steady_clock::time_point received_at,
+void Session::answer(std::size_t op, std::chrono::steady_clock::time_point received_at,
                      Reply reply) {
   context_.metrics.request_finished(op, reply.error_code,
                                     std::chrono::steady_clock::now() - received_at);
   send(std::move(reply));
 }
 
-bool Session::may_park(metrics::RequestOp op, std::uint64_t request_id,
-                       std::chrono::steady_clock::time_point received_at) {
-  if (parked_.size() < context_.limits.max_waiting_per_connection) return true;
-  answer(op, received_at,
-         make_error_reply(request_id, WireError::resource_exhausted,
-                          "this connection already has max_waiting_per_connection = " +
-                              std::to_string(context_.limits.max_waiting_per_connection) +
-                              " requests waiting"));
-  return false;
-}
-
-void Session::handle_insert(PreparedInsert insert) {
-  HostedTable& hosted = *insert.table;
-  if (hosted.insert_waiters.empty() && hosted.table->may_insert(insert.n)) {
-    answer(metrics::RequestOp::insert, insert.received_at, execute_insert(insert));
-    table_changed(hosted);
-    return;
-  }
-  if (insert.timeout && insert.timeout->count() == 0) {
-    answer(metrics::RequestOp::insert, insert.received_at,
-           make_error_reply(insert.request_id, WireError::timeout,
-                            "table '" + hosted.table->name() +
-                                "': the rate limiter does not admit this insert now and "
-                                "timeout_ms is 0"));
-    return;
-  }
-  if (!may_park(metrics::RequestOp::insert, insert.request_id, insert.received_at)) return;
-  asio::co_spawn(
-      socket_.get_executor(),
-      [self = shared_from_this(), insert = std::move(insert)]() mutable {
-        return self->wait_then_insert(std::move(insert));
-      },
-      log_coroutine_exit);
-}
-
-void Session::handle_sample(PreparedSample sample) {
-  HostedTable& hosted = *sample.table;
-  if (hosted.sample_waiters.empty() && hosted.table->may_sample(sample.n)) {
-    answer(metrics::RequestOp::sample, sample.received_at, execute_sample(sample));
-    table_changed(hosted);
-    return;
-  }
-  if (sample.timeout && sample.timeout->count() == 0) {
-    answer(metrics::RequestOp::sample, sample.received_at,
-           make_error_reply(sample.request_id, WireError::timeout,
-                            "table '" + hosted.table->name() +
-                                "': not enough items or the rate limiter does not admit this "
-                                "sample now, and timeout_ms is 0"));
-    return;
-  }
-  if (!may_park(metrics::RequestOp::sample, sample.request_id, sample.received_at)) return;
-  asio::co_spawn(
-      socket_.get_executor(),
-      [self = shared_from_this(), sample = std::move(sample)]() mutable {
-        return self->wait_then_sample(std::move(sample));
-      },
-      log_coroutine_exit);
-}
-
-namespace {
-
-// Waits on `queue` until `admitted()` holds at the front, then runs `execute`. Returns the
-// reply to send, or nullopt when the connection closed (nothing to send).
-template <typename Admitted, typename Execute>
-asio::awaitable<std::optional<Reply>> wait_for_admission(
-    WaitQueue& queue, std::unordered_set<WaitQueue::Waiter*>& parked, const HostedTable& hosted,
-    std::uint64_t request_id, std::optional<std::chrono::milliseconds> timeout, const char* what,
-    Admitted admitted, Execute execute) {
-  auto executor = co_await asio::this_coro::executor;
-  WaitQueue::Waiter waiter(queue, executor);
-  parked.insert(&waiter);
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
+asio::awaitable<void> Session::wait_then_answer(Waiting waiting, std::size_t op,
+                                                std::chrono::steady_clock::time_point received_at) {
+  const std::size_t held = waiting.work->held_bytes();
+  parked_bytes_ += held;
+  const auto parked_at = std::chrono::steady_clock::now();
   std::optional<Reply> reply;
-  while (true) {
-    if (waiter.at_front() && !hosted.dropped && admitted()) {
-      waiter.leave();
-      reply = execute();
-      break;
-    }
-    const WaitOutcome outcome = co_await waiter.wait(deadline);
-    if (outcome == WaitOutcome::woken) continue;
-    const bool was_front = waiter.at_front();
-    waiter.leave();
-    if (was_front) queue.wake_front();
-    if (outcome == WaitOutcome::timed_out) {
-      reply = make_error_reply(
-          request_id, WireError::timeout,
-          "table '" + hosted.table->name() + "': " + what +
-              " was not admitted within timeout_ms = " + std::to_string(timeout->count()));
-    } else if (waiter.cancel_reason() == CancelReason::table_dropped) {
-      reply = make_error_reply(
-          request_id, WireError::not_found,
-          "table '" + hosted.table->name() + "' was dropped while the " + what + " waited");
-    } else if (waiter.cancel_reason() == CancelReason::shutting_down) {
-      reply = make_error_reply(
-          request_id, WireError::shutting_down,
-          std::string("the server is shutting down; the ") + what + " was not executed");
-    }
-    break;  // connection_closed: no reply
+  try {
+    reply = co_await admit(*waiting.work, waiting.request, parked_);
+  } catch (const std::bad_alloc&) {
+    reply = make_error_reply(waiting.request.request_id, WireError::resource_exhausted,
+                             "the server is out of memory for this request; nothing was changed");
   }
-  parked.erase(&waiter);
-  co_return reply;
-}
-
-}  // namespace
-
-asio::awaitable<void> Session::wait_then_insert(PreparedInsert insert) {
-  auto hosted = insert.table;
-  const auto parked_at = std::chrono::steady_clock::now();
-  auto reply = co_await wait_for_admission(
-      hosted->insert_waiters, parked_, *hosted, insert.request_id, insert.timeout, "insert",
-      [&] { return hosted->table->may_insert(insert.n); },
-      [&] {
-        Reply result = execute_insert(insert);
-        table_changed(*hosted);
-        return result;
-      });
-  context_.metrics.rate_limiter_waited(metrics::RequestOp::insert,
-                                       std::chrono::steady_clock::now() - parked_at);
-  if (reply) answer(metrics::RequestOp::insert, insert.received_at, std::move(*reply));
+  waiting.work.reset();  // frees the payload before the reply is queued
+  parked_bytes_ -= held;
+  context_.metrics.rate_limiter_waited(op, std::chrono::steady_clock::now() - parked_at);
+  if (reply) answer(op, received_at, std::move(*reply));
   last_activity_ = std::chrono::steady_clock::now();
+  read_resume_.wake_front();
   outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
-}
-
-asio::awaitable<void> Session::wait_then_sample(PreparedSample sample) {
-  auto hosted = sample.table;
-  const auto parked_at = std::chrono::steady_clock::now();
-  auto reply = co_await wait_for_admission(
-      hosted->sample_waiters, parked_, *hosted, sample.request_id, sample.timeout, "sample",
-      [&] { return hosted->table->may_sample(sample.n); },
-      [&] {
-        Reply result = execute_sample(sample);
-        table_changed(*hosted);
-        return result;
-      });
-  context_.metrics.rate_limiter_waited(metrics::RequestOp::sample,
-                                       std::chrono::steady_clock::now() - parked_at);
-  if (reply) answer(metrics::RequestOp::sample, sample.received_at, std::move(*reply));
-  last_activity_ = std::chrono::steady_clock::now();
-  outbox_ready_.wake_all();
-}
-
-void Session::handle_snapshot(PreparedSnapshot snapshot) {
-  const auto received_at = read_at_;
-  if (!may_park(metrics::RequestOp::snapshot, snapshot.request_id, received_at)) return;
-  asio::co_spawn(
-      socket_.get_executor(),
-      [self = shared_from_this(), snapshot, received_at] {
-        return self->wait_then_snapshot(snapshot, received_at);
-      },
-      log_coroutine_exit);
-}
-
-asio::awaitable<void> Session::wait_then_snapshot(
-    PreparedSnapshot snapshot, std::chrono::steady_clock::time_point received_at) {
-  auto reply = co_await await_snapshot(*context_.snapshots, parked_, snapshot);
-  if (reply) answer(metrics::RequestOp::snapshot, received_at, std::move(*reply));
-  outbox_ready_.wake_all();
 }
 
 void Session::send(Reply reply) {
@@ -379,6 +335,7 @@ std::size_t Session::write_now(const Reply& reply) {
   }
   if (written > 0) {
     context_.metrics.bytes_sent(written);
+    moved(written);
     last_activity_ = std::chrono::steady_clock::now();
   }
   if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
@@ -416,6 +373,7 @@ asio::awaitable<void> Session::write_loop() {
     };
     auto [ec, written] = co_await asio::async_write(socket_, buffers, note_progress, as_tuple);
     context_.metrics.bytes_sent(written);
+    moved(written);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
     outbox_bytes_ -= bytes;
     last_activity_ = write_waiting_since_ = std::chrono::steady_clock::now();

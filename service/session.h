@@ -1,12 +1,16 @@
-// Session: one client connection. It owns its socket; a reader coroutine decodes request
-// frames and executes them in order; a writer coroutine sends queued replies with gathered
-// writes; each request that must wait (rate limiter) runs as its own coroutine parked on
-// the table's WaitQueue, so it never holds up the requests behind it.
+// Session: one client connection. It owns the socket and nothing about operations: a reader
+// coroutine decodes request frames and hands each to the command runner
+// (service/command_runner.h); a writer coroutine sends queued replies with gathered writes;
+// each request that must wait is parked as its own coroutine in `admit` (service/admission.h),
+// so it never holds up the requests behind it.
 // Lifetime: held by shared_ptr from each of its coroutines; it ends when the last one does.
 // Threading: io_context thread only.
 //
-// Backpressure: the reader stops reading while queued reply bytes exceed
-// max_queued_reply_bytes; the socket's flow control then slows the client.
+// Backpressure: before each frame it handles, the reader checks the connection's budget and
+// waits while queued reply bytes exceed max_queued_reply_bytes or parked requests hold more
+// than max_frame_bytes of payload; the socket's flow control then slows the client. It
+// handles at most limits.requests_per_turn frames before letting other connections run.
+// Scheduling: an explorer connection yields to waiting learners (service/scheduler.h).
 // Closing: on EOF, a read/write error or a framing error, parked requests are cancelled
 // (removed from their tables' queues, no reply), queued replies are flushed, and the socket
 // is closed. begin_shutdown() instead answers parked requests with shutting_down first.
@@ -28,15 +32,16 @@
 #include <memory>
 #include <unordered_set>
 
-#include "service/dispatch.h"
+#include "service/command_runner.h"
 #include "service/frame.h"
 #include "service/reply.h"
+#include "service/scheduler.h"
 #include "service/service_context.h"
 #include "service/wait_queue.h"
 
 namespace replayd::service {
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public std::enable_shared_from_this<Session>, private Scheduler::Learner {
  public:
   using Socket = asio::generic::stream_protocol::socket;
 
@@ -57,24 +62,30 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> read_loop();
   asio::awaitable<void> write_loop();
   asio::awaitable<void> watch_timeouts();
-  asio::awaitable<void> wait_then_insert(PreparedInsert insert);
-  asio::awaitable<void> wait_then_sample(PreparedSample sample);
-  asio::awaitable<void> wait_then_snapshot(PreparedSnapshot snapshot,
-                                           std::chrono::steady_clock::time_point received_at);
+  // Suspends until `waiting` is admitted (or ends otherwise), then answers it.
+  asio::awaitable<void> wait_then_answer(Waiting waiting, std::size_t op,
+                                         std::chrono::steady_clock::time_point received_at);
+  // Reads what the socket holds now into `into` (learners: readiness wait, then a non-blocking
+  // read, so unread requests stay visible to the scheduler). 0 on EOF or error.
+  asio::awaitable<std::size_t> read_some(std::span<std::byte> into);
 
-  // Feeds bytes to the decoder and handles every frame they complete.
-  void consume(std::span<const std::byte> bytes);
+  // Feeds bytes to the decoder and handles every frame they complete, within the budget.
+  asio::awaitable<void> consume(std::span<const std::byte> bytes);
+  // Waits while the connection's budget is spent (queued replies, parked payloads); stops
+  // reading when the client closes the connection meanwhile.
+  asio::awaitable<void> wait_for_budget();
+  // Whether the client shut the connection down (POLLRDHUP), even with bytes still unread.
+  bool peer_closed();
+  // Answers a decode error (the frame boundary is lost) and stops reading.
+  void fail_decoding(DecodeError error);
   void handle(Frame frame);
-  void handle_insert(PreparedInsert insert);
-  void handle_sample(PreparedSample sample);
-  // Parks the request until its snapshot is written (service/snapshot_op.h).
-  void handle_snapshot(PreparedSnapshot snapshot);
-  // False (after answering resource_exhausted) when the connection may park no more requests.
-  bool may_park(metrics::RequestOp op, std::uint64_t request_id,
-                std::chrono::steady_clock::time_point received_at);
-  // Counts the reply of a request of `op` read at `received_at` in the metrics, then send()s.
-  void answer(metrics::RequestOp op, std::chrono::steady_clock::time_point received_at,
-              Reply reply);
+  // Counts the reply of a request of op label `op` read at `received_at`, then send()s.
+  void answer(std::size_t op, std::chrono::steady_clock::time_point received_at, Reply reply);
+  // Scheduler::Learner: a request unread in the socket, parked, or a reply queued.
+  bool waits_for_server() const override;
+  // Counts `bytes` moved for this connection for the scheduler.
+  void moved(std::uint64_t bytes);
+  void become_learner();
   // Queues the reply for the writer. A reply that borrows table rows is first written
   // straight to the socket when nothing else is queued, and whatever the socket does not
   // take at once is copied (Reply::settle) before send returns.
@@ -100,6 +111,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // completed (request latency metric; one clock read per read, not per request).
   std::chrono::steady_clock::time_point read_at_;
   std::unordered_set<WaitQueue::Waiter*> parked_;
+  std::size_t parked_bytes_ = 0;  // payload bytes held by parked requests
+  Lane lane_ = Lane::control;     // explorer once it inserts, learner once it samples
+  std::size_t handled_this_turn_ = 0;
   bool reading_ = true;  // false once the reader stopped for good
   bool write_failed_ = false;
   bool authenticated_ = true;  // false until hello with the token, after require_token()

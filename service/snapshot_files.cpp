@@ -120,15 +120,63 @@ std::size_t remove_snapshot_temporaries(const std::string& dir) {
   return removed;
 }
 
-std::size_t prune_snapshots(const std::string& dir, std::uint32_t keep) {
+std::size_t prune_snapshots(const std::string& dir, std::uint32_t keep,
+                            std::uint64_t kept_through) {
   auto files = list_snapshots(dir);
   if (!files) return 0;
   std::size_t removed = 0;
-  for (std::size_t i = std::max<std::uint32_t>(keep, 1); i < files->size(); ++i) {
+  std::size_t kept = 0;
+  for (const SnapshotFile& file : *files) {  // newest first
+    if (file.sequence <= kept_through) continue;
+    if (++kept <= std::max<std::uint32_t>(keep, 1)) continue;
     std::error_code ec;
-    removed += fs::remove((*files)[i].path, ec) ? 1 : 0;
+    removed += fs::remove(file.path, ec) ? 1 : 0;
   }
   return removed;
+}
+
+namespace {
+constexpr std::string_view kKeptThroughName = "snapshots-kept-through";
+}  // namespace
+
+std::uint64_t read_kept_through(const std::string& dir) {
+  const std::string path = (fs::path(dir) / kKeptThroughName).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[32] = {};
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  std::uint64_t sequence = 0;
+  if (n > 0) std::from_chars(text, text + n, sequence);
+  return sequence;
+}
+
+Status write_kept_through(const std::string& dir, std::uint64_t sequence) {
+  const std::string path = (fs::path(dir) / kKeptThroughName).string();
+  if (sequence == 0) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return io_error("remove '" + path + "'", errno);
+    return fsync_directory(dir);
+  }
+  const std::string temporary = path + ".new";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("create '" + temporary + "'", errno);
+  const std::string text = std::to_string(sequence) + "\n";
+  Status status = Ok{};
+  if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    status = io_error("write '" + temporary + "'", errno);
+  } else if (::fsync(fd) != 0) {
+    status = io_error("fsync '" + temporary + "'", errno);
+  }
+  ::close(fd);
+  if (status && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    status = io_error("rename '" + temporary + "'", errno);
+  }
+  if (!status) {
+    ::unlink(temporary.c_str());
+    return status;
+  }
+  return fsync_directory(dir);
 }
 
 Result<WrittenSnapshot> write_snapshot_file(

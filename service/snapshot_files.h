@@ -32,8 +32,17 @@ Result<std::vector<SnapshotFile>> list_snapshots(const std::string& dir);
 // Deletes leftover "*.tmp" files of interrupted writes; returns how many.
 std::size_t remove_snapshot_temporaries(const std::string& dir);
 
-// Deletes all but the newest `keep` (>= 1) snapshots; logs nothing, returns how many went.
-std::size_t prune_snapshots(const std::string& dir, std::uint32_t keep);
+// Deletes all but the newest `keep` (>= 1) snapshots of sequence above `kept_through`;
+// those at or below it are never deleted (nor counted). Logs nothing, returns how many went.
+std::size_t prune_snapshots(const std::string& dir, std::uint32_t keep,
+                            std::uint64_t kept_through = 0);
+
+// The retention floor, kept in "<dir>/snapshots-kept-through" across restarts: snapshots with
+// a sequence up to it hold items no later snapshot holds (a start restored none of them), so
+// pruning never deletes them. 0 (no file, or an unreadable one reads as 0) means none.
+std::uint64_t read_kept_through(const std::string& dir);
+// Writes (sequence > 0) or removes (0) the floor, crash-safely. Errors name the file.
+Status write_kept_through(const std::string& dir, std::uint64_t sequence);
 
 // Writes snapshot number `sequence` into `dir` crash-safely: `produce` writes the image into
 // the sink; then fsync, rename, fsync of the directory. On any error the temporary file is

@@ -1,6 +1,7 @@
 #include "service/snapshot_restore.h"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <map>
 
 #include "service/snapshot_files.h"
@@ -25,17 +26,19 @@ std::string describe_difference(const TableConfig& snapshot, const TableConfig& 
   return text.empty() ? "the descriptions differ" : text;
 }
 
-Result<std::uint64_t> restore_tables(const std::string& dir,
-                                     const std::vector<TableConfig>& configured,
-                                     const Limits& limits, TableRegistry& registry) {
-  std::uint64_t newest_sequence = 0;
+Result<RestoreOutcome> restore_tables(const std::string& dir,
+                                      const std::vector<TableConfig>& configured,
+                                      const Limits& limits, bool allow_empty_start,
+                                      TableRegistry& registry) {
+  RestoreOutcome outcome;
   DecodedSnapshot decoded;
   std::string source;
+  std::string newest_problem;  // why the newest snapshot (or the listing) failed
   auto files = list_snapshots(dir);
   if (!files) {
-    spdlog::error("{}; starting without a snapshot", files.error().message);
+    newest_problem = files.error().message;
   } else {
-    if (!files->empty()) newest_sequence = files->front().sequence;
+    if (!files->empty()) outcome.newest_sequence = files->front().sequence;
     const SnapshotLimits snapshot_limits{limits.max_tables, limits.max_table_bytes};
     for (const SnapshotFile& file : *files) {
       auto read = read_snapshot_file(file.path, snapshot_limits);
@@ -44,11 +47,49 @@ Result<std::uint64_t> restore_tables(const std::string& dir,
         source = file.path;
         break;
       }
+      if (newest_problem.empty()) newest_problem = read.error().message;
       spdlog::error("snapshot rejected: {}; trying the previous one", read.error().message);
     }
-    if (source.empty() && !files->empty()) {
-      spdlog::error("no usable snapshot in '{}'; starting with empty tables", dir);
+  }
+  if (source.empty() && !newest_problem.empty()) {
+    const std::string count = files ? std::to_string(files->size()) : std::string("unknown");
+    if (!allow_empty_start) {
+      return make_error(
+          ErrorCode::failed_precondition,
+          "no snapshot in data_dir '" + dir + "' could be restored (" + count +
+              " found; newest: " + newest_problem +
+              "); refusing to start, so that they are not replaced by empty snapshots. Fix "
+              "the cause (e.g. raise limits.max_table_bytes or limits.max_tables back), or "
+              "start with --allow-empty-start (config allow_empty_start) to serve empty "
+              "tables while every existing snapshot is kept");
     }
+    spdlog::error(
+        "no usable snapshot in '{}' ({} found; newest: {}); starting with empty tables "
+        "(allow_empty_start). Every existing snapshot is kept: none is pruned",
+        dir, count, newest_problem);
+    outcome.kept_through = outcome.newest_sequence;
+  }
+  const std::uint64_t kept_before = read_kept_through(dir);
+  std::uint64_t restored_sequence = 0;
+  if (!source.empty()) {
+    for (const SnapshotFile& file : *files) {
+      if (file.path == source) restored_sequence = file.sequence;
+    }
+  }
+  if (kept_before != 0 && restored_sequence != 0 && restored_sequence <= kept_before) {
+    // A kept snapshot is restored: what this process writes descends from it again.
+    spdlog::info("restored the kept snapshot {}; retention applies to older ones again", source);
+  } else {
+    outcome.kept_through = std::max(outcome.kept_through, kept_before);
+  }
+  if (outcome.kept_through != kept_before) {
+    REPLAYD_RETURN_IF_ERROR(write_kept_through(dir, outcome.kept_through));
+  }
+  if (outcome.kept_through != 0) {
+    spdlog::warn(
+        "snapshots up to sequence {} in '{}' hold items the served tables do not; they are "
+        "never pruned (restore one, or delete them and snapshots-kept-through by hand)",
+        outcome.kept_through, dir);
   }
 
   std::map<std::string, std::unique_ptr<Table>, std::less<>> restored;
@@ -86,7 +127,7 @@ Result<std::uint64_t> restore_tables(const std::string& dir,
                  source);
     registry.add(std::move(table));
   }
-  return newest_sequence;
+  return outcome;
 }
 
 }  // namespace replayd::service

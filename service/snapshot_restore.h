@@ -20,13 +20,26 @@
 
 namespace replayd::service {
 
-// Adds every table to `registry` per the rule above. Returns the highest snapshot sequence
-// number found in `dir` (0 when none), so that new snapshots sort after every existing one.
-// Errors: only a configured table that cannot be created (as without snapshots); a bad or
-// unreadable snapshot is never an error.
-Result<std::uint64_t> restore_tables(const std::string& dir,
-                                     const std::vector<TableConfig>& configured,
-                                     const Limits& limits, TableRegistry& registry);
+struct RestoreOutcome {
+  // The highest snapshot sequence found in `dir` (0 when none), so that new snapshots sort
+  // after every existing one.
+  std::uint64_t newest_sequence = 0;
+  // Snapshots up to this sequence are never pruned (0: none). Set when snapshots exist but
+  // none was restored (allowed by allow_empty_start): the tables served hold none of their
+  // items. Persisted (read_kept_through), so later starts that restore one of the empty
+  // snapshots written since keep it too; cleared by a start that restores one of the kept.
+  std::uint64_t kept_through = 0;
+};
+
+// Adds every table to `registry` per the rule above.
+// Errors: a configured table that cannot be created (as without snapshots), and, unless
+// `allow_empty_start`, snapshots that exist (or a directory that cannot be listed) of
+// which none can be restored: failed_precondition naming the newest one's reason, so the
+// server refuses to start rather than serve empty tables and later replace the snapshots.
+Result<RestoreOutcome> restore_tables(const std::string& dir,
+                                      const std::vector<TableConfig>& configured,
+                                      const Limits& limits, bool allow_empty_start,
+                                      TableRegistry& registry);
 
 // Why two descriptions differ, ignoring the seed: "capacity: 1000 in the snapshot, 2000 in
 // the config; ...". Empty when they describe the same table.

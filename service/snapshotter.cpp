@@ -125,7 +125,7 @@ Result<WrittenSnapshot> Snapshotter::write_now(std::uint64_t sequence) const {
       options_.data_dir, sequence,
       [&](SnapshotSink& sink) { return write_snapshot(tables, created_unix_ms, sink); },
       options_.test_pause_ms);
-  if (written) prune_snapshots(options_.data_dir, options_.keep);
+  if (written) prune_snapshots(options_.data_dir, options_.keep, kept_through_);
   return written;
 }
 

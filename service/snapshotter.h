@@ -50,7 +50,11 @@ class Snapshotter {
   bool enabled() const { return !options_.data_dir.empty(); }
   const SnapshotOptions& options() const { return options_; }
   // New snapshots get sequence numbers above `sequence` (the newest file found at start).
-  void set_newest_sequence(std::uint64_t sequence) { next_sequence_ = sequence + 1; }
+  // Snapshots up to `kept_through` are never pruned (RestoreOutcome::kept_through).
+  void set_newest_sequence(std::uint64_t sequence, std::uint64_t kept_through = 0) {
+    next_sequence_ = sequence + 1;
+    kept_through_ = kept_through;
+  }
 
   // Starts the periodic snapshots, if configured.
   void start();
@@ -85,6 +89,7 @@ class Snapshotter {
   asio::steady_timer timer_;
   WaitQueue finished_;
   std::uint64_t next_sequence_ = 1;
+  std::uint64_t kept_through_ = 0;  // snapshots up to this sequence are never pruned
   std::uint64_t last_run_ = 0;
   std::uint64_t running_run_ = 0;  // 0: none
   std::uint64_t queued_run_ = 0;   // 0: none

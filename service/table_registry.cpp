@@ -2,6 +2,11 @@
 
 namespace replayd::service {
 
+void table_changed(HostedTable& table) {
+  table.sample_waiters.wake_front();
+  table.insert_waiters.wake_front();
+}
+
 std::shared_ptr<HostedTable> TableRegistry::find(std::string_view name) const {
   auto it = tables_.find(name);
   return it == tables_.end() ? nullptr : it->second;

@@ -28,6 +28,10 @@ struct HostedTable {
   std::string cached_sample_meta;
 };
 
+// Wakes the front waiter of each of the table's queues: call after anything that may change
+// whether a waiting insert or sample is admitted (an insert, a sample, a delete, a reset).
+void table_changed(HostedTable& table);
+
 class TableRegistry {
  public:
   // nullptr when absent.

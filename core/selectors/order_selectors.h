@@ -12,6 +12,9 @@ class OrderSelector : public Selector {
  public:
   explicit OrderSelector(std::uint32_t capacity) : order_(capacity) {}
 
+  static std::uint64_t bytes_for(std::uint32_t capacity) { return SlotOrder::bytes_for(capacity); }
+  std::uint64_t allocated_bytes() const override { return order_.allocated_bytes(); }
+
   void insert(std::uint32_t slot, double) override { order_.push_back(slot); }
   void update(std::uint32_t, double) override {}
   void remove(std::uint32_t slot) override { order_.erase(slot); }

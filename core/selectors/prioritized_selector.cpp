@@ -1,11 +1,18 @@
 #include "core/selectors/prioritized_selector.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
 
 namespace replayd {
 
 PrioritizedSelector::PrioritizedSelector(std::uint32_t capacity, double priority_exponent)
     : exponent_(priority_exponent),
+      max_mass_(std::numeric_limits<double>::max() /
+                (2.0 * std::bit_ceil(std::max<std::uint32_t>(capacity, 1)))),
       masses_(capacity),
       positive_masses_(capacity),
       present_(capacity) {}
@@ -14,6 +21,17 @@ double PrioritizedSelector::mass_of(double priority) const {
   // 0^0 is 1 in std::pow; an item with priority 0 must stay undrawable even when alpha = 0.
   if (priority <= 0) return 0.0;
   return exponent_ == 1.0 ? priority : std::pow(priority, exponent_);
+}
+
+Status PrioritizedSelector::check_priority(double priority) const {
+  const double mass = mass_of(priority);
+  if (std::isfinite(mass) && mass <= max_mass_) return Ok{};
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "priority %g gives a sampling mass (priority^%g) of %g; one item's mass must not "
+                "exceed %g, so that the table's total mass stays finite",
+                priority, exponent_, mass, max_mass_);
+  return make_error(ErrorCode::invalid_argument, text);
 }
 
 void PrioritizedSelector::set_mass(std::uint32_t slot, double mass) {

@@ -10,6 +10,9 @@ class UniformSelector final : public Selector {
  public:
   explicit UniformSelector(std::uint32_t capacity) : slots_(capacity) {}
 
+  static std::uint64_t bytes_for(std::uint32_t capacity) { return SlotSet::bytes_for(capacity); }
+  std::uint64_t allocated_bytes() const override { return slots_.allocated_bytes(); }
+
   void insert(std::uint32_t slot, double) override { slots_.insert(slot); }
   void update(std::uint32_t, double) override {}
   void remove(std::uint32_t slot) override { slots_.erase(slot); }

@@ -321,7 +321,7 @@ TEST_CASE("an image over max_tables or a table over max_table_bytes is rejected"
   CHECK_THAT(too_many.error().message, Contains("max_tables"));
   auto too_big = decode(image, SnapshotLimits{8, 64});
   REQUIRE_FALSE(too_big.ok());
-  CHECK_THAT(too_big.error().message, Contains("exceeds the limit of 64 bytes"));
+  CHECK_THAT(too_big.error().message, Contains("exceeding max_table_bytes = 64 bytes"));
 }
 
 // Values that checksums cannot catch (written by a buggy or hostile writer) are still

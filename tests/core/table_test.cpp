@@ -363,6 +363,35 @@ TEST_CASE("a NaN, negative or infinite priority is refused and leaves the table 
   CHECK(table->update_priorities(keys, std::vector<double>{0.0, 1.0}).ok());
 }
 
+TEST_CASE("a finite priority whose mass would overflow is refused and changes nothing") {
+  for (const auto& [alpha, bad] : {std::pair{2.0, 1e160}, std::pair{1.0, 1e308}}) {
+    INFO("alpha " << alpha << ", priority " << bad);
+    auto config = id_config(4);
+    config.sampler = SelectorConfig{SelectorKind::prioritized, alpha};
+    auto table = make_table(config);
+    const auto keys = insert_ok(*table, {1, 2}, {0.5, 2.0});
+    const auto before = observe(*table);
+    const auto inserted = insert_ids(*table, {3, 4}, {1.0, bad});
+    REQUIRE_FALSE(inserted.status.ok());
+    CHECK(inserted.status.error().code == ErrorCode::invalid_argument);
+    CHECK_THAT(inserted.status.error().message, Contains("priority 1") && Contains("mass"));
+    CHECK(observe(*table) == before);
+    const auto updated = table->update_priorities(keys, std::vector<double>{bad, 1.0});
+    REQUIRE_FALSE(updated.ok());
+    CHECK(observe(*table) == before);
+    CHECK(std::isfinite(table->sampling_mass().total));
+  }
+  // The largest accepted priorities, in every slot, still sum to a finite mass.
+  auto config = id_config(4);
+  config.sampler = SelectorConfig{SelectorKind::prioritized, 1.0};
+  auto table = make_table(config);
+  insert_ok(*table, {1, 2, 3, 4}, std::vector<double>(4, 1e300));
+  CHECK(std::isfinite(table->sampling_mass().total));
+  const auto drawn = sample_ok(*table, 8);
+  for (double p : drawn.probabilities)
+    CHECK((std::isfinite(p) && p > 0));
+}
+
 TEST_CASE("new items get the largest priority seen so far") {
   auto config = id_config(8);
   config.sampler = SelectorConfig{SelectorKind::prioritized, 0.6};
@@ -706,11 +735,48 @@ TEST_CASE("invalid table configurations are refused, naming the key at fault") {
   auto limiter = id_config(4);
   limiter.rate_limiter = RateLimiterConfig::queue(0);
   CHECK_THAT(refused(limiter).message, Contains("table 'replay': rate limiter"));
-  // 1000 items of 8 + 12 + 4 = 24 bytes exceed a 10 kB limit.
-  auto too_big = Table::create(id_config(1000), 10000);
+  // 1000 items: 24 data bytes + 33 metadata bytes + 8 (uniform) + 8 (fifo) per slot.
+  auto too_big = Table::create(id_config(1000), 72999);
   REQUIRE_FALSE(too_big.ok());
   CHECK(too_big.error().code == ErrorCode::resource_exhausted);
-  CHECK(Table::create(id_config(1000), 24000).ok());
+  CHECK_THAT(too_big.error().message, Contains("needs 73000 bytes") &&
+                                          Contains("slot metadata 33000") &&
+                                          Contains("max_table_bytes = 72999"));
+  CHECK(Table::create(id_config(1000), 73000).ok());
+}
+
+TEST_CASE("max_table_bytes counts everything a table allocates, not only its data") {
+  // One bool field: metadata and selectors dominate (the data is 1 byte per slot).
+  auto schema = Schema::create({Field{"done", DType::boolean, {}}});
+  REQUIRE(schema.ok());
+  for (auto sampler :
+       {SelectorKind::uniform, SelectorKind::prioritized, SelectorKind::fifo, SelectorKind::lifo}) {
+    for (auto remover : {SelectorKind::fifo, SelectorKind::lifo, SelectorKind::uniform}) {
+      for (std::uint32_t capacity : {1u, 5u, 1000u, 1024u, 1025u}) {
+        INFO(selector_kind_name(sampler)
+             << " / " << selector_kind_name(remover) << ", capacity " << capacity);
+        TableConfig config;
+        config.name = std::string(1, 't');  // not a literal: g++ 12 -Wrestrict false positive
+        config.schema = schema.value();
+        config.capacity = capacity;
+        config.sampler = SelectorConfig{sampler, 0.6};
+        config.remover = remover;
+        const auto counted = table_bytes(config).total();
+        auto table = make_table(config);
+        // Fill the table and churn it, so every structure reaches its largest size.
+        std::vector<std::uint8_t> done(capacity, 1);
+        std::vector<std::span<const std::byte>> columns{std::as_bytes(std::span(done))};
+        std::vector<std::uint64_t> keys(capacity);
+        for (int round = 0; round < 2; ++round)
+          REQUIRE(table->insert(columns, capacity, {}, keys).ok());
+        table->delete_keys(std::span(keys).first(capacity / 2));
+        CHECK(table->allocated_bytes() <= counted);
+        CHECK(table->allocated_bytes() * 2 >= counted);  // the count is not wildly high
+        CHECK(Table::create(config, static_cast<std::uint64_t>(counted)).ok());
+        CHECK_FALSE(Table::create(config, static_cast<std::uint64_t>(counted) - 1).ok());
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "service/auth.h"
-#include "service/dispatch.h"
+#include "service/command_runner.h"
 #include "service/frame.h"
 #include "service/service_context.h"
 #include "service/table_description.h"
@@ -84,23 +84,11 @@ void check_tables(const ServiceContext& context) {
   }
 }
 
-// What Session::handle does for inserts and samples, minus waiting: a request the table does not
-// admit now would park; here it is dropped (waiting is covered by the socket tests).
+// What Session::handle does, minus waiting: a request that would park is dropped here
+// (waiting is covered by the socket tests and tests/service/admission_test.cpp).
 void handle(ServiceContext& context, Frame frame) {
-  Dispatched dispatched = dispatch(context, std::move(frame));
-  if (auto* reply = std::get_if<Reply>(&dispatched)) {
-    check_reply(*reply);
-  } else if (auto* insert = std::get_if<PreparedInsert>(&dispatched)) {
-    if (insert->table->table->may_insert(insert->n)) {
-      check_reply(execute_insert(*insert));
-      table_changed(*insert->table);
-    }
-  } else if (auto* sample = std::get_if<PreparedSample>(&dispatched)) {
-    if (sample->table->table->may_sample(sample->n)) {
-      check_reply(execute_sample(*sample));
-      table_changed(*sample->table);
-    }
-  }  // any other prepared request needs the server around it (not fuzzed here)
+  Started started = start_command(context, std::move(frame));
+  if (auto* reply = std::get_if<Reply>(&started.result)) check_reply(*reply);
   check_tables(context);
 }
 

@@ -70,9 +70,9 @@ TEST_CASE("the bound address names the port the system picked") {
   CHECK(server.port() != 0);
 }
 
-TEST_CASE("a request head that trickles in slower than idle_timeout_ms is cut off") {
+TEST_CASE("a request head that trickles in slower than header_timeout_ms is cut off") {
   HttpServerLimits limits;
-  limits.idle_timeout_ms = 300ms;
+  limits.header_timeout_ms = 300ms;
   RunningServer server(limits);
   asio::io_context client_io;
   tcp::socket client = connect_to(client_io, server.port());
@@ -109,15 +109,23 @@ TEST_CASE("a keep-alive connection serves request after request, then closes on 
   CHECK(replies.find("Connection: close") != std::string::npos);
 }
 
-TEST_CASE("connections beyond max_connections are closed at once") {
+TEST_CASE("at max_connections a new connection closes the one waiting longest for its head") {
   HttpServerLimits limits;
-  limits.max_connections = 1;
+  limits.max_connections = 2;
   RunningServer server(limits);
   asio::io_context client_io;
-  tcp::socket first = connect_to(client_io, server.port());
-  asio::write(first, asio::buffer(std::string("GET /x HTTP/1.1\r\n\r\n")));
-  char buffer[256];
-  CHECK(first.read_some(asio::buffer(buffer)) > 0);  // the first is being served
-  tcp::socket second = connect_to(client_io, server.port());
-  CHECK(read_all(second).empty());  // closed without a reply
+  tcp::socket oldest = connect_to(client_io, server.port());
+  asio::write(oldest, asio::buffer(std::string("GET /slow HTTP/1.1\r\nX-A: ")));
+  std::this_thread::sleep_for(50ms);
+  tcp::socket younger = connect_to(client_io, server.port());
+  asio::write(younger, asio::buffer(std::string("GET /slow HTTP/1.1\r\nX-B: ")));
+  std::this_thread::sleep_for(50ms);
+  tcp::socket probe = connect_to(client_io, server.port());
+  asio::write(probe,
+              asio::buffer(std::string("GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")));
+  CHECK(read_all(probe).find("path /healthz") != std::string::npos);
+  CHECK(read_all(oldest).empty());  // evicted without a reply
+  // The younger one is still open: it completes its request and is served.
+  asio::write(younger, asio::buffer(std::string("b\r\nConnection: close\r\n\r\n")));
+  CHECK(read_all(younger).find("path /slow") != std::string::npos);
 }

@@ -1,12 +1,13 @@
 // Tests of metrics/table_metrics.* and the scrape of metrics/server_metrics.*.
 #include "metrics/table_metrics.h"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <string_view>
 
 #include "metrics/server_metrics.h"
 
-using replayd::metrics::RequestOp;
+using replayd::metrics::OpLabel;
 using replayd::metrics::ServerMetrics;
 using replayd::metrics::TableSnapshot;
 
@@ -61,12 +62,15 @@ TEST_CASE("with no tables, per-table families are left out and replayd_tables is
 }
 
 TEST_CASE("the scrape counts requests by op and outcome and errors by code") {
-  ServerMetrics metrics("1.2.3");
+  const std::array<OpLabel, 2> ops{OpLabel{"insert", true}, OpLabel{"sample", true}};
+  ServerMetrics metrics("1.2.3", ops);
   metrics.declare_error_code("invalid_argument");
   metrics.declare_error_code("timeout");
-  metrics.request_finished(RequestOp::insert, "", std::chrono::microseconds(30));
-  metrics.request_finished(RequestOp::insert, "", std::chrono::microseconds(30));
-  metrics.request_finished(RequestOp::sample, "timeout", std::chrono::milliseconds(5));
+  metrics.request_finished(0, "", std::chrono::microseconds(30));
+  metrics.request_finished(0, "", std::chrono::microseconds(30));
+  metrics.request_finished(1, "timeout", std::chrono::milliseconds(5));
+  metrics.request_finished(metrics.unknown_op(), "invalid_argument", std::chrono::microseconds(9));
+  metrics.rate_limiter_waited(1, std::chrono::milliseconds(2));
   metrics.error_replied("timeout");
   metrics.error_replied("unauthenticated");
   metrics.bytes_received(100);
@@ -75,6 +79,9 @@ TEST_CASE("the scrape counts requests by op and outcome and errors by code") {
   CHECK_THAT(text, Catch::Contains("replayd_build_info{version=\"1.2.3\"} 1"));
   CHECK_THAT(text, Catch::Contains("replayd_requests_total{op=\"insert\",outcome=\"ok\"} 2"));
   CHECK_THAT(text, Catch::Contains("replayd_requests_total{op=\"sample\",outcome=\"timeout\"} 1"));
+  CHECK_THAT(text, Catch::Contains(
+                       "replayd_requests_total{op=\"unknown\",outcome=\"invalid_argument\"} 1"));
+  CHECK_THAT(text, Catch::Contains("replayd_rate_limiter_wait_seconds_count{op=\"sample\"} 1"));
   CHECK_THAT(text, Catch::Contains("replayd_errors_total{code=\"invalid_argument\"} 0"));
   CHECK_THAT(text, Catch::Contains("replayd_errors_total{code=\"timeout\"} 1"));
   CHECK_THAT(text, Catch::Contains("replayd_errors_total{code=\"unauthenticated\"} 1"));

@@ -59,3 +59,19 @@ def test_benchmark_runs_the_networked_alternatives(tmp_path):
                     "mixed_learner"):
         for system in ("manager", "redis", "zmq"):
             assert got[("W1", measure, system)]["median"] > 0, (measure, system)
+
+
+def test_torch_learner_bench_reports_its_replay_wait(tmp_path):
+    pytest.importorskip("torch", reason="torch is not importable (Debian: python3-torch)")
+    out = tmp_path / "torch.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "torch_learner.py"), "--steps", "30",
+         "--warmup", "5", "--fill", "2000", "--capacity", "10000", "--hidden", "32",
+         "--explorers", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=180,
+        env={"REPLAYD_BIN": str(server_binary()), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "% of step time" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["steps"] == 30 and doc["step_ms"] > 0 and 0 <= doc["wait_share"] < 1
+    assert doc["inserts_per_s"] > 0  # the explorer inserted while the learner ran

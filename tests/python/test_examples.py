@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 
@@ -22,3 +24,22 @@ def test_apex_style_runs_and_prints_rates(server, table_name):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "inserts/s" in result.stdout and "samples/s" in result.stdout
     assert "inserts 600," in result.stdout
+
+
+def test_dqn_cartpole_learns_on_a_small_budget_and_plots(server, tmp_path):
+    pytest.importorskip("torch", reason="torch is not importable (Debian: python3-torch)")
+    result = run_example("dqn_cartpole.py", "--address", server.unix_address,
+                         "--table", "dqn_smoke", "--explorers", "2", "--env-steps", "1200",
+                         "--min-replay", "200", "--hidden", "32", "--quiet",
+                         "--out", str(tmp_path / "out"), timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = next(line for line in result.stdout.splitlines() if "solved" in line)
+    assert "after 1200 env steps" in summary and "learner waited for replay" in summary
+    learner_steps = int(summary.split(" learner steps")[0].rsplit(" ", 1)[1])
+    assert learner_steps > 20  # the learner trained on what the explorers sent
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "out" / "returns.png").stat().st_size > 0
+    assert (tmp_path / "out" / "replay_wait.png").stat().st_size > 0

@@ -6,14 +6,20 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 
-def readme_python_block() -> str:
+def readme_python_blocks() -> list:
     text = (REPO / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, "README.md has no python block"
-    return blocks[0]
+    return blocks
+
+
+def readme_python_block() -> str:
+    return readme_python_blocks()[0]
 
 
 def test_readme_quickstart_runs_on_the_default_config(make_server):
@@ -25,3 +31,17 @@ def test_readme_quickstart_runs_on_the_default_config(make_server):
     assert result.returncode == 0, result.stdout + result.stderr
     size, shape, _ = result.stdout.split(" ", 2)
     assert size == "1000" and shape.startswith("(256,")
+
+
+def test_readme_torch_section_runs_after_the_quickstart(make_server):
+    pytest.importorskip("torch", reason="torch is not importable (Debian: python3-torch)")
+    server = make_server(tcp=False, extra_args=["--config", str(REPO / "config" / "replayd.json")])
+    blocks = readme_python_blocks()
+    assert len(blocks) >= 2 and "replayd.torch" in blocks[1]
+    code = "\n".join(blocks[:2]).replace("unix:///tmp/replayd.sock", server.unix_address)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("loss ") and "s for replay in 100 steps" in last, last

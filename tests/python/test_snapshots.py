@@ -194,7 +194,8 @@ def test_a_corrupted_newest_snapshot_falls_back_to_the_previous_one(make_server,
     assert "snapshot rejected" in log and "checksum mismatch" in log and newest.name in log
 
 
-def test_a_truncated_only_snapshot_starts_empty_tables_and_the_server_serves(make_server, tmp_path):
+def test_a_truncated_only_snapshot_refuses_the_start_unless_empty_tables_are_allowed(
+        make_server, tmp_path):
     data_dir = tmp_path / "data"
     server = start(make_server, data_dir)
     with replayd.Client(server.unix_address, timeout=30) as c:
@@ -203,11 +204,17 @@ def test_a_truncated_only_snapshot_starts_empty_tables_and_the_server_serves(mak
         only = Path(c.snapshot()["file"])
     server.kill()
     only.write_bytes(only.read_bytes()[: only.stat().st_size // 3])
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        server.start()
+    assert "refusing to start" in server.log_path.read_text()
+    server.extra_args.append("--allow-empty-start")
     server.start()
     with replayd.Client(server.unix_address, timeout=30) as c:
         assert c.tables() == []
         c.ping()
     assert "truncated" in server.log_path.read_text()
+    server.stop()
+    assert only.exists()  # kept: the empty tables' snapshots never replace it
 
 
 def _limited_binary(tmp_path: Path, max_file_bytes: int) -> Path:

@@ -9,6 +9,9 @@
     client.update_priorities("replay", batch.keys, td_errors)
 
 Depends only on the standard library and numpy. The wire protocol is docs/PROTOCOL.md.
+Also here: replayd.torch (tensors, a DataLoader dataset; needs torch, imported only there),
+replayd.testing (throwaway servers, a pytest fixture) and replayd.cli (replayd-cli,
+``python3 -m replayd``).
 """
 from .address import Address, parse_address
 from .client import Client

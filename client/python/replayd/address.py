@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 SEND_BUFFER_BYTES = 4 << 20  # SO_SNDBUF of client sockets, bytes
 
@@ -43,7 +43,7 @@ class Address:
         """
         if self.scheme == "unix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            target: Union[str, Tuple[str, int]] = self.path
+            target: Union[str, Tuple[Any, ...]] = self.path
         else:
             infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
             family, kind, proto, _, target = infos[0]

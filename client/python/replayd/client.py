@@ -21,11 +21,12 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional,
 
 import numpy as np
 
-from . import requests
+from . import requests, wait_notice
 from .address import Address, parse_address
-from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert
+from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert, sample_nbytes
 from .connection import Connection
 from .errors import InvalidArgument, NotFound, ProtocolError
+from .frames import Allocator
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .schema import FieldsLike, TableSchema, table_description
@@ -163,14 +164,29 @@ class Client:
 
     def _call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
               decode: Optional[Callable[..., Any]] = None, *, timeout: Any = DEFAULT,
-              server_timeout: bool = False) -> Any:
+              server_timeout: bool = False, allocate: Optional[Allocator] = None) -> Any:
         seconds = self._timeout_of(timeout)
         if server_timeout:
             meta["timeout_ms"] = requests.timeout_ms(seconds)
         conn = self.connection()
-        request_id, future = conn.submit(meta, buffers, decode, caller_waits=True)
+        request_id, future = conn.submit(meta, buffers, decode, caller_waits=True,
+                                         allocate=allocate)
         local = None if seconds is None else (seconds + _GRACE_S if server_timeout else seconds)
+        if server_timeout:  # may wait for the rate limiter: say why when it is long
+            local = self._notice_wait(conn, future, local, meta["op"], meta["table"],
+                                      int(meta["n"]))
         return conn.wait(request_id, future, local)
+
+    def _notice_wait(self, conn: Connection, future: "Future[Any]", local: Optional[float],
+                     op: str, table: str, n: int) -> Optional[float]:
+        """Waits up to WAIT_NOTICE_S for `future`; if it is still pending, logs why (see
+        replayd.wait_notice). Returns what is left of the `local` timeout."""
+        notice_s = wait_notice.WAIT_NOTICE_S
+        if local is not None and local <= notice_s:
+            return local
+        if not conn.wait_done(future, notice_s):
+            wait_notice.log_wait(self, op, table, n, notice_s)
+        return None if local is None else local - notice_s
 
     def schema(self, table: str, *, refresh: bool = False) -> TableSchema:
         """The fields of `table` (cached after the first ``info`` round trip).
@@ -237,14 +253,16 @@ class Client:
         meta: Dict[str, Any] = {"op": "info"}
         if table is not None:
             meta["table"] = table
-        return self._call(meta, timeout=timeout)
+        reply: Dict[str, Any] = self._call(meta, timeout=timeout)
+        return reply
 
     def table_info(self, table: str, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
         """INFO of one table: name, size, capacity, description, counters, ..."""
         tables = self.info(table, timeout=timeout).get("tables") or []
         if len(tables) != 1:
             raise ProtocolError(f"info of table '{table}' returned {len(tables)} tables")
-        return tables[0]
+        info: Dict[str, Any] = tables[0]
+        return info
 
     def size(self, table: str, *, timeout: Any = DEFAULT) -> int:
         """Items currently stored in `table`."""
@@ -265,12 +283,13 @@ class Client:
         "stall_ms"}``. The snapshot holds every change acknowledged before the call.
         Raises InvalidArgument when the server has no data directory, and
         ResourceExhausted when the write failed (disk full, ...)."""
-        return self._call({"op": "snapshot"}, timeout=timeout)
+        reply: Dict[str, Any] = self._call({"op": "snapshot"}, timeout=timeout)
+        return reply
 
     # -- items -------------------------------------------------------------------------
 
     def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-               timeout: Any = DEFAULT) -> np.ndarray:
+               timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
         """Inserts a batch and returns its n uint64 keys, in item order.
 
         `data` maps every field to an array whose leading dimension is the batch, or to a
@@ -282,10 +301,13 @@ class Client:
         seconds = self._timeout_of(timeout)
         conn, request_id, future = self._send_insert(table, batch, seconds, window=False,
                                                      caller_waits=True)
-        return conn.wait(request_id, future, None if seconds is None else seconds + _GRACE_S)
+        local = self._notice_wait(conn, future, None if seconds is None else seconds + _GRACE_S,
+                                  "insert", table, batch.n)
+        keys: np.ndarray[Any, Any] = conn.wait(request_id, future, local)
+        return keys
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-                     timeout: Any = DEFAULT) -> "Future[np.ndarray]":
+                     timeout: Any = DEFAULT) -> "Future[np.ndarray[Any, Any]]":
         """Like `insert` but returns at once with a Future of the keys.
 
         The data has been handed to the kernel when this returns, so the caller may reuse
@@ -296,13 +318,14 @@ class Client:
         return self._send_insert(table, batch, self._timeout_of(timeout), window=True)[2]
 
     def send_insert(self, table: str, batch: InsertBatch, *,
-                    timeout: Optional[float] = None) -> "Future[np.ndarray]":
+                    timeout: Optional[float] = None) -> "Future[np.ndarray[Any, Any]]":
         """Sends a prepared InsertBatch (columns exactly as the table wants them) and
         returns the Future of its keys without waiting. Used by Writer."""
         return self._send_insert(table, batch, timeout, window=False)[2]
 
     def _send_insert(self, table: str, batch: InsertBatch, seconds: Optional[float], *,
-                     window: bool, caller_waits: bool = False) -> Tuple[Connection, int, Future]:
+                     window: bool, caller_waits: bool = False
+                     ) -> Tuple[Connection, int, Future[Any]]:
         meta = requests.insert_meta(table, batch, seconds)
         conn = self.connection()
         if window:
@@ -315,7 +338,8 @@ class Client:
                 self._insert_window.release()
             raise
         if window:
-            future.add_done_callback(lambda _f, w=self._insert_window: w.release())
+            window_slots = self._insert_window
+            future.add_done_callback(lambda _f: window_slots.release())
         future.add_done_callback(self._schema_check(table))
         return conn, request_id, future
 
@@ -328,25 +352,60 @@ class Client:
                       timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 
     def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
-               timeout: Any = DEFAULT) -> Sample:
+               timeout: Any = DEFAULT, allocate: Optional[Allocator] = None) -> Sample:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
-        most `timeout` seconds (server-side; TimeoutError after that)."""
+        most `timeout` seconds (server-side; TimeoutError after that).
+
+        `allocate(nbytes)`, when given, returns the writable contiguous buffer (at least
+        `nbytes`, see `sample_nbytes`) that the reply is received into, so the Sample's
+        arrays view the caller's memory (a pinned staging buffer, say). It is called in the
+        thread that reads the reply; a buffer that does not fit is ignored. After a local
+        timeout the buffer may still be written until the late reply has arrived."""
         meta = requests.sample_meta(table, batch_size, beta, None)
-        return self._call(meta, decode=decode_sample, timeout=timeout, server_timeout=True)
+        sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
+                                    server_timeout=True, allocate=allocate)
+        return sample
+
+    def sample_into(self, table: str, out: Any, batch_size: int, *, beta: float = 0.4,
+                    timeout: Any = DEFAULT) -> Sample:
+        """`sample` received straight into `out`, a writable C-contiguous buffer (numpy
+        array, bytearray, ``tensor.numpy()`` of a pinned torch tensor) of at least
+        ``sample_nbytes(table, batch_size)`` bytes: no allocation, no extra copy. The
+        Sample's arrays view `out`; they change when `out` is reused.
+        Raises InvalidArgument when `out` is too small or not writable and contiguous."""
+        need = self.sample_nbytes(table, batch_size)
+        try:
+            view = memoryview(out).cast("B")
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(f"sample_into: out must be a contiguous buffer: {exc}") \
+                from None
+        if view.readonly or view.nbytes < need:
+            raise InvalidArgument(f"sample_into: out holds {view.nbytes} "
+                                  f"{'read-only ' if view.readonly else ''}bytes; a sample "
+                                  f"of {batch_size} items of table '{table}' needs {need}")
+        return self.sample(table, batch_size, beta=beta, timeout=timeout,
+                           allocate=lambda _nbytes: view)
+
+    def sample_nbytes(self, table: str, batch_size: int) -> int:
+        """Bytes of the payload of a sample of `batch_size` items of `table` (its columns
+        and their padding, docs/PROTOCOL.md): the size of a buffer for `sample_into`."""
+        return sample_nbytes(self.schema(table).fields, int(batch_size))
 
     def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
-                     timeout: Any = DEFAULT) -> "Future[Sample]":
+                     timeout: Any = DEFAULT,
+                     allocate: Optional[Allocator] = None) -> "Future[Sample]":
         """Like `sample` but returns a Future at once."""
         meta = requests.sample_meta(table, batch_size, beta, self._timeout_of(timeout))
-        return self.connection().submit(meta, (), decode_sample)[1]
+        return self.connection().submit(meta, (), decode_sample, allocate=allocate)[1]
 
     def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
                 timeout: Optional[float] = None,
-                transform: Optional[Callable[[Sample], Any]] = None) -> "Sampler":
+                transform: Optional[Callable[[Sample], Any]] = None,
+                allocate: Optional[Allocator] = None) -> "Sampler":
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler)."""
         from .sampler import Sampler
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta,
-                       timeout=timeout, transform=transform)
+                       timeout=timeout, transform=transform, allocate=allocate)
 
     def update_priorities(self, table: str, keys: Any, priorities: Any, *,
                           timeout: Any = DEFAULT) -> int:
@@ -363,7 +422,7 @@ class Client:
         """Like `update_priorities`; the Future holds the reply ``{"applied", "stale"}``."""
         request = requests.keyed_request("update_priorities", table, keys, priorities)
         if request is None:
-            done: Future = Future()
+            done: Future[Any] = Future()
             done.set_result({"applied": 0, "stale": 0})
             return done
         return self.connection().submit(*request)[1]
@@ -379,10 +438,10 @@ class Client:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _schema_check(self, table: str) -> Callable[[Future], None]:
+    def _schema_check(self, table: str) -> Callable[[Future[Any]], None]:
         """A done-callback that drops the cached schema when the server rejected an insert
         in a way a stale schema could explain."""
-        def check(future: Future) -> None:
+        def check(future: Future[Any]) -> None:
             exc = future.exception()
             if isinstance(exc, (InvalidArgument, NotFound)):
                 self._schemas.pop(table, None)

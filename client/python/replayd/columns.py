@@ -31,7 +31,7 @@ from .sample import Sample
 from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype
 
 __all__ = ["InsertBatch", "prepare_insert", "convert_item", "convert_value",
-           "sample_layout", "decode_sample", "decode_keys", "SAMPLE_INFO_COLUMNS"]
+           "sample_layout", "sample_nbytes", "decode_sample", "decode_keys", "SAMPLE_INFO_COLUMNS"]
 
 #: The columns every sample reply starts with, in order, and their dtypes.
 SAMPLE_INFO_COLUMNS: Tuple[Tuple[str, str], ...] = (
@@ -52,8 +52,8 @@ class InsertBatch:
 
     n: int
     columns: List[Dict[str, Any]]
-    arrays: List[np.ndarray]
-    priorities: Optional[np.ndarray]
+    arrays: List[np.ndarray[Any, Any]]
+    priorities: Optional[np.ndarray[Any, Any]]
 
     @property
     def payload_bytes(self) -> int:
@@ -62,7 +62,7 @@ class InsertBatch:
             total += padded(self.priorities.nbytes)
         return total
 
-    def buffers(self) -> List[np.ndarray]:
+    def buffers(self) -> List[np.ndarray[Any, Any]]:
         """The payload's columns in order (priorities last, if any)."""
         if self.priorities is None:
             return list(self.arrays)
@@ -73,7 +73,7 @@ def _is_numpy(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
-def _is_wire_dtype(dtype: np.dtype) -> bool:
+def _is_wire_dtype(dtype: np.dtype[Any]) -> bool:
     """Whether the protocol carries `dtype` (any byte order). Cheaper than dtype.name."""
     kind = dtype.kind
     if kind in "iu":
@@ -83,10 +83,10 @@ def _is_wire_dtype(dtype: np.dtype) -> bool:
     return kind == "b"
 
 
-_LIMITS: Dict[np.dtype, Tuple[float, float]] = {}
+_LIMITS: Dict[np.dtype[Any], Tuple[float, float]] = {}
 
 
-def _limits(dtype: np.dtype) -> Tuple[float, float]:
+def _limits(dtype: np.dtype[Any]) -> Tuple[float, float]:
     """The range of `dtype` as Python numbers (comparisons with numpy scalars are slow)."""
     limits = _LIMITS.get(dtype)
     if limits is None:
@@ -100,10 +100,10 @@ def _limits(dtype: np.dtype) -> Tuple[float, float]:
     return limits
 
 
-_DTYPE_NAMES: Dict[np.dtype, str] = {}
+_DTYPE_NAMES: Dict[np.dtype[Any], str] = {}
 
 
-def _dtype_name(dtype: np.dtype) -> str:
+def _dtype_name(dtype: np.dtype[Any]) -> str:
     """``dtype.name``, cached (numpy builds the string on every access)."""
     name = _DTYPE_NAMES.get(dtype)
     if name is None:
@@ -111,7 +111,7 @@ def _dtype_name(dtype: np.dtype) -> str:
     return name
 
 
-def python_scalar_fits(value: Any, dtype: np.dtype) -> bool:
+def python_scalar_fits(value: Any, dtype: np.dtype[Any]) -> bool:
     """The Python-value rule for one bool/int/float (fast path of the writer)."""
     kind = dtype.kind
     if type(value) is bool:
@@ -131,7 +131,7 @@ def python_scalar_fits(value: Any, dtype: np.dtype) -> bool:
     return False
 
 
-def _python_value_fits(values: np.ndarray, target: np.dtype) -> bool:
+def _python_value_fits(values: np.ndarray[Any, Any], target: np.dtype[Any]) -> bool:
     """Whether Python values (already an array of their natural dtype) fit `target`."""
     kind, to = values.dtype.kind, target.kind
     if kind == "b":
@@ -152,8 +152,8 @@ def _python_value_fits(values: np.ndarray, target: np.dtype) -> bool:
     return False
 
 
-def convert_value(name: str, value: Any, target: Optional[np.dtype], *,
-                  table: str = "") -> Tuple[np.ndarray, bool]:
+def convert_value(name: str, value: Any, target: Optional[np.dtype[Any]], *,
+                  table: str = "") -> Tuple[np.ndarray[Any, Any], bool]:
     """Converts one field's value to an array, to `target` when the rules allow.
 
     Returns (array, converted): `converted` is False when the array still has a dtype other
@@ -205,7 +205,7 @@ def prepare_insert(schema: TableSchema, data: Mapping[str, Any],
     known = [f.name for f in schema.fields if f.name in data]
     unknown = [name for name in data if schema.get(name) is None]
     columns: List[Dict[str, Any]] = []
-    arrays: List[np.ndarray] = []
+    arrays: List[np.ndarray[Any, Any]] = []
     n: Optional[int] = None
     for name in known + unknown:
         field = schema.get(name)
@@ -288,12 +288,14 @@ def convert_item(schema: TableSchema, item: Mapping[str, Any]) -> List[Any]:
     return out
 
 
-def sample_layout(fields: Tuple[Field, ...], n: int) -> List[Tuple[str, np.dtype, Tuple[int, ...], int]]:
+def sample_layout(fields: Tuple[Field, ...],
+                  n: int) -> List[Tuple[str, np.dtype[Any], Tuple[int, ...], int]]:
     """The columns of a sample reply of n items, with their offsets, per PROTOCOL.md:
     key, probability, weight, times_sampled, then the fields; each column 8-aligned."""
-    layout = []
+    layout: List[Tuple[str, np.dtype[Any], Tuple[int, ...], int]] = []
     offset = 0
-    specs = [(name, np.dtype(dtype).newbyteorder("<"), (n,)) for name, dtype in SAMPLE_INFO_COLUMNS]
+    specs: List[Tuple[str, np.dtype[Any], Tuple[int, ...]]] = [
+        (name, np.dtype(dtype).newbyteorder("<"), (n,)) for name, dtype in SAMPLE_INFO_COLUMNS]
     specs += [(f.name, f.dtype, (n, *f.shape)) for f in fields]
     for name, dtype, shape in specs:
         layout.append((name, dtype, shape, offset))
@@ -301,7 +303,13 @@ def sample_layout(fields: Tuple[Field, ...], n: int) -> List[Tuple[str, np.dtype
     return layout
 
 
-def _column_plan(column: Any) -> Tuple[str, np.dtype, Tuple[int, ...], int, int, int]:
+def sample_nbytes(fields: Tuple[Field, ...], n: int) -> int:
+    """Bytes of the payload of a sample reply of n items (columns of `sample_layout`)."""
+    _, dtype, shape, offset = sample_layout(fields, n)[-1]
+    return offset + padded(int(np.prod(shape)) * dtype.itemsize)
+
+
+def _column_plan(column: Any) -> Tuple[str, np.dtype[Any], Tuple[int, ...], int, int, int]:
     """(name, dtype, shape, element count, offset, end) of one sample reply column."""
     try:
         name = str(column["name"])
@@ -342,7 +350,7 @@ def _sample_plan(columns: List[Any]) -> _SamplePlan:
     return plan
 
 
-def decode_sample(meta: Mapping[str, Any], payload: np.ndarray) -> Sample:
+def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sample:
     """Views a sample reply's payload as a Sample, without copying.
 
     The first four columns are key, probability, weight and times_sampled (by position, so
@@ -365,7 +373,7 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray) -> Sample:
                   times_sampled=info[3], state=meta.get("state"))
 
 
-def decode_keys(meta: Mapping[str, Any], payload: np.ndarray) -> np.ndarray:
+def decode_keys(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The uint64 keys of an insert reply, viewing the payload."""
     try:
         n = int(meta["n"])

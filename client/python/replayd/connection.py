@@ -34,14 +34,14 @@ import time
 import weakref
 from concurrent import futures
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .address import Address
 from .errors import (ConnectionLost, ProtocolError, ReplayError, ResourceExhausted,
                      TimeoutError, error_from_reply)
-from .frames import KIND_REPLY, Frame, FrameReader, encode_frame
+from .frames import KIND_REPLY, Allocator, Frame, FrameReader, encode_frame
 
 __all__ = ["Connection", "PROTOCOL_VERSION"]
 
@@ -64,7 +64,7 @@ class Connection:
         self._sock = sock
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()  # guards _pending, _next_id, _dead
-        self._pending: Dict[int, Tuple[Future, Optional[Decoder]]] = {}
+        self._pending: Dict[int, Tuple[Future[Any], Optional[Decoder]]] = {}
         self._next_id = 1
         self._dead: Optional[str] = None  # why the connection died
         self._note = ""  # what the server said before closing, if anything
@@ -72,7 +72,8 @@ class Connection:
         self._may_start_reader = reader_thread
         # Whoever reads the socket (a waiting caller, or the reader thread for good) sets
         # _reading under _read_turn and uses _frames, which keeps a partial frame between turns.
-        self._frames = FrameReader()
+        self._allocators: Dict[int, Allocator] = {}  # request id -> its payload allocator
+        self._frames = FrameReader(allocators=self._allocators)
         self._reading = False
         self._read_turn = threading.Condition(self._lock)
 
@@ -119,20 +120,23 @@ class Connection:
         """False once the socket failed or was closed."""
         return self._dead is None
 
-    def submit(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
+    def submit(self, meta: Union[Dict[str, Any], bytes], buffers: Sequence[Any] = (),
                decode: Optional[Decoder] = None, *,
-               caller_waits: bool = False) -> Tuple[int, Future]:
+               caller_waits: bool = False,
+               allocate: Optional[Allocator] = None) -> Tuple[int, Future[Any]]:
         """Sends one request and returns (request id, future of its result).
 
         The frame is fully handed to the kernel before this returns, so the caller may
         reuse `buffers` at once. The future's result is ``decode(meta, payload)`` of the
         reply, or the reply's metadata when `decode` is None; it fails with the server's
         error, or ConnectionLost if the connection dies first. `caller_waits`: the caller
-        calls `wait` at once, so no reader thread is needed for this request.
+        calls `wait` at once, so no reader thread is needed for this request. `allocate`:
+        where to receive the reply's payload (see frames.FrameReader); it is called in the
+        thread that reads the reply.
         Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
         larger than the server's limits, checked before sending).
         """
-        future: Future = Future()
+        future: Future[Any] = Future()
         future.set_running_or_notify_cancel()  # a sent request cannot be cancelled
         with self._lock:
             if self._dead is not None:
@@ -142,12 +146,15 @@ class Connection:
             request_id = self._next_id
             self._next_id += 1
             self._pending[request_id] = (future, decode)
+            if allocate is not None:
+                self._allocators[request_id] = allocate
         try:
             pieces = encode_frame(request_id, meta, buffers)
             self._check_limits(pieces)
         except BaseException:
             with self._lock:
                 self._pending.pop(request_id, None)
+                self._allocators.pop(request_id, None)
             raise
         try:
             with self._send_lock:
@@ -157,7 +164,7 @@ class Connection:
             raise ConnectionLost(self._dead_message()) from None
         return request_id, future
 
-    def wait(self, request_id: int, future: Future, timeout: Optional[float]) -> Any:
+    def wait(self, request_id: int, future: Future[Any], timeout: Optional[float]) -> Any:
         """The result of a submitted request, waiting at most `timeout` seconds (None:
         forever). On expiry the request is forgotten (a late reply is dropped) and
         replayd.TimeoutError is raised; the request may still execute on the server.
@@ -173,6 +180,18 @@ class Connection:
             raise TimeoutError(f"no reply from {self.address} within {timeout:g} s "
                                f"(the request may still execute on the server)") from None
 
+    def wait_done(self, future: Future[Any], timeout: float) -> bool:
+        """Waits up to `timeout` seconds for `future` (reading replies meanwhile when there
+        is no reader thread); True when it is done. Unlike `wait`, it neither raises nor
+        forgets the request."""
+        deadline = time.monotonic() + timeout
+        if self._reader is None:
+            self._read_until(future, timeout)
+        if future.done():  # the usual case: no waiter to set up
+            return True
+        done, _ = futures.wait([future], max(0.0, deadline - time.monotonic()))
+        return bool(done)
+
     def call(self, meta: Dict[str, Any], buffers: Sequence[Any] = (),
              decode: Optional[Decoder] = None, *, timeout: Optional[float] = None) -> Any:
         """`submit` then `wait`."""
@@ -183,6 +202,7 @@ class Connection:
         """Stops waiting for a request: its reply, if it comes, is dropped."""
         with self._lock:
             self._pending.pop(request_id, None)
+            self._allocators.pop(request_id, None)
 
     def close(self) -> None:
         """Closes the socket; requests in flight fail with ConnectionLost. Idempotent.
@@ -241,7 +261,7 @@ class Connection:
                                         name=f"replayd-reader {self.address}", daemon=True)
         self._reader.start()
 
-    def _take_turn(self, future: Future, deadline: Optional[float]) -> bool:
+    def _take_turn(self, future: Future[Any], deadline: Optional[float]) -> bool:
         """Waits until this caller may read the socket (True, with _reading set) or needs
         not: its future is done, the connection died, the reader thread runs or the
         deadline passed (False)."""
@@ -256,7 +276,7 @@ class Connection:
                 self._read_turn.wait(remaining)
         return False
 
-    def _read_until(self, future: Future, timeout: Optional[float]) -> None:
+    def _read_until(self, future: Future[Any], timeout: Optional[float]) -> None:
         """Without a reader thread: reads and dispatches replies, in turn with other waiting
         callers, until `future` is done, the connection dies (which fails it), a reader
         thread takes over or `timeout` seconds pass."""
@@ -307,6 +327,7 @@ class Connection:
         error = frame.meta.get("error")
         with self._lock:
             entry = self._pending.pop(frame.request_id, None)
+            self._allocators.pop(frame.request_id, None)
         if entry is None:
             if error is not None:
                 # An error for a request nobody waits for (or id 0: a broken frame). The
@@ -335,6 +356,7 @@ class Connection:
             if self._dead is None:
                 self._dead = reason
             pending, self._pending = self._pending, {}
+            self._allocators.clear()
             self._read_turn.notify_all()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)

@@ -56,6 +56,7 @@ import numpy as np
 
 from .client import Client
 from .errors import TimeoutError as ReplayTimeout
+from .sample import Sample
 from .schema import wire_dtype
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
@@ -71,7 +72,7 @@ def _resolve_address(address: Optional[str]) -> str:
 
 
 def _env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
-                next_of: Any) -> List[Tuple[str, np.dtype, Tuple[int, ...]]]:
+                next_of: Any) -> List[Tuple[str, np.dtype[Any], Tuple[int, ...]]]:
     """cpprb's env_dict as (name, dtype, shape) fields, with next_<name> for next_of."""
     if not env_dict:
         raise ValueError("env_dict must define at least one value, e.g. "
@@ -139,7 +140,7 @@ class ReplayBuffer:
         names the buffer does not define are ignored, as in cpprb."""
         return self._add(kwargs, None)
 
-    def sample(self, batch_size: int) -> Dict[str, np.ndarray]:
+    def sample(self, batch_size: int) -> Dict[str, np.ndarray[Any, Any]]:
         """A dict of ``(batch_size, *shape)`` arrays drawn uniformly with replacement."""
         return dict(self._sample(batch_size, 0.0).data)
 
@@ -161,7 +162,7 @@ class ReplayBuffer:
     def is_Nstep(self) -> bool:  # noqa: N802 - cpprb's name
         return False
 
-    def get_all_transitions(self, shuffle: bool = False) -> Dict[str, np.ndarray]:
+    def get_all_transitions(self, shuffle: bool = False) -> Dict[str, np.ndarray[Any, Any]]:
         raise NotImplementedError(
             "get_all_transitions is not supported by replayd.cpprb: the replayd server has "
             "no operation that reads every stored item, and sampling cannot return each "
@@ -200,7 +201,7 @@ class ReplayBuffer:
         missing = [name for name, _, _ in self._fields if name not in kwargs]
         if missing:
             raise KeyError(f"add() is missing values for {missing}")
-        data: Dict[str, np.ndarray] = {}
+        data: Dict[str, np.ndarray[Any, Any]] = {}
         n = None
         for name, dtype, shape in self._fields:
             array = np.asarray(kwargs[name]).astype(dtype, copy=False)
@@ -221,6 +222,8 @@ class ReplayBuffer:
             if prio.shape[0] != n:
                 raise ValueError("`priorities` shape is incompatible")
             prio = np.abs(prio) + self._eps
+        if n is None:
+            return None
         if n > self._size:  # a ring buffer keeps only the newest `size` of them
             data = {name: array[-self._size:] for name, array in data.items()}
             prio = None if prio is None else prio[-self._size:]
@@ -235,7 +238,7 @@ class ReplayBuffer:
                 first = int(keys[0])
         return first
 
-    def _sample(self, batch_size: int, beta: float):
+    def _sample(self, batch_size: int, beta: float) -> Sample:
         try:
             return self._client.sample(self._table, int(batch_size), beta=beta, timeout=0)
         except ReplayTimeout as exc:
@@ -258,11 +261,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._eps = float(eps)
         super().__init__(size, env_dict, **kwargs)
 
-    def add(self, *, priorities: Any = None, **kwargs: Any) -> Optional[int]:  # type: ignore[override]
+    def add(self, *, priorities: Any = None, **kwargs: Any) -> Optional[int]:
         """Adds transitions; `priorities` (one per step) default to the largest seen."""
         return self._add(kwargs, priorities)
 
-    def sample(self, batch_size: int, beta: float = 0.4) -> Dict[str, np.ndarray]:  # type: ignore[override]
+    def sample(self, batch_size: int, beta: float = 0.4) -> Dict[str, np.ndarray[Any, Any]]:
         """Samples by priority; the dict also holds ``indexes`` (keys to pass back to
         update_priorities) and ``weights`` (float32 importance weights)."""
         sample = self._sample(batch_size, beta)

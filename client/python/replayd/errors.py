@@ -108,7 +108,7 @@ class ConnectionLost(ReplayError, ConnectionError):
     code = "connection_lost"
 
 
-_BY_CODE: Mapping[str, type] = {
+_BY_CODE: Mapping[str, "type[ReplayError]"] = {
     cls.code: cls
     for cls in (InvalidArgument, NotFound, AlreadyExists, TimeoutError, ResourceExhausted,
                 ShuttingDown, ProtocolError, Unauthenticated, ConnectionLost)
@@ -125,5 +125,5 @@ def error_from_reply(error: Any) -> ReplayError:
         return ProtocolError(f"malformed error reply: {error!r}")
     code = str(error.get("code", "unknown"))
     message = str(error.get("message", ""))
-    cls = _BY_CODE.get(code, ReplayError)
+    cls: "type[ReplayError]" = _BY_CODE.get(code, ReplayError)
     return cls(message, code)

@@ -15,13 +15,15 @@ import json
 import sys
 import struct
 from dataclasses import dataclass
-from typing import Any, Dict, List, NamedTuple, Sequence, Union
+from typing import (Any, Callable, Dict, List, MutableMapping, NamedTuple, Optional, Sequence,
+                    Union)
 
 import numpy as np
 
 from .errors import ProtocolError
 
 __all__ = [
+    "Allocator",
     "HEADER",
     "HEADER_BYTES",
     "MAGIC",
@@ -47,6 +49,10 @@ KIND_REQUEST = 1
 KIND_REPLY = 2
 _ZEROS = bytes(8)
 
+#: A caller's payload allocator: called with a reply's payload size in bytes, returns a
+#: writable C-contiguous array (any dtype) of at least that many bytes to receive it into.
+Allocator = Callable[[int], Any]
+
 
 class Header(NamedTuple):
     """A decoded, validated frame header."""
@@ -68,7 +74,7 @@ class Frame:
     kind: int
     request_id: int
     meta: Dict[str, Any]
-    payload: np.ndarray
+    payload: np.ndarray[Any, Any]
 
 
 def padding(nbytes: int) -> int:
@@ -119,7 +125,7 @@ def encode_frame(request_id: int, meta: Union[Dict[str, Any], bytes],
     once). `columns` are C-contiguous buffers (bytes, memoryview, numpy arrays); they are
     referenced, not copied. Cost: O(number of columns) plus the JSON encoding.
     """
-    meta_raw = meta if type(meta) is bytes else encode_meta(meta)
+    meta_raw = meta if isinstance(meta, bytes) else encode_meta(meta)
     pieces: List[Any] = [b""]
     payload_bytes = 0
     for column in columns:
@@ -153,9 +159,9 @@ class PayloadPool:
     SLOTS = 8
 
     def __init__(self) -> None:
-        self._arrays: List[np.ndarray] = []
+        self._arrays: List[np.ndarray[Any, Any]] = []
 
-    def take(self, nbytes: int) -> np.ndarray:
+    def take(self, nbytes: int) -> np.ndarray[Any, Any]:
         """An uninitialised uint8 array of `nbytes`."""
         if nbytes < self.MIN_BYTES:
             return np.empty(nbytes, dtype=np.uint8)
@@ -186,10 +192,16 @@ class FrameReader:
 
     Raises ProtocolError (from advance) when the stream is not a valid frame sequence; the
     reader is then unusable.
+
+    `allocators` (request id -> Allocator, shared with the owner) lets a request's payload be
+    received into the caller's buffer: the entry is removed when its reply's payload starts.
+    A buffer that is too small, read-only or not contiguous is ignored (the payload then gets
+    an array of its own).
     """
 
     def __init__(self, *, chunk_bytes: int = 1 << 16, max_meta_bytes: int = 1 << 26,
-                 max_payload_bytes: int = 1 << 36) -> None:
+                 max_payload_bytes: int = 1 << 36,
+                 allocators: Optional[MutableMapping[int, Allocator]] = None) -> None:
         self._stage = bytearray(max(chunk_bytes, 2 * HEADER_BYTES))
         self._start = 0  # first unparsed byte in _stage
         self._end = 0  # one past the last received byte in _stage
@@ -197,14 +209,15 @@ class FrameReader:
         self._max_payload_bytes = max_payload_bytes
         self._header: Header | None = None
         self._meta: Dict[str, Any] | None = None
-        self._payload: np.ndarray | None = None  # set while receiving a payload directly
+        self._payload: np.ndarray[Any, Any] | None = None  # set while receiving a payload directly
         self._filled = 0
         self._payloads = PayloadPool()
+        self._allocators = allocators
 
     def buffer(self) -> memoryview:
         """Where the next received bytes must be written (never empty)."""
         if self._payload is not None:
-            return memoryview(self._payload)[self._filled:]
+            return memoryview(self._payload)[self._filled:]  # type: ignore[arg-type]
         if self._start == self._end:
             self._start = self._end = 0
         if self._end == len(self._stage):
@@ -255,7 +268,7 @@ class FrameReader:
                 self._start += header.meta_bytes
                 self._meta = _parse_meta(raw)
                 continue
-            payload = self._payloads.take(header.payload_bytes)
+            payload = self._payload_array(header)
             take = min(available, header.payload_bytes)
             if take:
                 payload[:take] = np.frombuffer(self._stage, np.uint8, take, self._start)
@@ -269,7 +282,24 @@ class FrameReader:
             self._filled = take
             return frames
 
-    def _finish(self, payload: np.ndarray) -> Frame:
+    def _payload_array(self, header: Header) -> np.ndarray[Any, Any]:
+        """Where the payload of `header` goes: the request's allocator's buffer, if it
+        registered one that fits, else an array from the pool."""
+        allocate = None
+        if self._allocators:
+            allocate = self._allocators.pop(header.request_id, None)
+        if allocate is not None and header.payload_bytes:
+            try:
+                buffer = np.frombuffer(memoryview(allocate(header.payload_bytes)).cast("B"),
+                                       np.uint8)
+            except (TypeError, ValueError, BufferError):
+                buffer = None  # not a contiguous buffer: ignored, as documented
+            if buffer is not None and buffer.flags.writeable and \
+                    buffer.nbytes >= header.payload_bytes:
+                return buffer[:header.payload_bytes]
+        return self._payloads.take(header.payload_bytes)
+
+    def _finish(self, payload: np.ndarray[Any, Any]) -> Frame:
         assert self._header is not None and self._meta is not None
         frame = Frame(self._header.kind, self._header.request_id, self._meta, payload)
         self._header = None

@@ -42,7 +42,7 @@ def sample_meta(table: str, batch_size: int, beta: float,
 
 
 def keyed_request(op: str, table: str, keys: Any,
-                  priorities: Any) -> Optional[Tuple[Dict[str, Any], List[np.ndarray]]]:
+                  priorities: Any) -> Optional[Tuple[Dict[str, Any], List[np.ndarray[Any, Any]]]]:
     """(metadata, payload columns) of ``update_priorities`` (with priorities) or ``delete``
     (priorities None): n uint64 keys, then n float64 priorities. None when keys is empty
     (nothing to send)."""
@@ -57,7 +57,7 @@ def keyed_request(op: str, table: str, keys: Any,
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidArgument(f"table '{table}': bad keys: {exc}") from None
     n = int(key_array.shape[0])
-    buffers: List[np.ndarray] = [key_array]
+    buffers: List[np.ndarray[Any, Any]] = [key_array]
     if priorities is not None:
         try:
             prio = np.ascontiguousarray(np.asarray(priorities, dtype="<f8").reshape(-1))

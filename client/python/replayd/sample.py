@@ -28,17 +28,26 @@ class Sample:
             docs/PROTOCOL.md, sample); None from servers that do not report it.
     """
 
-    data: Dict[str, np.ndarray]
-    keys: np.ndarray
-    probabilities: np.ndarray
-    weights: np.ndarray
-    times_sampled: np.ndarray
+    data: Dict[str, np.ndarray[Any, Any]]
+    keys: np.ndarray[Any, Any]
+    probabilities: np.ndarray[Any, Any]
+    weights: np.ndarray[Any, Any]
+    times_sampled: np.ndarray[Any, Any]
     state: Optional[Dict[str, Any]] = None
+
+    def __repr__(self) -> str:
+        """Short: the size, each field's dtype and item shape, and the first keys (never
+        the data itself)."""
+        fields = ", ".join(f"{name}: {array.dtype}{list(array.shape[1:])}"
+                           for name, array in self.data.items())
+        keys = " ".join(str(k) for k in self.keys[:4].tolist())
+        more = " ..." if len(self.keys) > 4 else ""
+        return f"<replayd.Sample n={len(self)} {{{fields}}} keys=[{keys}{more}]>"
 
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
-    def __getitem__(self, field: str) -> np.ndarray:
+    def __getitem__(self, field: str) -> np.ndarray[Any, Any]:
         """``sample["obs"]`` is ``sample.data["obs"]``."""
         return self.data[field]
 

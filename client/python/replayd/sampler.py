@@ -22,10 +22,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 
-from . import requests
+from . import requests, wait_notice
 from .columns import decode_sample
 from .errors import InvalidArgument, TimeoutError
-from .frames import encode_meta
+from .frames import Allocator, encode_meta
 from .sample import Sample
 
 if TYPE_CHECKING:
@@ -51,17 +51,24 @@ class Sampler:
         timeout: server-side wait per request for the rate limiter (None: forever); a
             request that times out ends the iteration with replayd.TimeoutError.
         transform: runs in the background thread on each Sample; its result is yielded.
+        allocate: where each reply is received (see Client.sample); called in the
+            background thread, up to `prefetch` requests ahead of the one being consumed.
     """
 
     def __init__(self, client: "Client", table: str, batch_size: int, *, prefetch: int = 4,
                  beta: float = 0.4, timeout: Optional[float] = None,
-                 transform: Optional[Callable[[Sample], Any]] = None) -> None:
+                 transform: Optional[Callable[[Sample], Any]] = None,
+                 allocate: Optional[Allocator] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
         self._meta = encode_meta(requests.sample_meta(table, batch_size, beta, timeout))
+        self._client = client
         self._table = table
+        self._batch_size = int(batch_size)
+        self._noticed = False  # logged why the consumer waits, since the last quick batch
         self._prefetch = int(prefetch)
         self._transform = transform
+        self._allocate = allocate
         self._ready: Deque[Any] = collections.deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -86,18 +93,33 @@ class Sampler:
         Raises StopIteration once closed or after an error was delivered, the background
         error in its turn, or replayd.TimeoutError when nothing arrived in time.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._ready:
-                if self._closed or self._finished:
-                    raise StopIteration
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"no sample of table '{self._table}' ready within "
-                                       f"{timeout:g} s")
-                self._cond.wait(remaining)
-            item = self._ready.popleft()
-            self._cond.notify_all()
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        notice_at = None if self._noticed else started + wait_notice.WAIT_NOTICE_S
+        while True:
+            with self._cond:
+                while not self._ready:
+                    if self._closed or self._finished:
+                        raise StopIteration
+                    now = time.monotonic()
+                    if deadline is not None and deadline <= now:
+                        raise TimeoutError(f"no sample of table '{self._table}' ready "
+                                           f"within {timeout:g} s")
+                    if notice_at is not None and notice_at <= now:
+                        break
+                    wake = min(t for t in (deadline, notice_at, now + 3600.0) if t is not None)
+                    self._cond.wait(wake - now)
+                else:
+                    item = self._ready.popleft()
+                    self._cond.notify_all()
+                    break
+            # Waited WAIT_NOTICE_S: say why, once, outside the lock.
+            self._noticed = True
+            notice_at = None
+            wait_notice.log_wait(self._client, "sample", self._table, self._batch_size,
+                                 time.monotonic() - started)
+        if time.monotonic() - started < wait_notice.WAIT_NOTICE_S:
+            self._noticed = False
         if isinstance(item, _Failure):
             self.close()
             raise item.exc
@@ -130,6 +152,11 @@ class Sampler:
         raise TypeError("a replayd Sampler cannot be pickled; pickle the Client and create "
                         "a sampler in the process that consumes it")
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("ended" if self._finished else "open")
+        return (f"<replayd.Sampler table={self._table!r} batch_size={self._batch_size} "
+                f"prefetch={self._prefetch} ready={len(self._ready)} {state}>")
+
     # -- background thread -------------------------------------------------------------
 
     def _run(self) -> None:
@@ -137,7 +164,8 @@ class Sampler:
         try:
             while not self._closed:
                 while len(in_flight) < self._prefetch:
-                    in_flight.append(self._conn.submit(self._meta, (), decode_sample))
+                    in_flight.append(self._conn.submit(self._meta, (), decode_sample,
+                                                       allocate=self._allocate))
                 request_id, future = in_flight.popleft()
                 sample = self._conn.wait(request_id, future, None)
                 item = sample if self._transform is None else self._transform(sample)

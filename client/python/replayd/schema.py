@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -24,7 +24,7 @@ ShapeLike = Union[None, int, Sequence[int]]
 FieldsLike = Union[Mapping[str, Tuple[Any, ShapeLike]], Iterable[Tuple[str, Any, ShapeLike]]]
 
 
-def wire_dtype(dtype: Any) -> np.dtype:
+def wire_dtype(dtype: Any) -> np.dtype[Any]:
     """The little-endian numpy dtype for anything ``numpy.dtype`` accepts, if the protocol
     carries it; raises TypeError naming the allowed types otherwise."""
     try:
@@ -55,7 +55,7 @@ class Field:
     """One field of a table: a name, a dtype and a per-item shape (() for a scalar)."""
 
     name: str
-    dtype: np.dtype
+    dtype: np.dtype[Any]
     shape: Tuple[int, ...]
 
     @property
@@ -84,7 +84,8 @@ class TableSchema:
 
     def get(self, name: str) -> Optional[Field]:
         """The named field, or None."""
-        return self._by_name.get(name)  # type: ignore[attr-defined]
+        by_name: Dict[str, Field] = self._by_name  # type: ignore[attr-defined]
+        return by_name.get(name)
 
     @property
     def names(self) -> Tuple[str, ...]:
@@ -103,18 +104,17 @@ def normalize_fields(fields: FieldsLike) -> Tuple[Field, ...]:
     """Accepts ``{"obs": (np.float32, (4,)), "act": ("int64", ())}`` or
     ``[("obs", np.float32, 4), ...]`` (shape None or () means scalar) and returns Fields in
     order. Raises TypeError/ValueError naming the field at fault."""
+    items: List[Tuple[Any, Any, Any]] = []
     if isinstance(fields, Mapping):
-        items = []
         for name, spec in fields.items():
             if not isinstance(spec, (tuple, list)) or len(spec) != 2:
                 raise TypeError(f"field {name!r}: expected (dtype, shape), got {spec!r}")
             items.append((name, spec[0], spec[1]))
     else:
-        items = []
         for spec in fields:
             if not isinstance(spec, (tuple, list)) or len(spec) != 3:
                 raise TypeError(f"expected (name, dtype, shape) for each field, got {spec!r}")
-            items.append(tuple(spec))
+            items.append((spec[0], spec[1], spec[2]))
     result = []
     for name, dtype, shape in items:
         if not isinstance(name, str):

@@ -28,7 +28,7 @@ import itertools
 import math
 import threading
 from concurrent.futures import Future
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,7 +44,7 @@ _LOCAL_MASK = np.uint64((1 << _LOCAL_BITS) - 1)
 MAX_SHARDS = 1 << SHARD_BITS
 
 
-def _global_keys(shard: int, local: np.ndarray) -> np.ndarray:
+def _global_keys(shard: int, local: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     local = np.asarray(local, dtype=np.uint64)
     if local.size and int(local.max()) >> _LOCAL_BITS:
         raise InvalidArgument(f"shard {shard} issued a key >= 2^{_LOCAL_BITS}; it cannot be "
@@ -52,7 +52,7 @@ def _global_keys(shard: int, local: np.ndarray) -> np.ndarray:
     return local | np.uint64(shard << _LOCAL_BITS)
 
 
-def split_keys(keys: Any, shard_count: int) -> Dict[int, np.ndarray]:
+def split_keys(keys: Any, shard_count: int) -> Dict[int, np.ndarray[Any, Any]]:
     """Groups global keys by shard: shard index -> positions into `keys`."""
     keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
     shards = (keys >> np.uint64(_LOCAL_BITS)).astype(np.int64)
@@ -87,7 +87,8 @@ class ShardedClient:
         return {"addresses": self._addresses, "options": self._options, "seed": self._seed}
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
-        self.__init__(state["addresses"], seed=state["seed"], **state["options"])
+        ShardedClient.__init__(self, state["addresses"], seed=state["seed"],
+                               **state["options"])
 
     def __repr__(self) -> str:
         return f"replayd.ShardedClient({self._addresses!r})"
@@ -138,14 +139,14 @@ class ShardedClient:
             return next(self._next_shard) % len(self.shards)
 
     def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-               timeout: Any = DEFAULT) -> np.ndarray:
+               timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
         """Inserts the whole batch into the next shard (round-robin); returns global keys."""
         shard = self._pick_shard()
         return _global_keys(shard, self.shards[shard].insert(table, data, priorities,
                                                              timeout=timeout))
 
     def insert_async(self, table: str, data: Mapping[str, Any],
-                     priorities: Any = None) -> "Future[np.ndarray]":
+                     priorities: Any = None) -> "Future[np.ndarray[Any, Any]]":
         """Like `insert`, returning a Future of the global keys."""
         shard = self._pick_shard()
         local = self.shards[shard].insert_async(table, data, priorities)
@@ -208,11 +209,11 @@ class ShardedClient:
         parts = [(s, int(c), self.shards[s].sample_async(table, int(c), beta=beta,
                                                           timeout=timeout))
                  for s, c in enumerate(counts) if c > 0]
-        result: Future = Future()
+        result: Future[Any] = Future()
         remaining = [len(parts)]
         guard = threading.Lock()
 
-        def one_done(_future: Future) -> None:
+        def one_done(_future: Future[Any]) -> None:
             with guard:
                 remaining[0] -= 1
                 if remaining[0]:
@@ -231,7 +232,8 @@ class ShardedClient:
         """`sample_async(...).result()`."""
         return self.sample_async(table, batch_size, beta=beta, timeout=timeout).result()
 
-    def _combine(self, table: str, parts: List[Tuple[int, int, Future]], shares: np.ndarray,
+    def _combine(self, table: str, parts: List[Tuple[int, int, Future[Any]]],
+                 shares: np.ndarray[Any, Any],
                  masses: List[Tuple[int, float, float]], beta: float) -> Sample:
         samples = [(s, future.result()) for s, _, future in parts]
         for s, sample in samples:
@@ -267,7 +269,7 @@ class ShardedClient:
                               transform=transform)
 
 
-def _shares(masses: List[Tuple[int, float, float]]) -> np.ndarray:
+def _shares(masses: List[Tuple[int, float, float]]) -> np.ndarray[Any, Any]:
     """Each shard's share of the draws: in proportion to its mass; when every stored item has
     priority 0 (no mass anywhere), in proportion to the sizes, as one table would fall back
     to uniform; when nothing is known to be stored, evenly (each shard's limiter decides)."""
@@ -277,7 +279,8 @@ def _shares(masses: List[Tuple[int, float, float]]) -> np.ndarray:
         weights = sizes
     if not weights.sum() > 0:
         weights = np.ones(len(masses))
-    return weights / weights.sum()
+    shares: np.ndarray[Any, Any] = weights / weights.sum()
+    return shares
 
 
 def _smallest_local_probability(size: int, mass: float, min_mass: float) -> float:
@@ -285,11 +288,11 @@ def _smallest_local_probability(size: int, mass: float, min_mass: float) -> floa
     return min_mass / mass if mass > 0 else 1.0 / size
 
 
-def _chain(future: Future, convert: Any) -> Future:
+def _chain(future: Future[Any], convert: Any) -> Future[Any]:
     """A Future of convert(future.result())."""
-    out: Future = Future()
+    out: Future[Any] = Future()
 
-    def done(f: Future) -> None:
+    def done(f: Future[Any]) -> None:
         try:
             out.set_result(convert(f.result()))
         except BaseException as exc:
@@ -307,7 +310,8 @@ class ShardedSampler:
                  beta: float, transform: Any) -> None:
         if prefetch < 1:
             raise InvalidArgument("prefetch must be >= 1")
-        self._request = lambda: client.sample_async(table, batch_size, beta=beta)
+        self._request: Callable[[], "Future[Any]"] = \
+            lambda: client.sample_async(table, batch_size, beta=beta)
         self._transform = transform
         self._in_flight = [self._request() for _ in range(prefetch)]
         self._closed = False

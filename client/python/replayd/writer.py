@@ -16,12 +16,14 @@ the process that created it and does not pickle; pickle the Client instead.
 from __future__ import annotations
 
 import collections
+from concurrent import futures
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Deque, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .columns import InsertBatch, _limits, convert_item
+from . import wait_notice
 from .errors import InvalidArgument, ReplayError
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ _MISSING = object()
 _SMALL_ITEM_BYTES = 1024  # array fields up to this size are copied via bytes in append
 
 
-def _fast_plan(dtype: np.dtype) -> Tuple[str, Any, Any]:
+def _fast_plan(dtype: np.dtype[Any]) -> Tuple[str, Any, Any]:
     """(kind, low, high) of a field for the append fast path: "f" float, "i" integer with
     the range a Python number must lie in, "b" bool."""
     if dtype.kind in "fiu":  # Python numbers: comparing with numpy scalars is slow
@@ -74,7 +76,7 @@ class Writer:
         # Per field, for the fast path of append: name, column, dtype, shape, kind, range,
         # and for small array fields the column's bytes and the bytes per item.
         self._plan = [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
-                       *((memoryview(column).cast("B"), f.item_bytes)
+                       *((memoryview(column).cast("B"), f.item_bytes)  # type: ignore[arg-type]
                          if f.shape and 0 < f.item_bytes <= _SMALL_ITEM_BYTES else (None, 0)))
                       for f, column in zip(self._schema.fields, self._columns)]
         self._full_columns = [{"name": f.name, "dtype": f.dtype.name,
@@ -83,16 +85,17 @@ class Writer:
         self._priorities = np.empty(self._batch, dtype="<f8")
         self._with_priorities: Optional[bool] = None  # of the batch being filled
         self._count = 0
-        self._in_flight: Deque[Tuple[Future, int]] = collections.deque()
+        self._in_flight: Deque[Tuple[Future[Any], int]] = collections.deque()
         self._error: Optional[BaseException] = None
         self._failed = False  # a batch in flight failed (set by the connection's reader)
         self._closed = False
+        self._noticed = False  # logged why append waits (see replayd.wait_notice)
         self.items_written = 0  # items whose insert the server confirmed
         self._keep_keys = keep_keys
-        self._keys: List[np.ndarray] = []
+        self._keys: List[np.ndarray[Any, Any]] = []
 
     @property
-    def keys(self) -> np.ndarray:
+    def keys(self) -> np.ndarray[Any, Any]:
         """uint64 keys of the confirmed items, in append order (needs keep_keys=True)."""
         if not self._keep_keys:
             raise ReplayError("create the writer with keep_keys=True to collect keys",
@@ -195,6 +198,12 @@ class Writer:
         except Exception:
             pass
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (f"<replayd.Writer table={self._table!r} batch={self._batch} "
+                f"buffered={self._count} in_flight={len(self._in_flight)} "
+                f"written={self.items_written} {state}>")
+
     def __reduce__(self) -> Any:
         raise TypeError("a replayd Writer cannot be pickled; pickle the Client and create "
                         "a writer in the process that uses it")
@@ -235,7 +244,7 @@ class Writer:
         future.add_done_callback(self._note_failure)
         self._in_flight.append((future, n))
 
-    def _note_failure(self, future: Future) -> None:
+    def _note_failure(self, future: Future[Any]) -> None:
         # Runs in the connection's reader thread: only raises a flag for the next call.
         if future.exception() is not None:
             self._failed = True
@@ -246,6 +255,15 @@ class Writer:
 
     def _reap_oldest(self) -> None:
         future, n = self._in_flight.popleft()
+        if not future.done() and not self._noticed:
+            try:
+                future.exception(wait_notice.WAIT_NOTICE_S)
+            except futures.TimeoutError:  # say why, once until a batch goes through quickly
+                self._noticed = True
+                wait_notice.log_wait(self._client, "insert", self._table, n,
+                                     wait_notice.WAIT_NOTICE_S)
+        elif future.done():
+            self._noticed = False
         exc = future.exception()
         if exc is None:
             self.items_written += n

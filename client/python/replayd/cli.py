@@ -1,0 +1,225 @@
+"""replayd-cli (also ``python3 -m replayd``): look at and manage a running server.
+
+    replayd-cli status ADDRESS [--interval S] [--json]
+    replayd-cli create-table ADDRESS NAME --field obs:float32:4 --field act:int64 \\
+        --capacity N [--sampler prioritized] [--min-size K] [--rate-limiter JSON] ...
+    replayd-cli drop-table ADDRESS NAME
+    replayd-cli snapshot ADDRESS
+
+Exit codes: 0 done; 1 the server refused the request (its error code and message are
+printed); 2 bad command line; 3 the server could not be reached or did not answer.
+ADDRESS is ``unix:///path`` or ``tcp://host:port``; a TCP token comes from REPLAYD_TOKEN.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from . import __version__
+from .client import Client
+from .errors import (ConnectionLost, InvalidArgument, ProtocolError, ReplayError,
+                     TimeoutError, Unauthenticated)
+from .limiter_state import insert_state, sample_state
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+class _UsageError(Exception):
+    pass
+
+
+def parse_field(spec: str) -> Tuple[str, str, Tuple[int, ...]]:
+    """``name:dtype[:shape]`` with shape like ``4`` or ``84x84x4`` (none: a scalar)."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise _UsageError(f"--field {spec!r}: expected NAME:DTYPE or NAME:DTYPE:SHAPE "
+                          f"(e.g. obs:float32:4, frame:uint8:84x84)")
+    shape: Tuple[int, ...] = ()
+    if len(parts) == 3 and parts[2]:
+        try:
+            shape = tuple(int(d) for d in parts[2].split("x"))
+        except ValueError:
+            raise _UsageError(f"--field {spec!r}: shape {parts[2]!r} is not like 4 or "
+                              f"84x84x4") from None
+    return parts[0], parts[1], shape
+
+
+def _json_arg(text: str, flag: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise _UsageError(f"{flag}: not valid JSON: {exc}") from None
+
+
+def _rates(before: Dict[str, Any], after: Dict[str, Any], seconds: float
+           ) -> Dict[str, Tuple[float, float]]:
+    """table -> (inserted items/s, sampled items/s) between two INFO replies."""
+    old = {t["name"]: t.get("counters", {}) for t in before.get("tables", [])}
+    rates = {}
+    for table in after.get("tables", []):
+        prev, now = old.get(table["name"], {}), table.get("counters", {})
+        rates[table["name"]] = tuple(
+            (now.get(key, 0) - prev.get(key, 0)) / seconds for key in ("inserts", "samples"))
+    return rates  # type: ignore[return-value]
+
+
+def cmd_status(client: Client, args: argparse.Namespace) -> int:
+    info = client.info()
+    rates: Dict[str, Tuple[float, float]] = {}
+    if args.interval > 0:
+        started = time.monotonic()
+        time.sleep(args.interval)
+        later = client.info()
+        rates = _rates(info, later, time.monotonic() - started)
+        info = later
+    tables = info.get("tables", [])
+    if args.json:
+        for table in tables:
+            table["sample_limiter"] = sample_state(table)
+            table["insert_limiter"] = insert_state(table)
+            if table["name"] in rates:
+                table["inserts_per_s"], table["samples_per_s"] = rates[table["name"]]
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    server = info.get("server", {})
+    print(f"{client.address}: replayd {server.get('version', '?')}, protocol "
+          f"{server.get('protocol', '?')}, up {float(server.get('uptime_s', 0)):.0f} s, "
+          f"{server.get('connections', '?')} connections, {len(tables)} tables")
+    for table in tables:
+        name = table["name"]
+        description = table.get("description", {})
+        sampler = description.get("sampler", {}).get("kind", "?")
+        counters = table.get("counters", {})
+        waiting = table.get("waiting", {})
+        if name in rates:
+            ins, smp = rates[name]
+            rate = f"{ins:,.0f} inserted/s, {smp:,.0f} sampled/s"
+        else:
+            rate = (f"{counters.get('inserts', 0):,} inserted, "
+                    f"{counters.get('samples', 0):,} sampled in total")
+        print(f"\n{name}: {table.get('size', 0):,} / {table.get('capacity', 0):,} items, "
+              f"{sampler} sampler; {rate}")
+        print(f"  samples: {sample_state(table)}; {waiting.get('samples', 0)} waiting")
+        print(f"  inserts: {insert_state(table)}; {waiting.get('inserts', 0)} waiting")
+    return EXIT_OK
+
+
+def cmd_create_table(client: Client, args: argparse.Namespace) -> int:
+    if not args.field:
+        raise _UsageError("create-table needs at least one --field NAME:DTYPE[:SHAPE]")
+    fields = [parse_field(spec) for spec in args.field]
+    limiter: Any = None
+    if args.rate_limiter is not None:
+        if args.min_size is not None:
+            raise _UsageError("give --min-size or --rate-limiter, not both")
+        limiter = _json_arg(args.rate_limiter, "--rate-limiter")
+    elif args.min_size is not None:
+        limiter = {"kind": "min_size", "min_size_to_sample": args.min_size}
+    info = client.create_table(args.name, fields, args.capacity, sampler=args.sampler,
+                               priority_exponent=args.priority_exponent,
+                               remover=args.remover,
+                               max_times_sampled=args.max_times_sampled,
+                               rate_limiter=limiter, seed=args.seed,
+                               exist_ok=args.exist_ok)
+    print(f"table {info['name']}: {len(fields)} fields, capacity {info['capacity']:,}")
+    return EXIT_OK
+
+
+def cmd_drop_table(client: Client, args: argparse.Namespace) -> int:
+    client.drop_table(args.name)
+    print(f"dropped table {args.name}")
+    return EXIT_OK
+
+
+def cmd_snapshot(client: Client, args: argparse.Namespace) -> int:
+    reply = client.snapshot()
+    print(f"snapshot {reply.get('file')}: {reply.get('tables')} tables, "
+          f"{reply.get('items'):,} items, {reply.get('bytes'):,} bytes in "
+          f"{reply.get('duration_ms')} ms")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="replayd-cli", description="Look at and manage a running replayd server.",
+        epilog="Exit codes: 0 done, 1 refused by the server, 2 bad command line, "
+               "3 server unreachable.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for the server (default 10)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    status = commands.add_parser("status", help="tables, sizes, rates, rate limiter state")
+    status.add_argument("address")
+    status.add_argument("--interval", type=float, default=1.0,
+                        help="seconds between the two readings rates come from; 0: totals "
+                             "only (default 1)")
+    status.add_argument("--json", action="store_true", help="the INFO reply, annotated")
+    status.set_defaults(run=cmd_status)
+
+    create = commands.add_parser("create-table", help="create a table")
+    create.add_argument("address")
+    create.add_argument("name")
+    create.add_argument("--field", action="append", metavar="NAME:DTYPE[:SHAPE]",
+                        help="a field, e.g. obs:float32:4 or act:int64 (repeat it)")
+    create.add_argument("--capacity", type=int, required=True, help="items kept")
+    create.add_argument("--sampler", default="uniform",
+                        choices=["uniform", "prioritized", "fifo", "lifo"])
+    create.add_argument("--priority-exponent", type=float, default=0.6)
+    create.add_argument("--remover", default="fifo", choices=["fifo", "lifo", "uniform"])
+    create.add_argument("--max-times-sampled", type=int, default=0)
+    create.add_argument("--min-size", type=int, help="samples wait until this many items "
+                                                     "exist (default 1)")
+    create.add_argument("--rate-limiter", metavar="JSON",
+                        help='e.g. \'{"kind": "queue", "size": 100}\' (docs/CONFIG.md)')
+    create.add_argument("--seed", type=int)
+    create.add_argument("--exist-ok", action="store_true",
+                        help="an existing table with the same description is fine")
+    create.set_defaults(run=cmd_create_table)
+
+    drop = commands.add_parser("drop-table", help="remove a table and its items")
+    drop.add_argument("address")
+    drop.add_argument("name")
+    drop.set_defaults(run=cmd_drop_table)
+
+    snapshot = commands.add_parser("snapshot", help="snapshot every table to the server's "
+                                                    "data directory")
+    snapshot.add_argument("address")
+    snapshot.set_defaults(run=cmd_snapshot)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs one command; returns its exit code (see the module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        client = Client(args.address, timeout=args.timeout, name="replayd-cli")
+    except (InvalidArgument, ValueError) as exc:
+        parser.error(str(exc))
+    try:
+        with client:
+            code: int = args.run(client, args)
+            return code
+    except _UsageError as exc:
+        parser.error(str(exc))  # exits with EXIT_USAGE
+    except (ConnectionLost, Unauthenticated, ProtocolError, TimeoutError) as exc:
+        print(f"replayd-cli: cannot talk to the server at {args.address}: {exc}",
+              file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except ReplayError as exc:
+        print(f"replayd-cli: {args.command} refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except (TypeError, ValueError) as exc:  # client-side checks of table descriptions
+        print(f"replayd-cli: {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+

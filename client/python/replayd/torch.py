@@ -1,0 +1,237 @@
+"""replayd.torch: samples as torch tensors, a DataLoader-ready dataset, priority updates
+from tensors. The only module of the client that imports torch.
+
+    dataset = replayd.torch.ReplayDataset(client, "replay", 256)
+    for batch in dataset:                        # or torch.utils.data.DataLoader(dataset,
+        loss = (batch["weights"] * td(batch) ** 2).mean()     # batch_size=None, ...)
+        dataset.update_priorities(batch["keys"], td.abs() + 1e-3)
+
+Tensors and dtypes (`as_tensors`): each field becomes a tensor that shares memory with the
+received payload (``torch.from_numpy``, no copy) when torch has its dtype: bool, uint8,
+int8..int64, float16..float64. torch has no uint16/uint32/uint64, so:
+- ``uint64`` fields and the keys are viewed as ``int64`` (no copy; values of 2^63 and more
+  read as negative, and `update_priorities` turns them back unchanged);
+- ``uint16`` fields become ``int32`` and ``uint32`` fields (and ``times_sampled``)
+  ``int64``: a widening copy.
+The batch dict holds the fields plus ``keys`` (int64), ``weights`` (float32 importance
+weights, a copy of n values), ``probabilities`` (float64) and ``times_sampled`` (int64);
+a table with a field of one of these names is refused.
+
+On a CUDA `device`, replies are received straight into pinned host buffers (no staging
+copy, see `Client.sample`), copied with non-blocking copies on a side CUDA stream while
+the learner computes, and handed over with an event the learner's stream waits for: with
+the server keeping up, the learner's step never waits on replay.
+
+Threading: a ReplayDataset is iterated by one thread per process. It pickles as its
+settings (the Client pickles as its address), so DataLoader workers (``num_workers > 0``)
+each open their own connection and sampler.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from .client import Client
+from .errors import InvalidArgument
+from .sample import Sample
+
+__all__ = ["ReplayDataset", "as_tensors", "update_priorities", "RESERVED_NAMES"]
+
+#: Keys of a batch dict besides the fields.
+RESERVED_NAMES = ("keys", "weights", "probabilities", "times_sampled")
+
+# Per numpy dtype that torch lacks: (dtype of a zero-copy host view, finishing step).
+_WIDEN: Dict[str, Tuple[np.dtype[Any], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "uint16": (np.dtype("<i2"), lambda t: t.to(torch.int32) & 0xFFFF),
+    "uint32": (np.dtype("<i4"), lambda t: t.to(torch.int64) & 0xFFFFFFFF),
+    "uint64": (np.dtype("<i8"), lambda t: t),
+}
+
+
+def _host_view(array: np.ndarray[Any, Any]
+               ) -> Tuple[torch.Tensor, Optional[Callable[[torch.Tensor], torch.Tensor]]]:
+    """A tensor sharing `array`'s memory, and the step that gives it a torch dtype holding
+    its values (None when none is needed)."""
+    widen = _WIDEN.get(array.dtype.name)
+    if widen is None:
+        return torch.from_numpy(array), None
+    view_dtype, finish = widen
+    return torch.from_numpy(array.view(view_dtype)), (None if array.dtype.itemsize == 8
+                                                      else finish)
+
+
+def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
+    columns = list(sample.data.items())
+    clash = [name for name, _ in columns if name in RESERVED_NAMES]
+    if clash:
+        raise InvalidArgument(f"field '{clash[0]}' has the name of a batch entry "
+                              f"({', '.join(RESERVED_NAMES)}); rename the field")
+    return columns + [("keys", sample.keys), ("weights", sample.weights),
+                      ("probabilities", sample.probabilities),
+                      ("times_sampled", sample.times_sampled)]
+
+
+def as_tensors(sample: Sample) -> Dict[str, torch.Tensor]:
+    """The batch dict of `sample` on the CPU (see the module docstring for dtypes): fields
+    share memory with the sample's arrays where torch has their dtype."""
+    out: Dict[str, torch.Tensor] = {}
+    for name, array in _sample_columns(sample):
+        tensor, finish = _host_view(array)
+        out[name] = tensor if finish is None else finish(tensor)
+    out["weights"] = out["weights"].to(torch.float32)
+    return out
+
+
+def _numpy(values: Any) -> np.ndarray[Any, Any]:
+    if isinstance(values, torch.Tensor):
+        values = values.detach().to("cpu").numpy()
+    return np.ascontiguousarray(np.asarray(values).reshape(-1))
+
+
+def update_priorities(client: Client, table: str, keys: Any, priorities: Any) -> int:
+    """`Client.update_priorities` from tensors on any device (or arrays): `keys` as a batch
+    dict holds them (int64; uint64 also taken), `priorities` any real dtype, e.g.
+    ``td_errors.abs() + 1e-3``. Waits for the copy to the host (a synchronization of the
+    device) and for the server's reply; returns how many keys were stale."""
+    key_array = _numpy(keys)
+    if key_array.dtype == np.int64:
+        key_array = key_array.view(np.uint64)  # the int64 view of as_tensors, undone
+    return client.update_priorities(table, key_array, _numpy(priorities))
+
+
+class _PinnedPool:
+    """Pinned host buffers that replies are received into (CUDA path). A buffer is busy
+    from its allocation until the device copies out of it have completed. Used by the
+    sampler's background thread only."""
+
+    def __init__(self) -> None:
+        self._tensors: List[torch.Tensor] = []  # owners of the pinned memory
+        self._arrays: List[np.ndarray[Any, Any]] = []  # their numpy views
+        self._events: List[Optional[Any]] = []  # copy-done events; None while receiving
+
+    def allocate(self, nbytes: int) -> np.ndarray[Any, Any]:
+        for i, array in enumerate(self._arrays):
+            event = self._events[i]
+            if array.nbytes >= nbytes and event is not None and event.query():
+                self._events[i] = None
+                return array
+        tensor = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
+        self._tensors.append(tensor)
+        self._arrays.append(tensor.numpy())
+        self._events.append(None)
+        return self._arrays[-1]
+
+    def release_after(self, sample: Sample, event: Any) -> None:
+        """The buffer holding `sample` (its keys are the payload's first column) becomes
+        free once `event` has completed."""
+        start = sample.keys.__array_interface__["data"][0]
+        for i, array in enumerate(self._arrays):
+            if array.__array_interface__["data"][0] == start:
+                self._events[i] = event
+                return
+
+
+class _DeviceStager:
+    """Copies samples to a CUDA device on a side stream (runs in the sampler's thread)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.pool = _PinnedPool()
+        self._stream: Optional[Any] = None
+
+    def __call__(self, sample: Sample) -> Tuple[Dict[str, torch.Tensor], Any]:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self.device)
+        out: Dict[str, torch.Tensor] = {}
+        with torch.cuda.stream(self._stream):
+            for name, array in _sample_columns(sample):
+                tensor, finish = _host_view(array)
+                moved = tensor.to(self.device, non_blocking=True)
+                out[name] = moved if finish is None else finish(moved)
+            out["weights"] = out["weights"].to(torch.float32)
+            event = torch.cuda.Event()
+            event.record(self._stream)
+        self.pool.release_after(sample, event)
+        return out, event
+
+
+class ReplayDataset(IterableDataset):  # type: ignore[misc]
+    """An endless `torch.utils.data.IterableDataset` of batch dicts sampled from `table`.
+
+    Args:
+        client: the server (pickled into DataLoader workers, each connecting on its own).
+        table: the table to sample.
+        batch_size: items per batch (use ``DataLoader(dataset, batch_size=None)``).
+        beta: importance-sampling exponent of each sample.
+        prefetch: sample requests in flight and batches ready ahead of the consumer.
+        timeout: server-side wait of each request for the rate limiter (None: forever).
+        device: None or "cpu" for CPU tensors sharing memory with the received payload; a
+            CUDA device for tensors there (pinned receive buffers, non-blocking copies on a
+            side stream; only with ``num_workers=0``).
+        num_batches: stop after this many batches per iteration (None: never stop).
+
+    Attributes:
+        wait_seconds: seconds the consumer of this process spent waiting for a batch (the
+            learner's replay-wait time); `batches` counts the batches it received.
+    """
+
+    def __init__(self, client: Client, table: str, batch_size: int, *, beta: float = 0.4,
+                 prefetch: int = 4, timeout: Optional[float] = None,
+                 device: Union[None, str, torch.device] = None,
+                 num_batches: Optional[int] = None) -> None:
+        super().__init__()
+        self.client = client
+        self.table = table
+        self.batch_size = int(batch_size)
+        self.beta = float(beta)
+        self.prefetch = int(prefetch)
+        self.timeout = timeout
+        self.device = None if device is None else torch.device(device)
+        self.num_batches = num_batches
+        self.wait_seconds = 0.0
+        self.batches = 0
+
+    def __repr__(self) -> str:
+        return (f"replayd.torch.ReplayDataset({self.client.address!r}, {self.table!r}, "
+                f"batch_size={self.batch_size}, device={self.device})")
+
+    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
+        on_device = self.device is not None and self.device.type == "cuda"
+        if on_device and get_worker_info() is not None:
+            raise InvalidArgument("ReplayDataset(device='cuda') copies to the device itself: "
+                                  "use it with num_workers=0, or leave device=None and "
+                                  "move batches in the learner")
+        stager = _DeviceStager(self.device) if on_device and self.device is not None else None
+        sampler = self.client.sampler(
+            self.table, self.batch_size, prefetch=self.prefetch, beta=self.beta,
+            timeout=self.timeout, transform=as_tensors if stager is None else stager,
+            allocate=None if stager is None else stager.pool.allocate)
+        with sampler:
+            produced = 0
+            while self.num_batches is None or produced < self.num_batches:
+                started = time.perf_counter()
+                try:
+                    item = next(sampler)
+                except StopIteration:
+                    return
+                self.wait_seconds += time.perf_counter() - started
+                self.batches += 1
+                produced += 1
+                if stager is None:
+                    yield item
+                    continue
+                batch, event = item
+                stream = torch.cuda.current_stream(self.device)
+                stream.wait_event(event)
+                for tensor in batch.values():
+                    tensor.record_stream(stream)
+                yield batch
+
+    def update_priorities(self, keys: Any, priorities: Any) -> int:
+        """Sets the priorities of the items with `keys` (a batch's ``keys``) from tensors on
+        any device; see the module function `update_priorities`."""
+        return update_priorities(self.client, self.table, keys, priorities)

@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""Double DQN with prioritized replay on CartPole: explorer processes feed a torch learner
+through replayd.
+
+- Explorers (processes started with "spawn", each given the pickled replayd.Client) run
+  CartPole (gymnasium's CartPole-v1 when importable, else the numpy copy below with the
+  same dynamics), act epsilon-greedily with a numpy copy of the learner's Q network, and
+  append transitions through a Writer.
+- The learner iterates replayd.torch.ReplayDataset (a prefetching sampler thread, tensors
+  sharing the received memory), takes double-DQN steps (online net picks the next action,
+  target net scores it; Huber loss weighted by the importance weights), sends |TD| + eps
+  back as priorities, and publishes its weights to the explorers every few steps.
+- The table's SampleToInsertRatio limiter keeps `--samples-per-insert` sampled items per
+  inserted transition, so learner and explorers keep the same pace on any machine.
+
+CartPole-v1 is solved at a mean return of 475 over recent episodes (500 is the most an
+episode can return). A full run stops there or at --env-steps:
+
+    REPLAYD_BIN=build/service/replayd /usr/bin/python3 examples/dqn_cartpole.py
+
+It starts its own server (replayd.testing) unless --address names one, prints progress
+(tqdm when installed, plain lines otherwise), and writes examples/out/returns.png (return
+vs environment steps) and examples/out/replay_wait.png (the learner's replay-wait time)
+with matplotlib when installed. Needs torch and numpy.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import copy
+import math
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))
+
+import replayd  # noqa: E402
+
+SOLVED_RETURN = 475.0
+TABLE_FIELDS = {"obs": (np.float32, 4), "act": (np.int64, ()), "rew": (np.float32, ()),
+                "next_obs": (np.float32, 4), "done": (np.uint8, ())}
+
+
+class CartPole:
+    """CartPole-v1 in numpy: gymnasium's dynamics (Euler steps of 0.02 s), reward 1 per
+    step, the episode ends when |x| > 2.4 or |theta| > 12 degrees (terminal) or after 500
+    steps (truncated: not terminal, so the learner still bootstraps)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.state = np.zeros(4)
+        self.steps = 0
+
+    def reset(self) -> np.ndarray:
+        self.state = self.rng.uniform(-0.05, 0.05, 4)
+        self.steps = 0
+        return self.state.astype(np.float32)
+
+    def step(self, action: int) -> Tuple[np.ndarray, float, bool, bool]:
+        x, x_dot, theta, theta_dot = self.state
+        force = 10.0 if action == 1 else -10.0
+        cos, sin = math.cos(theta), math.sin(theta)
+        total_mass, pole_mass_length, length = 1.1, 0.05, 0.5
+        temp = (force + pole_mass_length * theta_dot ** 2 * sin) / total_mass
+        theta_acc = (9.8 * sin - cos * temp) / (length * (4.0 / 3.0 - 0.1 * cos ** 2 /
+                                                          total_mass))
+        x_acc = temp - pole_mass_length * theta_acc * cos / total_mass
+        x, x_dot = x + 0.02 * x_dot, x_dot + 0.02 * x_acc
+        theta, theta_dot = theta + 0.02 * theta_dot, theta_dot + 0.02 * theta_acc
+        self.state = np.array([x, x_dot, theta, theta_dot])
+        self.steps += 1
+        terminated = abs(x) > 2.4 or abs(theta) > 12 * 2 * math.pi / 360
+        return self.state.astype(np.float32), 1.0, terminated, self.steps >= 500
+
+
+class GymCartPole:
+    """gymnasium's CartPole-v1 behind the same small interface."""
+
+    def __init__(self, seed: int) -> None:
+        import gymnasium
+        self.env = gymnasium.make("CartPole-v1")
+        self.seed: Optional[int] = seed
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self.env.reset(seed=self.seed)
+        self.seed = None
+        return np.asarray(obs, np.float32)
+
+    def step(self, action: int) -> Tuple[np.ndarray, float, bool, bool]:
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        return np.asarray(obs, np.float32), float(reward), bool(terminated), bool(truncated)
+
+
+def make_env(seed: int) -> Any:
+    try:
+        import gymnasium  # noqa: F401
+    except ImportError:
+        return CartPole(seed)
+    return GymCartPole(seed)
+
+
+# -- the Q network, shared as a flat float32 vector --------------------------------------
+
+def layer_shapes(hidden: int) -> List[Tuple[int, ...]]:
+    """Weight and bias shapes of the MLP 4 -> hidden -> hidden -> 2 (torch's layout)."""
+    return [(hidden, 4), (hidden,), (hidden, hidden), (hidden,), (2, hidden), (2,)]
+
+
+def numpy_q(params: np.ndarray, hidden: int, obs: np.ndarray) -> np.ndarray:
+    """The Q values of `obs` with the flat parameter vector of the torch net."""
+    layers, offset = [], 0
+    for shape in layer_shapes(hidden):
+        size = int(np.prod(shape))
+        layers.append(params[offset:offset + size].reshape(shape))
+        offset += size
+    h = np.maximum(layers[0] @ obs + layers[1], 0)
+    h = np.maximum(layers[2] @ h + layers[3], 0)
+    return layers[4] @ h + layers[5]
+
+
+def explorer(client: replayd.Client, table: str, index: int, args: argparse.Namespace,
+             shared: Any, version: Any, stop: Any, reports: Any) -> None:
+    """Acts with the latest published weights, writes every transition, reports each
+    episode's (explorer's env steps, return)."""
+    env = make_env(seed=1000 + index)
+    rng = np.random.default_rng(index)
+    params = np.frombuffer(shared.get_obj(), np.float32).copy()
+    steps_budget = args.env_steps // args.explorers
+    try:
+        run_explorer(client, table, args, env, rng, params, shared, version, stop, reports,
+                     index, steps_budget)
+    except replayd.ReplayError:
+        if not stop.is_set():  # the learner dropping the table at the end is expected
+            raise
+
+
+def run_explorer(client: replayd.Client, table: str, args: argparse.Namespace, env: Any,
+                 rng: np.random.Generator, params: np.ndarray, shared: Any, version: Any,
+                 stop: Any, reports: Any, index: int, steps_budget: int) -> None:
+    seen = -1
+    obs, episode_return, steps = env.reset(), 0.0, 0
+    with client.writer(table, batch=32, max_in_flight=4) as writer:
+        while steps < steps_budget and not stop.is_set():
+            if version.value != seen:
+                with shared.get_lock():
+                    params[:] = np.frombuffer(shared.get_obj(), np.float32)
+                    seen = version.value
+            epsilon = max(args.epsilon_min, 1.0 - steps / args.epsilon_decay_steps)
+            if rng.random() < epsilon:
+                action = int(rng.integers(2))
+            else:
+                action = int(np.argmax(numpy_q(params, args.hidden, obs)))
+            next_obs, reward, terminated, truncated = env.step(action)
+            writer.append(obs=obs, act=action, rew=reward, next_obs=next_obs,
+                          done=int(terminated))
+            episode_return += reward
+            steps += 1
+            obs = next_obs
+            if terminated or truncated:
+                reports.put((index, steps, episode_return))
+                obs, episode_return = env.reset(), 0.0
+    reports.put((index, steps, None))  # finished
+
+
+# -- progress ----------------------------------------------------------------------------
+
+class Progress:
+    """tqdm over environment steps when installed and stderr is a terminal; otherwise a
+    line every 5 seconds."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: Any = None
+        self.last_line = time.monotonic()
+        if not quiet and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="step", dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def update(self, env_steps: int, mean_return: float, learner_steps: int,
+               wait_share: float) -> None:
+        text = (f"return {mean_return:6.1f}  learner steps {learner_steps}  "
+                f"replay wait {100 * wait_share:4.1f} %")
+        if self.bar is not None:
+            self.bar.n = env_steps
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.refresh()
+        elif not self.quiet and time.monotonic() - self.last_line > 5:
+            self.last_line = time.monotonic()
+            print(f"env steps {env_steps:7d}  {text}", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# -- the learner -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def server_address(args: argparse.Namespace) -> Iterator[str]:
+    if args.address:
+        yield args.address
+        return
+    import replayd.testing
+    with replayd.testing.server() as srv:
+        yield srv.address
+
+
+def train(args: argparse.Namespace) -> Dict[str, Any]:
+    import torch
+    import replayd.torch
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)
+    net = torch.nn.Sequential(torch.nn.Linear(4, args.hidden), torch.nn.ReLU(),
+                              torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
+                              torch.nn.Linear(args.hidden, 2))
+    target = copy.deepcopy(net)
+    optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
+
+    with server_address(args) as address:
+        client = replayd.Client(address, timeout=60)
+        table = args.table
+        with contextlib.suppress(replayd.NotFound):
+            client.drop_table(table)
+        client.create_table(
+            table, TABLE_FIELDS, args.capacity, sampler="prioritized", priority_exponent=0.6,
+            rate_limiter=replayd.SampleToInsertRatio(
+                args.samples_per_insert, args.min_replay,
+                error_buffer=args.samples_per_insert * args.min_replay))
+
+        context = multiprocessing.get_context("spawn")
+        flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
+        shared = context.Array("f", len(flat))
+        np.frombuffer(shared.get_obj(), np.float32)[:] = flat
+        version = context.Value("i", 0)
+        stop = context.Event()
+        reports = context.Queue()
+        explorers = [context.Process(target=explorer, args=(client, table, i, args, shared,
+                                                            version, stop, reports))
+                     for i in range(args.explorers)]
+        for process in explorers:
+            process.start()
+
+        dataset = replayd.torch.ReplayDataset(client, table, args.batch_size, timeout=5.0)
+        progress = Progress(args.env_steps, args.quiet)
+        env_steps = [0] * args.explorers
+        finished = 0
+        history: List[Tuple[int, float]] = []  # (total env steps, episode return)
+        recent: Deque[float] = collections.deque(maxlen=20)
+        waits: List[Tuple[float, float]] = []  # per learner step: (replay wait, step), s
+        learner_steps, solved = 0, False
+        started = time.monotonic()
+        step_time = 0.0
+        batches = iter(dataset)
+        try:
+            while finished < args.explorers and not solved:
+                while not reports.empty():
+                    index, steps, episode_return = reports.get()
+                    env_steps[index] = steps
+                    if episode_return is None:
+                        finished += 1
+                        continue
+                    history.append((sum(env_steps), episode_return))
+                    recent.append(episode_return)
+                    solved = len(recent) == recent.maxlen and \
+                        float(np.mean(recent)) >= SOLVED_RETURN
+                waited_before = dataset.wait_seconds
+                step_started = time.perf_counter()
+                try:
+                    batch = next(batches)
+                except (replayd.TimeoutError, StopIteration):
+                    # Explorers finishing: the limiter holds the learner back.
+                    if not any(p.is_alive() for p in explorers) and reports.empty():
+                        break
+                    continue
+                waited = dataset.wait_seconds - waited_before
+                beta = min(1.0, 0.4 + 0.6 * sum(env_steps) / args.env_steps)
+                weights = batch["weights"] ** (beta / 0.4)  # the sample's beta is 0.4
+                q = net(batch["obs"]).gather(1, batch["act"][:, None]).squeeze(1)
+                with torch.no_grad():
+                    next_action = net(batch["next_obs"]).argmax(1, keepdim=True)
+                    next_q = target(batch["next_obs"]).gather(1, next_action).squeeze(1)
+                    y = batch["rew"] + args.gamma * (1 - batch["done"].float()) * next_q
+                td = y - q
+                loss = (weights / weights.max() * torch.nn.functional.smooth_l1_loss(
+                    q, y, reduction="none")).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+                optimizer.step()
+                dataset.update_priorities(batch["keys"], td.detach().abs() + 1e-3)
+                learner_steps += 1
+                waits.append((waited, time.perf_counter() - step_started))
+                step_time += waits[-1][1]
+                if learner_steps % args.target_every == 0:
+                    target.load_state_dict(net.state_dict())
+                if learner_steps % args.publish_every == 0:
+                    flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach()
+                    with shared.get_lock():
+                        np.frombuffer(shared.get_obj(), np.float32)[:] = flat.numpy()
+                        version.value += 1
+                mean_return = float(np.mean(recent)) if recent else 0.0
+                progress.update(sum(env_steps), mean_return, learner_steps,
+                                dataset.wait_seconds / max(step_time, 1e-9))
+        finally:
+            stop.set()
+            progress.close()
+            batches.close()  # closes the sampler
+            client.drop_table(table)  # inserts still waiting for the limiter fail now
+            for process in explorers:
+                process.join(30)
+                if process.is_alive():
+                    process.terminate()
+    elapsed = time.monotonic() - started
+    result = {"env_steps": sum(env_steps), "learner_steps": learner_steps,
+              "episodes": len(history), "solved": solved,
+              "mean_return_last_20": float(np.mean(recent)) if recent else 0.0,
+              "best_return": max((r for _, r in history), default=0.0),
+              "replay_wait_share": dataset.wait_seconds / max(step_time, 1e-9),
+              "seconds": elapsed, "history": history, "waits": waits}
+    return result
+
+
+def plot(result: Dict[str, Any], out: Path) -> List[Path]:
+    """returns.png and replay_wait.png in `out` (nothing without matplotlib)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    steps = [s for s, _ in result["history"]]
+    returns = [r for _, r in result["history"]]
+    smooth = [float(np.mean(returns[max(0, i - 19):i + 1])) for i in range(len(returns))]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, returns, ".", alpha=0.3, label="episode return")
+    ax.plot(steps, smooth, label="mean of the last 20")
+    ax.axhline(SOLVED_RETURN, color="grey", linestyle="--", label="solved (475)")
+    ax.set_xlabel("environment steps (all explorers)")
+    ax.set_ylabel("return")
+    ax.set_title("Double DQN, prioritized replay through replayd, CartPole-v1")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    paths = [out / "returns.png"]
+    fig.savefig(paths[0], dpi=100)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    waits = np.array(result["waits"]).reshape(-1, 2)
+    window = max(1, min(500, len(waits) // 20))
+    kernel = np.ones(window)
+    share = 100 * np.convolve(waits[:, 0], kernel, "valid") / \
+        np.maximum(np.convolve(waits[:, 1], kernel, "valid"), 1e-12)
+    ax.plot(np.arange(window, len(waits) + 1), share)
+    ax.set_xlabel("learner step")
+    ax.set_ylabel(f"% of step time waiting for replay\n(over {window} steps)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Learner replay wait: {100 * result['replay_wait_share']:.1f} % of step "
+                 f"time overall (rate limiter included)")
+    fig.tight_layout()
+    paths.append(out / "replay_wait.png")
+    fig.savefig(paths[1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--address", help="a running server (default: start one)")
+    parser.add_argument("--table", default="dqn_cartpole")
+    parser.add_argument("--explorers", type=int, default=2)
+    parser.add_argument("--env-steps", type=int, default=300_000,
+                        help="environment steps of all explorers together, at most")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=64, help="units per hidden layer")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--gamma", type=float, default=0.99)
+    parser.add_argument("--capacity", type=int, default=50_000)
+    parser.add_argument("--min-replay", type=int, default=1000,
+                        help="transitions stored before the learner starts")
+    parser.add_argument("--samples-per-insert", type=float, default=16.0,
+                        help="sampled items per inserted transition (batch 64: a learner "
+                             "step per 4 environment steps)")
+    parser.add_argument("--epsilon-decay-steps", type=int, default=10_000)
+    parser.add_argument("--epsilon-min", type=float, default=0.02)
+    parser.add_argument("--target-every", type=int, default=250,
+                        help="learner steps between target network updates")
+    parser.add_argument("--publish-every", type=int, default=25,
+                        help="learner steps between weight updates to the explorers")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"),
+                        help="where the plots go (default examples/out)")
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="only the final summary")
+    args = parser.parse_args()
+    if args.explorers < 1:
+        parser.error("--explorers must be >= 1")
+    result = train(args)
+    print(f"{'solved' if result['solved'] else 'not solved'}: mean return of the last 20 "
+          f"episodes {result['mean_return_last_20']:.1f} (best {result['best_return']:.0f}) "
+          f"after {result['env_steps']} env steps, {result['episodes']} episodes, "
+          f"{result['learner_steps']} learner steps in {result['seconds']:.0f} s; "
+          f"learner waited for replay {100 * result['replay_wait_share']:.1f} % of its "
+          f"step time")
+    if not args.no_plots:
+        for path in plot(result, Path(args.out)):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())

@@ -1,0 +1,38 @@
+// `create_table` (docs/PROTOCOL.md): a table from its description; exist_ok accepts an
+// existing table of the same shape.
+#include <boost/json.hpp>
+
+#include "service/commands/handlers.h"
+#include "service/commands/table_json.h"
+#include "service/table_description.h"
+
+namespace replayd::service::commands {
+namespace json = boost::json;
+
+Result<Outcome> create_table(Call& call) {
+  ServiceContext& service = call.service;
+  const json::value* description = call.args.value("table");
+  if (!description) return call.args.error("table", "is required (a table description)");
+  REPLAYD_ASSIGN_OR_RETURN(bool exist_ok, call.args.boolean_or("exist_ok", false));
+  REPLAYD_ASSIGN_OR_RETURN(TableConfig config,
+                           parse_table_description(*description, "table", service.seed_source()));
+  if (auto existing = service.tables.find(config.name)) {
+    if (exist_ok && same_table_shape(existing->table->config(), config)) {
+      return reply_with(call, json::serialize(json::object{{"table", table_info_json(*existing)}}));
+    }
+    return make_error(ErrorCode::already_exists,
+                      "table '" + config.name + "' already exists" +
+                          (exist_ok ? " with a different description" : ""));
+  }
+  if (service.tables.size() >= service.limits.max_tables) {
+    return make_error(ErrorCode::resource_exhausted, "the server already holds max_tables = " +
+                                                         std::to_string(service.limits.max_tables) +
+                                                         " tables");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(auto table,
+                           Table::create(std::move(config), service.limits.max_table_bytes));
+  auto hosted = service.tables.add(std::move(table));
+  return reply_with(call, json::serialize(json::object{{"table", table_info_json(*hosted)}}));
+}
+
+}  // namespace replayd::service::commands

@@ -1,0 +1,31 @@
+// `hello`: protocol check and server facts (docs/PROTOCOL.md). The token of a connection that
+// must authenticate is checked by the Session before any command runs.
+#include <boost/json.hpp>
+
+#include "service/commands/handlers.h"
+#include "service/commands/table_json.h"
+
+namespace replayd::service::commands {
+namespace json = boost::json;
+
+Result<Outcome> hello(Call& call) {
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t protocol, call.args.uint_or("protocol", kProtocolVersion));
+  REPLAYD_ASSIGN_OR_RETURN(auto client, call.args.optional_string("client"));
+  (void)client;  // informational only
+  REPLAYD_ASSIGN_OR_RETURN(auto token, call.args.optional_string("token"));
+  (void)token;
+  if (protocol != kProtocolVersion) {
+    return make_error(ErrorCode::invalid_argument, "protocol " + std::to_string(protocol) +
+                                                       " is not supported; this server speaks 1");
+  }
+  json::array names;
+  for (const auto& hosted : call.service.tables.list())
+    names.push_back(json::string(hosted->table->name()));
+  return reply_with(
+      call, json::serialize(json::object{{"protocol", kProtocolVersion},
+                                         {"server", std::string("replayd ") + kServerVersion},
+                                         {"tables", std::move(names)},
+                                         {"limits", limits_json(call.service.limits)}}));
+}
+
+}  // namespace replayd::service::commands

@@ -1,0 +1,178 @@
+#include "service/commands/sample_reply.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/json.hpp>
+#include <charconv>
+#include <cstring>
+
+#include "core/batch_layout.h"
+
+namespace replayd::service::commands {
+namespace json = boost::json;
+namespace {
+
+// The four per-draw columns that precede the table's fields in a sample reply.
+constexpr std::array<std::pair<const char*, const char*>, 4> kSampleInfoColumns{
+    {{"key", "uint64"},
+     {"probability", "float64"},
+     {"weight", "float64"},
+     {"times_sampled", "uint32"}}};
+constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
+
+// The reply metadata up to the column list; the caller appends the table state and the
+// closing brace.
+std::string sample_meta_prefix(const Schema& schema, std::uint64_t n, const ColumnLayout& layout) {
+  std::string meta = "{\"n\":" + std::to_string(n) + ",\"columns\":[";
+  const std::string n_text = std::to_string(n);
+  auto add = [&](std::string_view name, std::string_view dtype,
+                 const std::vector<std::uint64_t>& shape, std::uint64_t offset) {
+    if (meta.back() != '[') meta += ',';
+    meta.append("{\"name\":").append(json::serialize(json::string(name)));
+    meta.append(",\"dtype\":\"").append(dtype).append("\",\"shape\":[").append(n_text);
+    for (auto dim : shape)
+      meta.append(",").append(std::to_string(dim));
+    meta.append("],\"offset\":").append(std::to_string(offset)).append("}");
+  };
+  for (std::size_t i = 0; i < kSampleInfoColumns.size(); ++i) {
+    add(kSampleInfoColumns[i].first, kSampleInfoColumns[i].second, {}, layout.offsets[i]);
+  }
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    const Field& field = schema.field(f);
+    add(field.name, dtype_name(field.dtype), field.shape, layout.offsets[4 + f]);
+  }
+  meta += "]";
+  return meta;
+}
+
+std::string number_text(double value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  return std::string(text, end);
+}
+
+// The table as the draws saw it: a client sampling several shards combines them with it.
+std::string sampled_state(std::uint32_t size, const SamplingMass& mass) {
+  return ",\"state\":{\"size\":" + std::to_string(size) + ",\"mass\":" + number_text(mass.total) +
+         ",\"min_mass\":" + number_text(mass.min_positive) + "}}";
+}
+
+// Fields of at least this many bytes per item go to the socket straight from the table's rows
+// (Reply pieces) instead of being copied into the reply first; smaller ones are copied (a
+// gathered write costs per piece, a copy of a few bytes does not).
+constexpr std::uint64_t kViewedMinItemBytes = 4096;
+// At most this many row views per reply (each is one piece of the gathered write).
+constexpr std::uint64_t kMaxViewedRows = 1024;
+constexpr std::array<std::byte, 8> kZeroPadding{};
+
+// Which fields a sample of n items views in place.
+std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n) {
+  std::vector<bool> viewed(schema.size(), false);
+  std::uint64_t rows = 0;
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    if (schema.field(f).item_bytes() >= kViewedMinItemBytes && rows + n <= kMaxViewedRows) {
+      viewed[f] = true;
+      rows += n;
+    }
+  }
+  return viewed;
+}
+
+std::vector<std::uint64_t> reply_bytes_per_item(const Schema& schema) {
+  std::vector<std::uint64_t> bytes_per_item(kSampleInfoBytes.begin(), kSampleInfoBytes.end());
+  for (const auto& field : schema.fields())
+    bytes_per_item.push_back(field.item_bytes());
+  return bytes_per_item;
+}
+
+}  // namespace
+
+std::uint64_t sample_reply_bytes(const Table& table, std::uint64_t n) {
+  auto layout = layout_columns(reply_bytes_per_item(table.schema()), n);
+  return layout ? kHeaderBytes + layout->total_bytes : UINT64_MAX;
+}
+
+Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,
+                        double beta) {
+  const Schema& schema = hosted.table->schema();
+  const std::vector<std::uint64_t> bytes_per_item = reply_bytes_per_item(schema);
+  auto layout = layout_columns(bytes_per_item, n);
+  if (!layout) return make_error_reply(request_id, layout.error());
+  const auto& offsets = layout->offsets;
+  auto column_end = [&](std::size_t i) {
+    return i + 1 < bytes_per_item.size() ? offsets[i + 1] : layout->total_bytes;
+  };
+
+  // The reply owns the per-draw columns and the copied fields, packed in wire order with
+  // their padding; viewed fields stay in the table and are written from there.
+  const std::vector<bool> viewed = viewed_fields(schema, n);
+  const bool views = std::find(viewed.begin(), viewed.end(), true) != viewed.end();
+  auto is_viewed = [&](std::size_t column) { return column >= 4 && viewed[column - 4]; };
+  std::vector<std::uint64_t> owned_at(bytes_per_item.size(), 0);
+  std::uint64_t owned_bytes = 0;
+  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
+    if (is_viewed(i)) continue;
+    owned_at[i] = owned_bytes;
+    owned_bytes += column_end(i) - offsets[i];
+  }
+  ByteBuffer payload(owned_bytes);
+  std::vector<std::span<std::byte>> columns;
+  // Row pointers only when a field is viewed: the common small-item sample allocates none.
+  std::vector<std::vector<const std::byte*>> row_pointers(views ? schema.size() : 0);
+  std::vector<std::span<const std::byte*>> rows(views ? schema.size() : 0);
+  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
+    const std::uint64_t used = n * bytes_per_item[i];
+    if (is_viewed(i)) {
+      row_pointers[i - 4].resize(n);
+      rows[i - 4] = row_pointers[i - 4];
+      columns.emplace_back();
+      continue;
+    }
+    // Padding after each column goes out as zeros, never as stale heap bytes.
+    std::memset(payload.data() + owned_at[i] + used, 0, column_end(i) - offsets[i] - used);
+    if (i >= 4) columns.emplace_back(payload.data() + owned_at[i], used);
+  }
+  SampleBuffers buffers{{payload.as<std::uint64_t>(owned_at[0]), n},
+                        {payload.as<double>(owned_at[1]), n},
+                        {payload.as<double>(owned_at[2]), n},
+                        {payload.as<std::uint32_t>(owned_at[3]), n},
+                        columns,
+                        rows};
+  const std::uint32_t size_before = hosted.table->size();
+  const SamplingMass mass_before = hosted.table->sampling_mass();
+  auto status = hosted.table->sample(n, beta, buffers);
+  if (!status) return make_error_reply(request_id, status.error());
+  if (hosted.cached_sample_n != n) {
+    hosted.cached_sample_meta = sample_meta_prefix(schema, n, *layout);
+    hosted.cached_sample_n = n;
+  }
+  const std::byte* owned = payload.data();
+  Reply reply =
+      make_reply(request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before),
+                 std::move(payload));
+  if (!views) return reply;
+  // The wire payload as pieces: owned runs (adjacent columns merged) and one piece per row.
+  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
+    const std::uint64_t padded = column_end(i) - offsets[i];
+    if (!is_viewed(i)) {
+      const std::byte* begin = owned + owned_at[i];
+      auto& last = reply.pieces;
+      if (!last.empty() && last.back().data() + last.back().size() == begin) {
+        last.back() = {last.back().data(), last.back().size() + padded};
+      } else {
+        last.emplace_back(begin, padded);
+      }
+      continue;
+    }
+    for (const std::byte* row : row_pointers[i - 4])
+      reply.pieces.emplace_back(row, bytes_per_item[i]);
+    const std::uint64_t padding = padded - n * bytes_per_item[i];
+    if (padding > 0) reply.pieces.emplace_back(kZeroPadding.data(), padding);
+  }
+  encode_header(FrameHeader{FrameKind::reply, request_id,
+                            static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
+                reply.header);
+  return reply;
+}
+
+}  // namespace replayd::service::commands

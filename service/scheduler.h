@@ -1,0 +1,85 @@
+// Scheduler: shares the one io_context thread between learners and explorers when it is
+// saturated (docs/ARCHITECTURE.md, "Scheduling"). A connection becomes a learner when it sends
+// a learner command (sample, update_priorities, delete), an explorer when it only inserts.
+//
+// Policy: work is counted in bytes moved for a connection (read from it, written to it), an
+// inserted byte counting kInsertByteCost. While a learner waits for the server (a request
+// unread in its socket, a request parked, or a reply queued), explorers may do at most
+// (1 - learner_share) / learner_share of the work done for learners, plus a burst of
+// kBurstBytes: an explorer over that budget waits,
+// before it handles what it read, until a learner makes progress. When no learner progresses
+// for kMaxYield, the learner is taken to be busy on its own side (training, not reading) and
+// explorers get a full burst again, so a learner that does not read never idles the thread
+// for long. Explorers are never refused: they are delayed, and flow control makes their sends
+// wait. learner_share 0 turns the policy off.
+// Threading: io_context thread only.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <unordered_set>
+
+#include "service/wait_queue.h"
+
+namespace replayd::service {
+
+class Scheduler {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A learner connection, as the scheduler sees it.
+  class Learner {
+   public:
+    // Whether it waits for the server: a request unread in its socket, a request parked, or
+    // a reply queued. O(1) (one FIONREAD ioctl at most).
+    virtual bool waits_for_server() const = 0;
+
+   protected:
+    ~Learner() = default;
+  };
+
+  static constexpr std::int64_t kBurstBytes = 4 << 20;
+  // An inserted byte costs the thread about twice a sampled one: it is copied from the socket
+  // and again into the table, where a sampled row goes from the table to the socket once.
+  static constexpr std::uint64_t kInsertByteCost = 2;
+  static constexpr auto kMaxYield = std::chrono::milliseconds(2);
+
+  // learner_share: the least share of the thread's work learners get while they wait for it,
+  // in [0, 1); 0 disables the policy. Default 0.5.
+  explicit Scheduler(double learner_share = 0.5) { set_learner_share(learner_share); }
+  void set_learner_share(double share);
+  double learner_share() const { return learner_share_; }
+
+  // Registration; a learner is removed before it is destroyed.
+  void add_learner(const Learner* learner) { learners_.insert(learner); }
+  void remove_learner(const Learner* learner) { learners_.erase(learner); }
+
+  // `bytes` were moved for a learner: earns explorers their share and wakes those waiting.
+  void learner_progressed(std::uint64_t bytes);
+  // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes.
+  void explorer_moved(std::uint64_t bytes) {
+    credit_ -= static_cast<std::int64_t>(bytes * kInsertByteCost);
+  }
+
+  // Whether an explorer must wait before it handles more (see the policy). O(learners).
+  bool explorer_must_wait() const;
+  // Suspends an explorer until a learner progressed, kMaxYield passed or the server stops;
+  // returns at once when it need not wait.
+  asio::awaitable<void> explorer_turn();
+
+  // Ends every wait (server stopping).
+  void cancel_all() { progressed_.cancel_all(CancelReason::shutting_down); }
+
+  // Explorer bytes still allowed before explorers wait (tests).
+  std::int64_t credit() const { return credit_; }
+
+ private:
+  double learner_share_ = 0.5;
+  double explorer_bytes_per_learner_byte_ = 1.0;
+  std::int64_t credit_ = kBurstBytes;
+  std::unordered_set<const Learner*> learners_;
+  WaitQueue progressed_;
+};
+
+}  // namespace replayd::service

@@ -1,0 +1,149 @@
+"""Memory a client can make the server hold is bounded by the connection's budget, checked
+before each frame (docs/ARCHITECTURE.md, "Memory per connection"): replies a client does not
+read, payloads of inserts waiting for the rate limiter, and one oversized sample reply. Each
+test reads the server's resident memory and asserts a bound derived from the configured
+limits; and an allocation failure is answered, not a silent end of the connection."""
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+import replayd
+from raw_wire import RawConnection, frame
+
+MiB = 1 << 20
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def settle_rss(pid: int, seconds: float = 1.5) -> int:
+    """The largest RSS seen over `seconds` (the server keeps working on what it read)."""
+    peak, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        peak = max(peak, rss_bytes(pid))
+        time.sleep(0.05)
+    return peak
+
+
+def write_config(tmp_path, limits):
+    path = tmp_path / "limits.json"
+    path.write_text(json.dumps({"limits": limits}))
+    return ["--config", str(path)]
+
+
+def create(client, name, item_shape, capacity, rate_limiter=None):
+    client.create_table(name, {"x": (np.uint8, tuple(item_shape))}, capacity,
+                         rate_limiter=rate_limiter)
+
+
+def test_replies_a_client_never_reads_are_bounded_by_max_queued_reply_bytes(make_server,
+                                                                           tmp_path):
+    server = make_server(extra_args=write_config(
+        tmp_path, {"max_queued_reply_bytes": 8 * MiB, "socket_send_buffer_bytes": 1 * MiB}))
+    with replayd.Client(server.unix_address) as client:
+        create(client, "big", (1024,), 4096)
+        client.insert("big", {"x": np.zeros((4096, 1024), np.uint8)})
+    before = rss_bytes(server.proc.pid)
+    # 200 samples of 4096 KiB-rows are 800 MiB of replies; the client reads none of them.
+    request = frame({"op": "sample", "table": "big", "n": 4096})
+    with RawConnection(server.unix_address) as raw:
+        raw.sock.setblocking(False)
+        sent = 0
+        data = memoryview(request * 200)
+        deadline = time.monotonic() + 5
+        while sent < len(data) and time.monotonic() < deadline:
+            try:
+                sent += raw.sock.send(data[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+        grown = settle_rss(server.proc.pid) - before
+    # Budget: 8 MiB of queued replies, plus the one reply that crossed it (4 MiB), plus
+    # what the socket and the reader hold.
+    assert grown < 40 * MiB, f"the server grew by {grown / MiB:.0f} MiB"
+    with replayd.Client(server.unix_address) as client:
+        assert client.size("big") == 4096  # still serving
+
+
+def test_payloads_of_inserts_waiting_for_the_rate_limiter_are_bounded(make_server, tmp_path):
+    server = make_server(extra_args=write_config(tmp_path, {"max_frame_bytes": 16 * MiB}))
+    with replayd.Client(server.unix_address) as client:
+        # One sample per insert, and nobody samples: after a few inserts the next ones wait.
+        create(client, "held", (MiB,), 64, {"kind": "sample_to_insert_ratio",
+                                            "samples_per_insert": 1.0,
+                                            "min_size_to_sample": 1, "error_buffer": 2.0})
+    before = rss_bytes(server.proc.pid)
+    meta = {"op": "insert", "table": "held", "n": 1,
+            "columns": [{"name": "x", "dtype": "uint8", "shape": [1, MiB]}]}
+    request = frame(meta, bytes(MiB))
+    with RawConnection(server.unix_address) as raw:
+        raw.sock.setblocking(False)
+        data, sent = memoryview(request * 160), 0  # 160 MiB of inserts that cannot all be admitted
+        deadline = time.monotonic() + 5
+        while sent < len(data) and time.monotonic() < deadline:
+            try:
+                sent += raw.sock.send(data[sent:])
+            except BlockingIOError:
+                time.sleep(0.01)
+        grown = settle_rss(server.proc.pid) - before
+        assert sent < len(data), "the server kept reading inserts it could not admit"
+    # Budget: max_frame_bytes of parked payload, plus the frame being read and the table's
+    # admitted rows (a few MiB-items).
+    assert grown < 16 * MiB + 48 * MiB, f"the server grew by {grown / MiB:.0f} MiB"
+    # The client went away: its waiting inserts are cancelled although it was not being read.
+    with replayd.Client(server.unix_address) as client:
+        deadline = time.monotonic() + 5
+        while client.table_info("held")["waiting"]["inserts"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.table_info("held")["waiting"]["inserts"] == 0
+
+
+def test_a_sample_whose_reply_exceeds_max_frame_bytes_is_refused(make_server, tmp_path):
+    server = make_server(extra_args=write_config(tmp_path, {"max_frame_bytes": 8 * MiB}))
+    with replayd.Client(server.unix_address) as client:
+        create(client, "wide", (64 * 1024,), 256)
+        for _ in range(2):
+            client.insert("wide", {"x": np.ones((100, 64 * 1024), np.uint8)})
+        with pytest.raises(replayd.ResourceExhausted, match="max_frame_bytes"):
+            client.sample("wide", 200)
+        assert client.table_info("wide")["counters"]["samples"] == 0
+        assert client.sample("wide", 100).data["x"].shape == (100, 64 * 1024)
+
+
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="an address-space limit breaks ASan")
+def test_an_allocation_failure_is_answered_and_the_connection_keeps_working(make_server,
+                                                                            tmp_path):
+    import resource
+
+    def limit_address_space():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+
+    server = make_server(extra_args=write_config(
+        tmp_path, {"max_frame_bytes": 1 << 40, "max_batch_items": 1 << 24}))
+    server.stop()
+    import subprocess
+    original = subprocess.Popen
+
+    def popen_with_limit(*args, **kwargs):
+        kwargs["preexec_fn"] = limit_address_space
+        return original(*args, **kwargs)
+
+    subprocess.Popen = popen_with_limit
+    try:
+        server.start()
+    finally:
+        subprocess.Popen = original
+    with replayd.Client(server.unix_address, timeout=10) as client:
+        create(client, "t", (1024,), 16)
+        client.insert("t", {"x": np.ones((16, 1024), np.uint8)})
+        # 4 GiB of reply cannot be allocated under a 2 GiB address space.
+        with pytest.raises(replayd.ResourceExhausted, match="out of memory"):
+            client.sample("t", 1 << 22)
+        assert client.sample("t", 4).data["x"].shape == (4, 1024)

@@ -1,0 +1,102 @@
+"""The client installs with pip into a fresh virtual environment, leaves the checkout as it
+found it, carries its type information, and passes mypy --strict."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Set
+
+import pytest
+
+import replayd
+from conftest import REPO, server_binary
+
+PACKAGE = REPO / "client" / "python"
+
+
+def tree(root: Path) -> Set[str]:
+    """Every file and directory under `root` except bytecode caches (which tests running
+    from the checkout write anyway)."""
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in dirnames + filenames:
+            found.add(os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv (system site packages, for numpy) with the client pip-installed."""
+    try:
+        import hatchling  # noqa: F401  (the build backend, needed without build isolation)
+    except ImportError:
+        pytest.skip("python3-hatchling is not installed (scripts/setup-deps installs it)")
+    path = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(path)], check=True, timeout=120)
+    before = tree(PACKAGE)
+    result = subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "-q",
+                             "--no-build-isolation", "--no-deps", str(PACKAGE)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = tree(PACKAGE)
+    assert after == before, f"pip install left files in the checkout: {sorted(after - before)}"
+    return path
+
+
+def venv_python(venv: Path, code: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=str(venv),
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.strip()
+
+
+def test_pip_install_puts_the_package_and_its_typing_marker_in_the_venv(venv):
+    out = venv_python(venv, "import os, replayd; d = os.path.dirname(replayd.__file__); "
+                            "print(d); print(os.path.exists(os.path.join(d, 'py.typed')))")
+    location, typed = out.splitlines()
+    assert Path(location).is_relative_to(venv), location
+    assert typed == "True"
+
+
+def test_installed_version_is_the_package_version(venv):
+    out = venv_python(venv, "import importlib.metadata as m, replayd; "
+                            "print(m.version('replayd'), replayd.__version__)")
+    installed, module = out.split()
+    assert installed == module
+
+
+def test_package_passes_mypy_strict():
+    mypy = shutil.which("mypy")
+    if mypy is None:
+        pytest.skip("mypy is not installed (scripts/setup-deps installs Debian's mypy)")
+    result = subprocess.run([mypy, "--strict", "--config-file", str(PACKAGE / "pyproject.toml"),
+                             "--cache-dir", os.devnull, "replayd"], cwd=str(PACKAGE),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_installed_package_gives_pytest_the_replayd_server_fixture(venv, tmp_path):
+    test_file = tmp_path / "test_user.py"
+    test_file.write_text("import replayd\n\n"
+                         "def test_user(replayd_server):\n"
+                         "    assert replayd.Client(replayd_server.address).tables() == []\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["REPLAYD_BIN"] = str(server_binary())
+    result = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q",
+                             "-p", "no:cacheprovider", str(test_file)], cwd=str(tmp_path),
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+
+
+def test_installed_console_script_runs_the_cli(venv):
+    result = subprocess.run([str(venv / "bin" / "replayd-cli"), "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"replayd-cli {replayd.__version__}"
