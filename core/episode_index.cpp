@@ -63,6 +63,16 @@ void EpisodeIndex::remove_all_steps() {
   }
 }
 
+std::vector<std::uint64_t> EpisodeIndex::open_writers() const {
+  std::vector<std::uint64_t> writers;
+  for (const auto& [id, episode] : episodes_) {
+    if (!episode.ended()) writers.push_back(episode.writer);
+  }
+  std::sort(writers.begin(), writers.end());
+  writers.erase(std::unique(writers.begin(), writers.end()), writers.end());
+  return writers;
+}
+
 std::vector<std::uint64_t> EpisodeIndex::open_episodes(std::uint64_t writer) const {
   std::vector<std::uint64_t> ids;
   for (const auto& [id, episode] : episodes_) {

@@ -72,6 +72,8 @@ class EpisodeIndex {
   }
   // Ids of `writer`'s open episodes, ascending. O(episodes).
   std::vector<std::uint64_t> open_episodes(std::uint64_t writer) const;
+  // Writers of open episodes, ascending, each once. O(episodes log episodes).
+  std::vector<std::uint64_t> open_writers() const;
   std::uint32_t capacity() const { return static_cast<std::uint32_t>(steps_.size()); }
   std::size_t live_episodes() const { return episodes_.size(); }
   std::size_t open_count() const { return open_count_; }

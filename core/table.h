@@ -206,6 +206,9 @@ class Table {
   // A writer left: its open episodes with steps end as truncated (their steps stay), its
   // empty ones are forgotten. Returns how many episodes were ended. O(episodes).
   std::uint64_t end_writer(std::uint64_t writer);
+  // end_writer for every writer with an open episode: for a restored table, whose writers'
+  // connections are gone. Returns how many episodes were ended. O(episodes).
+  std::uint64_t end_all_writers();
 
   // Draws n start steps (with replacement, unless max_times_sampled retires a start
   // mid-batch) among the valid starts of an n-step window and fills `out`. Errors:

@@ -61,8 +61,14 @@ TableBytes table_bytes(const TableConfig& config) {
   bytes.metadata = std::uint64_t{config.capacity} * Storage::kMetadataBytesPerSlot;
   bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
   bytes.remover = selector_bytes(config.remover, config.capacity);
-  bytes.episodes =
-      config.episodes.enabled ? std::uint64_t{config.capacity} * kEpisodeBytesPerSlot : 0;
+  if (config.episodes.enabled) {
+    const std::uint64_t per_index = selector_bytes(config.sampler.kind, config.capacity) +
+                                    config.capacity;  // + membership bytes
+    const std::uint64_t complete =
+        selector_bytes(SelectorKind::prioritized, config.capacity) + config.capacity;
+    bytes.episodes = std::uint64_t{config.capacity} * kEpisodeBytesPerSlot + complete +
+                     kMaxWindowIndexes * per_index;
+  }
   return bytes;
 }
 

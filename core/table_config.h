@@ -27,6 +27,8 @@ struct EpisodeConfig {
 // Bytes of episode bookkeeping per slot of an episodic table (slot's episode id and
 // position, the episode's slot list, the insertion log), counted against max_table_bytes.
 inline constexpr std::uint64_t kEpisodeBytesPerSlot = 48;
+// Window indexes an episodic table may build (distinct window requirements).
+inline constexpr std::uint64_t kMaxWindowIndexes = 8;
 
 struct TableConfig {
   std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]
@@ -48,17 +50,20 @@ struct TableBytes {
   std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
   std::uint64_t sampler = 0;   // the sampler's trees and position maps
   std::uint64_t remover = 0;   // the remover's structures
-  std::uint64_t episodes = 0;  // capacity * kEpisodeBytesPerSlot when episodic, else 0
+  // Episodic tables: capacity * kEpisodeBytesPerSlot, the complete-episode set, and the
+  // most window indexes a table may build (WindowIndexSet::kMaxIndexes, each a selector of
+  // the sampler's kind and a membership byte per slot).
+  std::uint64_t episodes = 0;
   uint128 total() const { return data + metadata + sampler + remover + episodes; }
 };
 TableBytes table_bytes(const TableConfig& config);
 
 // Checks what no single component can: the name, the capacity against its bounds and
-// against `max_table_bytes` (everything the table allocates: table_bytes().total(), episode
-// bookkeeping included), a remover kind that can evict, and min_size_to_sample <= capacity;
-// for an episodic table a uniform or prioritized sampler and reward / bootstrap fields that
-// exist with the right shape. Errors name the key at fault; a table too large is
-// resource_exhausted with its bytes per component.
+// against `max_table_bytes` (everything the table allocates: table_bytes().total()), a
+// remover kind that can evict, and min_size_to_sample <= capacity; for an episodic table a
+// uniform or prioritized sampler and reward / bootstrap fields that exist with the right
+// shape. Errors name the key at fault; a table too large is resource_exhausted with its
+// bytes per component.
 Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes);
 
 // Whether a name is acceptable for a table (same rule as field names).

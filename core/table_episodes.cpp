@@ -109,6 +109,14 @@ std::uint64_t Table::end_writer(std::uint64_t writer) {
   return ended;
 }
 
+std::uint64_t Table::end_all_writers() {
+  if (!episodes_) return 0;
+  std::uint64_t ended = 0;
+  for (auto writer : episodes_->open_writers())
+    ended += end_writer(writer);
+  return ended;
+}
+
 Result<WindowIndex*> Table::window_index(const WindowSpec& spec) {
   WindowIndex* index = windows_->get(spec);
   if (index == nullptr) {

@@ -25,6 +25,7 @@
 #include "core/rng.h"
 #include "core/selector.h"
 #include "core/storage.h"
+#include "core/table_config.h"
 
 namespace replayd {
 
@@ -103,7 +104,7 @@ class WindowIndex {
 
 class WindowIndexSet {
  public:
-  static constexpr std::size_t kMaxIndexes = 8;
+  static constexpr std::size_t kMaxIndexes = kMaxWindowIndexes;
 
   explicit WindowIndexSet(const WindowContext& context) : context_(context) {}
 

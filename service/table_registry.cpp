@@ -1,7 +1,5 @@
 #include "service/table_registry.h"
 
-#include <set>
-
 namespace replayd::service {
 
 void table_changed(HostedTable& table) {
@@ -40,14 +38,7 @@ void TableRegistry::end_writer(std::uint64_t writer) {
 
 void TableRegistry::end_all_writers() {
   for (auto& [_, hosted] : tables_) {
-    const EpisodeIndex* episodes = hosted->table->episodes();
-    if (!episodes) continue;
-    std::set<std::uint64_t> writers;
-    episodes->for_each([&](std::uint64_t, const Episode& episode) {
-      if (!episode.ended()) writers.insert(episode.writer);
-    });
-    for (auto writer : writers)
-      hosted->table->end_writer(writer);
+    if (hosted->table->episodic()) hosted->table->end_all_writers();
   }
 }
 

@@ -130,6 +130,26 @@ TEST_CASE("a restored episodic table keeps its episodes and draws exactly as the
   CHECK(image_of(**restored) == image_of(*original));
 }
 
+TEST_CASE("a restored table ends the episodes its gone writers left open, as truncated") {
+  auto original = make_table(episodic_config(16));
+  const auto a = original->open_episode(1).value();
+  const auto b = original->open_episode(2).value();
+  original->open_episode(2).value();  // empty: forgotten
+  std::vector<std::uint64_t> keys;
+  REQUIRE(append(*original, 1, {a}, {1}, {1.0f}, keys).ok());
+  REQUIRE(append(*original, 2, {b}, {2}, {1.0f}, keys).ok());
+  auto restored = restore(image_of(*original));
+  REQUIRE(restored.ok());
+  Table& table = **restored;
+  CHECK(table.episodes()->open_count() == 3);
+  CHECK(table.nstep_starts({2, 0.9, 0}).value() == 0);
+  CHECK(table.end_all_writers() == 2);
+  CHECK(table.episodes()->open_count() == 0);
+  CHECK(table.episodes()->find(a)->state == EpisodeState::truncated);
+  CHECK(table.episodes()->find(b)->state == EpisodeState::truncated);
+  CHECK(table.nstep_starts({2, 0.9, 0}).value() == 2);  // short windows of ended episodes
+}
+
 TEST_CASE("an episodic image cut short in its episode sections is rejected") {
   auto original = make_table(episodic_config(8));
   run_workload(*original, 3, 60);
