@@ -1,5 +1,6 @@
-// Benchmarks of the core engine on full tables: insert, sample, priority update; single
-// thread, no sockets. Results and the command that produced them: docs/BENCHMARKS.md.
+// Benchmarks of the core engine on full tables: insert, sample, priority update, and on an
+// episodic table n-step and sequence samples and appends; single thread, no sockets. Results and
+// the command that produced them: docs/BENCHMARKS.md.
 //
 // Workloads (bytes per item):
 //   W1 (45):     obs float32[4], act int64, rew float32, next_obs float32[4], done uint8
@@ -212,11 +213,130 @@ void BM_MemcpyBaseline(benchmark::State& state, Workload workload) {
   set_counts(state, n, table.schema().item_bytes());
 }
 
+// ---- Episodic W1 table: 1,000,000 steps of 8 interleaved environments whose episodes end
+// every 100 to 300 steps (one in four truncated), filled before timing.
+struct EpisodicFill {
+  std::unique_ptr<Table> table;
+  std::vector<std::uint64_t> open;  // one open episode per environment
+};
+
+EpisodicFill& episodic_table() {
+  static EpisodicFill fill;
+  if (fill.table) return fill;
+  TableConfig config;
+  config.name = "w1_episodes";
+  config.schema = make_schema(Workload::w1);
+  config.capacity = capacity_items(Workload::w1);
+  config.sampler = SelectorConfig{SelectorKind::uniform, 0.6};
+  config.remover = SelectorKind::fifo;
+  config.rate_limiter = RateLimiterConfig::min_size(1);
+  config.seed = 1;
+  config.episodes.enabled = true;
+  config.episodes.reward_field = "rew";
+  config.episodes.bootstrap_fields = {"next_obs"};
+  fill.table = std::move(Table::create(config)).value();
+  Rng rng(2);
+  constexpr std::uint64_t kEnvs = 8;
+  const Columns columns = random_columns(config.schema, kEnvs, rng);
+  std::vector<std::uint64_t> keys(kEnvs);
+  std::vector<std::uint64_t> left(kEnvs);
+  for (std::uint64_t env = 0; env < kEnvs; ++env) {
+    fill.open.push_back(fill.table->open_episode(0).value());
+    left[env] = 100 + rng.uniform_below(200);
+  }
+  for (std::uint64_t done = 0; done < config.capacity; done += kEnvs) {
+    if (!fill.table->append_steps(0, fill.open, columns.spans, kEnvs, {}, keys).ok()) std::abort();
+    for (std::uint64_t env = 0; env < kEnvs; ++env) {
+      if (--left[env] != 0) continue;
+      const auto how = rng.uniform_below(4) == 0 ? EpisodeEnd::truncated : EpisodeEnd::terminated;
+      if (!fill.table->end_episode(0, fill.open[env], how).ok()) std::abort();
+      fill.open[env] = fill.table->open_episode(0).value();
+      left[env] = 100 + rng.uniform_below(200);
+    }
+  }
+  return fill;
+}
+
+// n-step samples of state.range(0) transitions with k = state.range(1); the window index is
+// built before timing. Compare with BM_Sample/W1_uniform (a plain sample of the same rows).
+void BM_NStep(benchmark::State& state) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto k = static_cast<std::uint32_t>(state.range(1));
+  Table& table = *episodic_table().table;
+  SampleOutput out(table.schema(), n);
+  std::vector<float> returns(n);
+  std::vector<float> bootstrap(4 * n);
+  std::vector<double> discounts(n);
+  std::vector<std::uint32_t> steps(n);
+  std::vector<std::span<std::byte>> bootstrap_columns{std::as_writable_bytes(std::span(bootstrap))};
+  const NStepBuffers buffers{out.buffers(), std::as_writable_bytes(std::span(returns)),
+                             bootstrap_columns, discounts, steps};
+  const NStepRequest request{k, 0.99, 0.0};
+  if (!table.nstep_starts(request).ok()) std::abort();
+  for (auto _ : state) {
+    if (!table.sample_nstep(n, request, buffers).ok()) {
+      state.SkipWithError("n-step sample failed");
+      break;
+    }
+    benchmark::ClobberMemory();
+  }
+  set_counts(state, n, table.schema().item_bytes());
+}
+
+// state.range(0) sequences of state.range(1) steps (stride 1, no burn-in, no padding).
+void BM_Sequences(benchmark::State& state) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  const auto length = static_cast<std::uint32_t>(state.range(1));
+  Table& table = *episodic_table().table;
+  SampleOutput out(table.schema(), n * length);
+  std::vector<std::uint8_t> mask(n * length);
+  const SequenceBuffers buffers{std::span(out.keys).first(n),
+                                std::span(out.probabilities).first(n),
+                                std::span(out.weights).first(n),
+                                std::span(out.times_sampled).first(n),
+                                out.columns,
+                                mask};
+  const SequenceRequest request{length, 1, 0, false, 0.0};
+  if (!table.sequence_starts(request).ok()) std::abort();
+  for (auto _ : state) {
+    if (!table.sample_sequences(n, request, buffers).ok()) {
+      state.SkipWithError("sequence sample failed");
+      break;
+    }
+    benchmark::ClobberMemory();
+  }
+  set_counts(state, n * length, table.schema().item_bytes());
+}
+
+// Appends state.range(0) steps per call across 8 environments to the full episodic table
+// (each evicts the oldest step), with the window indexes of the benchmarks above kept.
+void BM_AppendSteps(benchmark::State& state) {
+  const auto n = static_cast<std::uint64_t>(state.range(0));
+  EpisodicFill& fill = episodic_table();
+  Table& table = *fill.table;
+  Rng rng(3);
+  const Columns columns = random_columns(table.schema(), n, rng);
+  std::vector<std::uint64_t> episodes(n);
+  for (std::uint64_t i = 0; i < n; ++i)
+    episodes[i] = fill.open[i % fill.open.size()];
+  std::vector<std::uint64_t> keys(n);
+  for (auto _ : state) {
+    if (!table.append_steps(0, episodes, columns.spans, n, {}, keys).ok()) {
+      state.SkipWithError("append failed");
+      break;
+    }
+  }
+  set_counts(state, n, table.schema().item_bytes());
+}
+
 // Registration order groups benchmarks by table, so each table is filled once per run.
 BENCHMARK_CAPTURE(BM_Insert, W1, Workload::w1)->Arg(1)->Arg(64);
 BENCHMARK_CAPTURE(BM_Sample, W1_uniform, Workload::w1, SelectorKind::uniform)->Arg(256);
 BENCHMARK_CAPTURE(BM_Sample, W1_prioritized, Workload::w1, SelectorKind::prioritized)->Arg(256);
 BENCHMARK_CAPTURE(BM_UpdatePriorities, W1, Workload::w1)->Arg(256);
+BENCHMARK(BM_NStep)->Args({256, 1})->Args({256, 3})->Args({256, 10});
+BENCHMARK(BM_Sequences)->Args({64, 80});
+BENCHMARK(BM_AppendSteps)->Arg(64);
 BENCHMARK_CAPTURE(BM_Insert, W2, Workload::w2)->Arg(1)->Arg(64);
 BENCHMARK_CAPTURE(BM_Sample, W2_uniform, Workload::w2, SelectorKind::uniform)->Arg(32);
 BENCHMARK_CAPTURE(BM_MemcpyBaseline, W2, Workload::w2)->Arg(32);

@@ -61,7 +61,22 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
       rate_limiter_(rate_limiter),
       sampler_(std::move(sampler)),
       remover_(std::move(remover)),
-      rng_(config_.seed) {}
+      rng_(config_.seed) {
+  if (!config_.episodes.enabled) return;
+  episodes_ = std::make_unique<EpisodeIndex>(config_.capacity);
+  WindowContext context;
+  context.storage = &storage_;
+  context.episodes = episodes_.get();
+  context.prioritized = config_.sampler.kind == SelectorKind::prioritized;
+  context.priority_exponent = config_.sampler.priority_exponent;
+  context.max_times_sampled = config_.max_times_sampled;
+  windows_ = std::make_unique<WindowIndexSet>(context);
+  complete_ = std::make_unique<CompleteEpisodes>(config_.capacity);
+  step_log_ = std::make_unique<StepLog>(config_.capacity);
+  reward_field_ = config_.schema.find(config_.episodes.reward_field);
+  for (const auto& name : config_.episodes.bootstrap_fields)
+    bootstrap_fields_.push_back(config_.schema.find(name));
+}
 
 bool Table::may_insert(std::uint64_t n) const {
   return rate_limiter_.may_insert(n);
@@ -77,15 +92,24 @@ std::uint64_t Table::draws_left(std::uint32_t slot) const {
 }
 
 void Table::remove_item(std::uint32_t slot) {
-  if (config_.max_times_sampled != 0) draws_left_ -= draws_left(slot);
+  if (episodes_) {
+    const StepRef ref = episodes_->step(slot);
+    const Episode& episode = *episodes_->find(ref.episode);
+    windows_->on_remove(slot, ref, episode);
+    complete_->on_remove(episode);
+    step_log_->on_remove(slot);
+    episodes_->remove(slot);
+  } else if (config_.max_times_sampled != 0) {
+    draws_left_ -= draws_left(slot);
+  }
   sampler_->remove(slot);
   remover_->remove(slot);
   storage_.release(slot);
   rate_limiter_.record_deletes(1);
 }
 
-Status Table::insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                     std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+Status Table::check_rows(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                         std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
   const auto& fields = config_.schema.fields();
   if (n == 0) return invalid(name(), "insert of 0 items");
   if (n > config_.capacity) {
@@ -114,29 +138,44 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
   if (auto status = rate_limiter_.check_insert_batch(n); !status) {
     return invalid(name(), status.error().message);
   }
+  return Ok{};
+}
+
+std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
+                               std::span<const double> priorities) {
+  if (storage_.full()) {
+    remove_item(remover_->sample(rng_, 0.0).slot);
+    ++counters_.evictions;
+  }
+  const std::uint32_t slot = storage_.acquire();
+  for (std::size_t f = 0; f < columns.size(); ++f) {
+    const std::uint64_t bytes = storage_.item_bytes(f);
+    std::memcpy(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
+  }
+  double priority = max_priority_;
+  if (!priorities.empty()) {
+    priority = priorities[i];
+    if (priority > max_priority_) max_priority_ = priority;
+  }
+  storage_.set_priority(slot, priority);
+  sampler_->insert(slot, priority);
+  remover_->insert(slot, priority);
+  return slot;
+}
+
+Status Table::insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                     std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+  if (episodes_) {
+    return make_error(ErrorCode::failed_precondition,
+                      "table '" + name() + "' is episodic: store steps with append_steps");
+  }
+  REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out));
   if (!rate_limiter_.may_insert(n)) {
     return make_error(ErrorCode::would_block,
                       "table '" + name() + "': insert held by rate limiter");
   }
-
   for (std::uint64_t i = 0; i < n; ++i) {
-    if (storage_.full()) {
-      remove_item(remover_->sample(rng_, 0.0).slot);
-      ++counters_.evictions;
-    }
-    const std::uint32_t slot = storage_.acquire();
-    for (std::size_t f = 0; f < fields.size(); ++f) {
-      const std::uint64_t bytes = storage_.item_bytes(f);
-      std::memcpy(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
-    }
-    double priority = max_priority_;
-    if (!priorities.empty()) {
-      priority = priorities[i];
-      if (priority > max_priority_) max_priority_ = priority;
-    }
-    storage_.set_priority(slot, priority);
-    sampler_->insert(slot, priority);
-    remover_->insert(slot, priority);
+    const std::uint32_t slot = store_row(columns, i, priorities);
     if (config_.max_times_sampled != 0) draws_left_ += config_.max_times_sampled;
     keys_out[i] = storage_.key(slot);
   }
@@ -147,6 +186,12 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
 
 Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
   const auto& fields = config_.schema.fields();
+  if (episodes_) {
+    return make_error(ErrorCode::failed_precondition,
+                      "table '" + name() +
+                          "' is episodic: sample with sample_nstep (k = 1 for "
+                          "plain transitions) or sample_sequences");
+  }
   if (n == 0) return invalid(name(), "sample of 0 items");
   if (!std::isfinite(beta) || beta < 0) {
     return invalid(name(), "beta must be finite and >= 0, got " + std::to_string(beta));
@@ -223,6 +268,7 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
     storage_.set_priority(*slot, priorities[i]);
     sampler_->update(*slot, priorities[i]);
     remover_->update(*slot, priorities[i]);
+    if (windows_) windows_->on_priority(*slot);
     if (priorities[i] > max_priority_) max_priority_ = priorities[i];
     ++outcome.applied;
   }
@@ -253,6 +299,12 @@ void Table::reset() {
   remover_->clear();
   rate_limiter_.reset();
   draws_left_ = 0;
+  if (episodes_) {
+    episodes_->remove_all_steps();
+    windows_->clear();
+    complete_->clear();
+    step_log_->clear();
+  }
   max_priority_ = 1.0;
 }
 

@@ -5,20 +5,29 @@
 // fails with ErrorCode::would_block and changes nothing; the caller decides to wait
 // (may_insert / may_sample tell in advance).
 // Failure atomicity: every error leaves the table exactly as it was; input is validated
-// completely before anything is stored.
+// completely before anything is stored. (A window index built by a sampling call that then
+// fails stays built: it is a cache that changes no draw.)
+// Episodic tables (config.episodes.enabled) store steps of episodes instead of free items:
+// writers open episodes, append steps, end them; samples are n-step transitions or
+// sequences over valid start steps. The rules are in docs/TRAJECTORIES.md.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
+#include "core/complete_episodes.h"
+#include "core/episode_index.h"
 #include "core/rate_limiter.h"
 #include "core/result.h"
 #include "core/rng.h"
 #include "core/selector.h"
+#include "core/step_log.h"
 #include "core/storage.h"
 #include "core/table_config.h"
+#include "core/window_index.h"
 
 namespace replayd {
 
@@ -68,6 +77,69 @@ struct DeleteOutcome {
   std::uint64_t stale = 0;
 };
 
+// How an episode ended: terminated (no bootstrap past its last step) or truncated (a time
+// limit: bootstrap from the final observation).
+enum class EpisodeEnd { terminated, truncated };
+
+// n-step sample options. k: 1 .. capacity; gamma: [0, 1]; beta: finite, >= 0.
+struct NStepRequest {
+  std::uint32_t k = 1;
+  double gamma = 1.0;
+  double beta = 0.0;
+};
+
+// Caller-owned destination of an n-step sample of n draws. `base` as for sample(), except
+// that every column must be copied (no viewed rows); it receives step t's own fields.
+// returns: n values in the reward field's dtype (sum_{i<h} gamma^i r_{t+i}, accumulated in
+// double). bootstrap: one span per config.episodes.bootstrap_fields entry, n * item_bytes,
+// the field's value at step t+h-1. discounts: gamma^h, or 0 when the episode terminated at
+// step t+h-1. steps: h = min(k, steps left in the episode).
+struct NStepBuffers {
+  SampleBuffers base;
+  std::span<std::byte> returns;
+  std::span<const std::span<std::byte>> bootstrap;
+  std::span<double> discounts;
+  std::span<std::uint32_t> steps;
+};
+
+// Sequence sample options. A sequence is burn_in + length consecutive steps of one
+// episode; its start (the step whose key, priority and times-sampled count the draw uses)
+// is the first of the `length` steps. stride: starts are positions that are multiples of
+// it (1 = any step; length - overlap for R2D2). burn_in: steps before the start, masked out
+// where they would precede the episode. pad: an ended episode may end the sequence early
+// (the rest masked out and zero-filled); without pad only full windows are drawn.
+// length >= 1, burn_in + length <= capacity, stride >= 1, beta finite >= 0.
+struct SequenceRequest {
+  std::uint32_t length = 1;
+  std::uint32_t stride = 1;
+  std::uint32_t burn_in = 0;
+  bool pad = false;
+  double beta = 0.0;
+};
+
+// Caller-owned destination of n sequences of T = burn_in + length steps each.
+// keys .. times_sampled: n values (of the start steps). columns: per field, n * T *
+// item_bytes, C order (n, T, ...). mask: n * T, 1 for a real step, 0 for padding.
+struct SequenceBuffers {
+  std::span<std::uint64_t> keys;
+  std::span<double> probabilities;
+  std::span<double> weights;
+  std::span<std::uint32_t> times_sampled;
+  std::span<const std::span<std::byte>> columns;
+  std::span<std::uint8_t> mask;
+};
+
+// Caller-owned destination of whole steps (whole-episode reads, reading everything). Every
+// span holds the same number of rows, except columns: one span per field, rows x item_bytes.
+// sequences: each step's insertion sequence number (the cursor of read_steps).
+struct StepBuffers {
+  std::span<std::uint64_t> keys;
+  std::span<std::uint64_t> episodes;
+  std::span<std::uint32_t> positions;
+  std::span<std::uint64_t> sequences;
+  std::span<const std::span<std::byte>> columns;
+};
+
 class Table {
  public:
   // Validates `config` (see validate_table_config, selector and rate limiter rules) and
@@ -112,6 +184,75 @@ class Table {
   // (keys stay unique). O(capacity).
   void reset();
 
+  // ---- Episodic tables (each call fails with failed_precondition on other tables) ----
+
+  bool episodic() const { return episodes_ != nullptr; }
+  static constexpr std::size_t kMaxOpenEpisodes = std::size_t{1} << 16;
+
+  // Opens a new empty episode for `writer` (any id the caller uses for one writer, such as
+  // a connection) and returns its id (ids are never reused). Errors: resource_exhausted
+  // past kMaxOpenEpisodes open episodes. O(1).
+  Result<std::uint64_t> open_episode(std::uint64_t writer);
+  // Stores n steps; step i goes to episode episodes[i] (open, of this writer), after the
+  // steps already appended to it (rows of one episode in order). Other arguments, errors
+  // and costs as insert(); also invalid_argument when an episode is not open for `writer`.
+  // Costs O(forward + backward) more per step and window index.
+  Status append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
+                      std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                      std::span<const double> priorities, std::span<std::uint64_t> keys_out);
+  // Ends the open episode `episode` of `writer`. Errors: invalid_argument when it is not
+  // open for this writer or has no steps. O(forward^2) per window index at most.
+  Status end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how);
+  // A writer left: its open episodes with steps end as truncated (their steps stay), its
+  // empty ones are forgotten. Returns how many episodes were ended. O(episodes).
+  std::uint64_t end_writer(std::uint64_t writer);
+  // end_writer for every writer with an open episode: for a restored table, whose writers'
+  // connections are gone. Returns how many episodes were ended. O(episodes).
+  std::uint64_t end_all_writers();
+
+  // Draws n start steps (with replacement, unless max_times_sampled retires a start
+  // mid-batch) among the valid starts of an n-step window and fills `out`. Errors:
+  // invalid_argument (request or buffers), resource_exhausted (too many distinct window
+  // requirements), would_block (rate limiter, or too few valid starts / draws left).
+  // Cost: O(n * (k + item bytes + log capacity)); the first call with a new k scans the
+  // table once, O(capacity * k).
+  Status sample_nstep(std::uint64_t n, const NStepRequest& request, const NStepBuffers& out);
+  // Draws n sequences; as sample_nstep. Cost O(n * T * item bytes + n log capacity).
+  Status sample_sequences(std::uint64_t n, const SequenceRequest& request,
+                          const SequenceBuffers& out);
+  // Whether a sample of n of this kind would be admitted now. Builds the window index on
+  // first use (hence not const); false for a malformed request.
+  bool may_sample_nstep(std::uint64_t n, const NStepRequest& request);
+  bool may_sample_sequences(std::uint64_t n, const SequenceRequest& request);
+  // The number of valid starts for an n-step request / a sequence request (tests, info).
+  Result<std::uint32_t> nstep_starts(const NStepRequest& request);
+  Result<std::uint32_t> sequence_starts(const SequenceRequest& request);
+
+  // Draws n complete episodes (ended, every step still stored) uniformly, with replacement:
+  // ids_out and probabilities_out (1 / complete episodes) hold n values. Counted by the rate
+  // limiter as n samples; times sampled of steps unchanged. Errors: invalid_argument,
+  // would_block (no complete episode, rate limiter). O(n log capacity).
+  Status sample_episodes(std::uint64_t n, std::span<std::uint64_t> ids_out,
+                         std::span<double> probabilities_out);
+  // The number of stored steps of the episodes `ids` together (to size read_episodes'
+  // buffers). Errors: not_found for an id that is not live. O(ids).
+  Result<std::uint64_t> episode_steps(std::span<const std::uint64_t> ids) const;
+  // Copies the stored steps of each episode in `ids`, in position order, concatenated into
+  // `out` (exactly episode_steps(ids) rows); offsets (ids.size() + 1 values) receive where
+  // each episode's rows begin, and the total last. Positions show holes left by deletes.
+  // Errors: not_found, invalid_argument (buffer sizes). O(rows x item bytes).
+  Status read_episodes(std::span<const std::uint64_t> ids, const StepBuffers& out,
+                       std::span<std::uint64_t> offsets) const;
+  // Reading everything: copies up to out.keys.size() stored steps whose insertion sequence
+  // is > after, oldest first, and returns how many. Start with after = 0 and pass the last
+  // sequence returned to get the next page; 0 rows means the end. Steps stored meanwhile
+  // appear in later pages; steps removed meanwhile are skipped. Not rate limited.
+  // O(log capacity + rows x item bytes).
+  Result<std::uint64_t> read_steps(std::uint64_t after, const StepBuffers& out) const;
+
+  // Episode bookkeeping, read-only; nullptr unless episodic.
+  const EpisodeIndex* episodes() const { return episodes_.get(); }
+
   TableInfo info() const;
   // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).
   std::uint64_t allocated_bytes() const {
@@ -134,6 +275,20 @@ class Table {
         std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);
   std::uint64_t draws_left(std::uint32_t slot) const;
+  Status check_rows(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                    std::span<const double> priorities, std::span<std::uint64_t> keys_out);
+  // Stores row i of `columns` (evicting first when full) and returns its slot.
+  std::uint32_t store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
+                          std::span<const double> priorities);
+  Status require_episodic(const char* operation) const;
+  Result<WindowIndex*> window_index(const WindowSpec& spec);
+  Result<WindowSpec> nstep_spec(const NStepRequest& request) const;
+  Result<WindowSpec> sequence_spec(const SequenceRequest& request) const;
+  Status admit_windows(std::uint64_t n, const WindowIndex& index);
+  // Counts a draw of start `slot`: times sampled, retirement by max_times_sampled.
+  std::uint32_t record_draw(std::uint32_t slot);
+  Status check_step_buffers(const StepBuffers& out, std::uint64_t rows) const;
+  void copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const;
 
   TableConfig config_;
   Storage storage_;
@@ -146,6 +301,13 @@ class Table {
   // Sum over stored items of (max_times_sampled - times_sampled); only kept when
   // max_times_sampled > 0. A sample of n needs n draws left.
   std::uint64_t draws_left_ = 0;
+  // Episodic tables only (else null): the episodes and the window indexes over them.
+  std::unique_ptr<EpisodeIndex> episodes_;
+  std::unique_ptr<WindowIndexSet> windows_;
+  std::unique_ptr<CompleteEpisodes> complete_;
+  std::unique_ptr<StepLog> step_log_;
+  int reward_field_ = -1;
+  std::vector<int> bootstrap_fields_;
 };
 
 }  // namespace replayd

@@ -4,6 +4,37 @@
 #include "core/storage.h"
 
 namespace replayd {
+namespace {
+
+Status validate_episode_config(const TableConfig& config) {
+  const std::string who = "table '" + config.name + "': ";
+  const SelectorKind sampler = config.sampler.kind;
+  if (sampler != SelectorKind::uniform && sampler != SelectorKind::prioritized) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "sampler of an episodic table must be uniform or prioritized, got " +
+                          std::string(selector_kind_name(sampler)));
+  }
+  const int reward = config.schema.find(config.episodes.reward_field);
+  if (reward < 0) {
+    return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: no field named '" +
+                                                       config.episodes.reward_field + "'");
+  }
+  const Field& field = config.schema.field(static_cast<std::size_t>(reward));
+  if (!field.shape.empty() || (field.dtype != DType::float32 && field.dtype != DType::float64)) {
+    return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: field '" +
+                                                       field.name +
+                                                       "' must be a scalar float32 or float64");
+  }
+  for (const auto& name : config.episodes.bootstrap_fields) {
+    if (config.schema.find(name) < 0) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "episodes.bootstrap_fields: no field named '" + name + "'");
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace
 
 bool is_valid_table_name(std::string_view name) {
   if (name.empty() || name.size() > Schema::kMaxNameChars) return false;
@@ -30,6 +61,14 @@ TableBytes table_bytes(const TableConfig& config) {
   bytes.metadata = std::uint64_t{config.capacity} * Storage::kMetadataBytesPerSlot;
   bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
   bytes.remover = selector_bytes(config.remover, config.capacity);
+  if (config.episodes.enabled) {
+    const std::uint64_t per_index = selector_bytes(config.sampler.kind, config.capacity) +
+                                    config.capacity;  // + membership bytes
+    const std::uint64_t complete =
+        selector_bytes(SelectorKind::prioritized, config.capacity) + config.capacity;
+    bytes.episodes = std::uint64_t{config.capacity} * kEpisodeBytesPerSlot + complete +
+                     kMaxWindowIndexes * per_index;
+  }
   return bytes;
 }
 
@@ -55,7 +94,8 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           " = " + std::to_string(config.schema.item_bytes()) +
                           " bytes per item, slot metadata " + std::to_string(bytes.metadata) +
                           ", sampler " + std::to_string(bytes.sampler) + ", remover " +
-                          std::to_string(bytes.remover) + "), exceeding max_table_bytes = " +
+                          std::to_string(bytes.remover) + ", episodes " +
+                          std::to_string(bytes.episodes) + "), exceeding max_table_bytes = " +
                           std::to_string(max_table_bytes) + " bytes per table");
   }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
@@ -65,6 +105,7 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           ") exceeds capacity (" + std::to_string(config.capacity) +
                           "): sampling could never start");
   }
+  if (config.episodes.enabled) return validate_episode_config(config);
   return Ok{};
 }
 

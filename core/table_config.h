@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/rate_limiter.h"
 #include "core/result.h"
@@ -12,6 +13,22 @@
 #include "core/selector.h"
 
 namespace replayd {
+
+// An episodic table stores steps of episodes (docs/TRAJECTORIES.md). Off by default.
+struct EpisodeConfig {
+  bool enabled = false;
+  std::string reward_field = "rew";  // scalar float32 or float64; summed by n-step samples
+  // Fields whose value at the last step of an n-step window is returned as the bootstrap
+  // (the observation h steps later). Each must exist in the schema. Default: next_obs.
+  std::vector<std::string> bootstrap_fields = {"next_obs"};
+  bool operator==(const EpisodeConfig&) const = default;
+};
+
+// Bytes of episode bookkeeping per slot of an episodic table (slot's episode id and
+// position, the episode's slot list, the insertion log), counted against max_table_bytes.
+inline constexpr std::uint64_t kEpisodeBytesPerSlot = 48;
+// Window indexes an episodic table may build (distinct window requirements).
+inline constexpr std::uint64_t kMaxWindowIndexes = 8;
 
 struct TableConfig {
   std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]
@@ -23,6 +40,7 @@ struct TableConfig {
   std::uint32_t max_times_sampled = 0;        // remove an item after k samples; 0 = never
   RateLimiterConfig rate_limiter;             // default: min_size 1, no ratio
   std::uint64_t seed = 0;                     // RNG seed for sampling and uniform eviction
+  EpisodeConfig episodes;                     // default: not episodic
 };
 
 // What a table of this configuration allocates when created, in bytes, split by component.
@@ -33,14 +51,20 @@ struct TableBytes {
   std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
   std::uint64_t sampler = 0;   // the sampler's trees and position maps
   std::uint64_t remover = 0;   // the remover's structures
-  uint128 total() const { return data + metadata + sampler + remover; }
+  // Episodic tables: capacity * kEpisodeBytesPerSlot, the complete-episode set, and the
+  // most window indexes a table may build (WindowIndexSet::kMaxIndexes, each a selector of
+  // the sampler's kind and a membership byte per slot).
+  std::uint64_t episodes = 0;
+  uint128 total() const { return data + metadata + sampler + remover + episodes; }
 };
 TableBytes table_bytes(const TableConfig& config);
 
 // Checks what no single component can: the name, the capacity against its bounds and
-// against `max_table_bytes` (everything the table allocates: table_bytes().total()) and
-// min_size_to_sample <= capacity. Errors name the key at
-// fault; a table too large is resource_exhausted with its bytes per component.
+// against `max_table_bytes` (everything the table allocates: table_bytes().total()), a
+// remover kind that can evict, and min_size_to_sample <= capacity; for an episodic table a
+// uniform or prioritized sampler and reward / bootstrap fields that exist with the right
+// shape. Errors name the key at fault; a table too large is resource_exhausted with its
+// bytes per component.
 Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes);
 
 // Whether a name is acceptable for a table (same rule as field names).

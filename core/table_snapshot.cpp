@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/episode_snapshot.h"
+
 namespace replayd {
 namespace {
 
@@ -79,6 +81,13 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
   cfg.f64(config.rate_limiter.min_diff);
   cfg.f64(config.rate_limiter.max_diff);
   cfg.u64(config.seed);
+  if (config.episodes.enabled) {  // absent in tables that are not episodic (and in old files)
+    cfg.u8(1);
+    cfg.str(config.episodes.reward_field);
+    cfg.u32(static_cast<std::uint32_t>(config.episodes.bootstrap_fields.size()));
+    for (const auto& name : config.episodes.bootstrap_fields)
+      cfg.str(name);
+  }
   REPLAYD_RETURN_IF_ERROR(writer.section(kTableConfig, cfg.data()));
 
   const Storage& storage = table.storage_;
@@ -128,7 +137,10 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
     if (status) status = writer.append_value(slot);
   });
   REPLAYD_RETURN_IF_ERROR(status);
-  return writer.end_stream();
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+  if (table.episodes_)
+    return write_episode_sections(*table.episodes_, *table.step_log_, *table.windows_, writer);
+  return Ok{};
 }
 
 Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> payload) {
@@ -178,7 +190,22 @@ Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> 
   }
   if (min_size > (std::uint64_t{1} << 40))
     return bad("section TCFG: min_size_to_sample out of range");
-  if (in.remaining() != 0) return bad("section TCFG: unexpected bytes after the configuration");
+  if (in.remaining() != 0) {  // the episodic tail
+    std::uint8_t episodic = 0;
+    std::uint32_t bootstrap_count = 0;
+    config.episodes.bootstrap_fields.clear();
+    if (!in.u8(episodic) || episodic != 1 ||
+        !in.str(config.episodes.reward_field, Schema::kMaxNameChars) || !in.u32(bootstrap_count) ||
+        bootstrap_count > Schema::kMaxFields) {
+      return bad("section TCFG: unexpected bytes after the configuration");
+    }
+    config.episodes.enabled = true;
+    config.episodes.bootstrap_fields.resize(bootstrap_count);
+    for (auto& name : config.episodes.bootstrap_fields) {
+      if (!in.str(name, Schema::kMaxNameChars)) return truncated();
+    }
+    if (in.remaining() != 0) return bad("section TCFG: unexpected bytes after the configuration");
+  }
   config.sampler.kind = kSelectorKinds[sampler];
   config.remover = kSelectorKinds[remover];
   config.rate_limiter.min_size_to_sample = static_cast<std::int64_t>(min_size);
@@ -254,7 +281,9 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     if (auto status = table.remover_->check_priority(priority); !status) {
       return bad("item " + std::to_string(i) + ": remover: " + status.error().message);
     }
-    if (config.max_times_sampled != 0 && times_sampled >= config.max_times_sampled) {
+    // An episodic table keeps a step whose start retired (sampled max_times_sampled times).
+    const std::uint64_t limit = config.max_times_sampled + (table.episodes_ ? 1 : 0);
+    if (config.max_times_sampled != 0 && times_sampled >= limit) {
       return bad("item " + std::to_string(i) + ": sampled " + std::to_string(times_sampled) +
                  " times, but max_times_sampled is " + std::to_string(config.max_times_sampled));
     }
@@ -266,7 +295,7 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     storage.set_priority(s, priority);
     storage.set_times_sampled(s, times_sampled);
     table.remover_->insert(s, priority);
-    if (config.max_times_sampled != 0)
+    if (config.max_times_sampled != 0 && !table.episodes_)
       table.draws_left_ += config.max_times_sampled - times_sampled;
   }
   return reader.end_stream();
@@ -345,6 +374,12 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   }
   if (auto status = read_sampler_order(reader, *table, occupied); !status) {
     return in_table(name, status.error());
+  }
+  if (table->episodes_) {
+    auto status = read_episode_sections(reader, table->storage_, Table::kMaxOpenEpisodes,
+                                        *table->episodes_, *table->step_log_, *table->windows_);
+    if (!status) return in_table(name, status.error());
+    table->complete_->rebuild(*table->episodes_);
   }
   table->counters_ = c;
   table->rate_limiter_.set_counters(limiter);

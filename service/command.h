@@ -35,6 +35,9 @@ struct Call {
   std::shared_ptr<HostedTable> table;                // the named table, when the command needs one
   std::uint64_t n = 0;                               // items, when the command takes a batch
   std::optional<std::chrono::milliseconds> timeout;  // when it may wait; nullopt: no limit
+  // The connection, as the writer of episodes (Table::open_episode); unique for the
+  // server's lifetime, never 0.
+  std::uint64_t writer = 0;
 };
 
 // A handler's result: the reply now, or work that runs once admitted (service/admission.h).

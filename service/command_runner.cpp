@@ -56,7 +56,7 @@ Status check_declared(ServiceContext& context, const Command& command, JsonReade
 
 }  // namespace
 
-Started start_command(ServiceContext& context, Frame frame) {
+Started start_command(ServiceContext& context, Frame frame, std::uint64_t connection) {
   const std::uint64_t id = frame.header.request_id;
   Started started;
   auto fail = [&](Reply reply) {
@@ -80,7 +80,7 @@ Started start_command(ServiceContext& context, Frame frame) {
   }
   const Command& command = *started.command;
 
-  Call call{context, id, request, frame, nullptr, 0, std::nullopt};
+  Call call{context, id, request, frame, nullptr, 0, std::nullopt, connection};
   if (auto declared = check_declared(context, command, request, document->get_object(), call);
       !declared) {
     return fail(make_error_reply(id, declared.error()));

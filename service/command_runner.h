@@ -28,7 +28,9 @@ struct Started {
 };
 
 // Runs the request in `frame` as far as it can without waiting: the reply, or (only when
-// the command may wait and is not admitted now) the Waiting to park. O(the handler).
-Started start_command(ServiceContext& context, Frame frame);
+// the command may wait and is not admitted now) the Waiting to park. `connection`: the
+// sending connection's id (ServiceContext::open_connection), its writer identity for
+// episodes. O(the handler).
+Started start_command(ServiceContext& context, Frame frame, std::uint64_t connection);
 
 }  // namespace replayd::service

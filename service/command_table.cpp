@@ -15,8 +15,14 @@ constexpr std::array<std::string_view, 1> kTableField{"table"};
 constexpr std::array<std::string_view, 2> kCreateFields{"table", "exist_ok"};
 constexpr std::array<std::string_view, 5> kInsertFields{"table", "n", "columns", "priorities",
                                                         "timeout_ms"};
-constexpr std::array<std::string_view, 4> kSampleFields{"table", "n", "beta", "timeout_ms"};
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
+constexpr std::array<std::string_view, 6> kSampleNstepFields{"table",      "n",     "beta",
+                                                             "timeout_ms", "nstep", "gamma"};
+constexpr std::array<std::string_view, 2> kOpenEpisodesFields{"table", "n"};
+constexpr std::array<std::string_view, 3> kEndEpisodeFields{"table", "episode", "terminated"};
+constexpr std::array<std::string_view, 8> kSequenceFields{"table",   "n",   "length", "stride",
+                                                          "burn_in", "pad", "beta",   "timeout_ms"};
+constexpr std::array<std::string_view, 3> kReadStepsFields{"table", "n", "after"};
 
 // name, handler, fields, needs_table, batch, takes_payload, waits_on, lane
 const std::array kCommands{
@@ -29,13 +35,23 @@ const std::array kCommands{
     Command{"reset_table", c::reset_table, kTableField, true},
     Command{"insert", c::insert, kInsertFields, true, true, true, WaitsOn::rate_limiter,
             Lane::explorer},
-    Command{"sample", c::sample, kSampleFields, true, true, false, WaitsOn::rate_limiter,
+    Command{"sample", c::sample, kSampleNstepFields, true, true, false, WaitsOn::rate_limiter,
             Lane::learner},
     Command{"update_priorities", c::update_priorities, kKeysFields, true, true, true,
             WaitsOn::nothing, Lane::learner},
     Command{"delete", c::delete_keys, kKeysFields, true, true, true, WaitsOn::nothing,
             Lane::learner},
     Command{"snapshot", c::snapshot, {}, false, false, false, WaitsOn::snapshot},
+    Command{"open_episodes", c::open_episodes, kOpenEpisodesFields, true, true, false,
+            WaitsOn::nothing, Lane::explorer},
+    Command{"append_steps", c::append_steps, kInsertFields, true, true, true, WaitsOn::rate_limiter,
+            Lane::explorer},
+    Command{"end_episode", c::end_episode, kEndEpisodeFields, true, false, false, WaitsOn::nothing,
+            Lane::explorer},
+    Command{"sample_sequences", c::sample_sequences, kSequenceFields, true, true, false,
+            WaitsOn::rate_limiter, Lane::learner},
+    Command{"read_steps", c::read_steps, kReadStepsFields, true, true, false, WaitsOn::nothing,
+            Lane::learner},
 };
 
 }  // namespace

@@ -63,6 +63,7 @@ Status Server::open() {
                              restore_tables(config_.data_dir, config_.tables, context_.limits,
                                             config_.allow_empty_start, context_.tables));
     snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
+    context_.tables.end_all_writers();
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {

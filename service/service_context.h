@@ -31,6 +31,9 @@ struct ServiceContext {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
   WaitQueue sessions_drained;             // woken when the last session ends
+  // The next connection's id: its writer identity for episodes (Call::writer). Restored
+  // open episodes are ended at startup (TableRegistry::end_all_writers), so ids may restart.
+  std::uint64_t next_connection_id = 1;
   bool shutting_down = false;
   // Bumped for each request handled and each reply write finished: the memory trimmer
   // (service/memory_trimmer.h) trims only after a period without a change.

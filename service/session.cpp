@@ -40,11 +40,14 @@ Session::Session(Socket socket, ServiceContext& context)
       watchdog_(socket_.get_executor()) {
   context_.sessions.insert(this);
   context_.metrics.connection_opened();
+  id_ = context_.next_connection_id++;
 }
 
 Session::~Session() {
   if (lane_ == Lane::learner) context_.scheduler.remove_learner(this);
   context_.sessions.erase(this);
+  // The connection was the writer of its open episodes: they end as truncated, steps kept.
+  context_.tables.end_writer(id_);
   context_.metrics.connection_closed();
   if (context_.sessions.empty()) context_.sessions_drained.wake_all();
 }
@@ -239,7 +242,7 @@ void Session::handle(Frame frame) {
   const std::uint64_t request_id = frame.header.request_id;
   Started started;
   try {
-    started = start_command(context_, std::move(frame));
+    started = start_command(context_, std::move(frame), id_);
   } catch (const std::bad_alloc&) {
     answer(context_.metrics.unknown_op(), received_at,
            make_error_reply(request_id, WireError::resource_exhausted,

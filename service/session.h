@@ -14,6 +14,7 @@
 // Closing: on EOF, a read/write error or a framing error, parked requests are cancelled
 // (removed from their tables' queues, no reply), queued replies are flushed, and the socket
 // is closed. begin_shutdown() instead answers parked requests with shutting_down first.
+// When the Session ends, the episodes it opened and did not end end as truncated.
 // Timeouts (a watchdog coroutine, one timer per connection): no complete request for
 // limits.idle_timeout_ms while nothing waits or is queued: a `timeout` error with request id
 // 0, then close. Queued replies of which no byte could be written for
@@ -101,6 +102,7 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
 
   Socket socket_;
   ServiceContext& context_;
+  std::uint64_t id_ = 0;  // the writer of this connection's episodes (Call::writer)
   FrameDecoder decoder_;
   std::deque<Reply> outbox_;
   std::vector<asio::const_buffer> write_now_buffers_;  // scratch of write_now, reused

@@ -155,6 +155,23 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
                              parse_rate_limiter(*limiter, reader.path_of("rate_limiter")));
   }
   REPLAYD_ASSIGN_OR_RETURN(config.seed, reader.uint_or("seed", default_seed));
+  REPLAYD_ASSIGN_OR_RETURN(config.episodes.enabled, reader.boolean_or("episodic", false));
+  REPLAYD_ASSIGN_OR_RETURN(auto reward, reader.optional_string("reward"));
+  if (reward) {
+    if (!config.episodes.enabled) return reader.error("reward", "needs \"episodic\": true");
+    config.episodes.reward_field = *reward;
+  }
+  if (const json::value* bootstrap = reader.value("bootstrap");
+      bootstrap && !bootstrap->is_null()) {
+    if (!config.episodes.enabled) return reader.error("bootstrap", "needs \"episodic\": true");
+    if (!bootstrap->is_array())
+      return reader.error("bootstrap", "expected an array of field names");
+    config.episodes.bootstrap_fields.clear();
+    for (const auto& name : bootstrap->get_array()) {
+      if (!name.is_string()) return reader.error("bootstrap", "expected an array of field names");
+      config.episodes.bootstrap_fields.emplace_back(name.get_string());
+    }
+  }
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
 }
@@ -173,7 +190,7 @@ json::object describe_table(const TableConfig& config) {
     sampler["priority_exponent"] = config.sampler.priority_exponent;
   }
   const auto& rl = config.rate_limiter;
-  return json::object{
+  json::object description{
       {"name", config.name},
       {"capacity", config.capacity},
       {"fields", std::move(fields)},
@@ -187,6 +204,15 @@ json::object describe_table(const TableConfig& config) {
                                     {"max_diff", bound_to_json(rl.max_diff)}}},
       {"seed", config.seed},
   };
+  if (config.episodes.enabled) {
+    description["episodic"] = true;
+    description["reward"] = config.episodes.reward_field;
+    json::array bootstrap;
+    for (const auto& name : config.episodes.bootstrap_fields)
+      bootstrap.emplace_back(name);
+    description["bootstrap"] = std::move(bootstrap);
+  }
+  return description;
 }
 
 namespace {
@@ -255,6 +281,11 @@ std::vector<std::string> table_differences(const TableConfig& a, const TableConf
           std::to_string(rb.min_size_to_sample));
   compare(out, "rate_limiter min_diff", number_text(ra.min_diff), number_text(rb.min_diff));
   compare(out, "rate_limiter max_diff", number_text(ra.max_diff), number_text(rb.max_diff));
+  compare(out, "episodic", a.episodes.enabled ? "true" : "false",
+          b.episodes.enabled ? "true" : "false");
+  if (a.episodes.enabled && b.episodes.enabled && !(a.episodes == b.episodes)) {
+    out.push_back("reward or bootstrap fields differ");
+  }
   // A difference the texts above cannot show (e.g. two doubles printed alike) still counts.
   if (out.empty() && !(a.schema == b.schema && ra == rb)) out.push_back("the descriptions differ");
   return out;

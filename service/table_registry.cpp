@@ -29,6 +29,19 @@ bool TableRegistry::drop(std::string_view name) {
   return true;
 }
 
+void TableRegistry::end_writer(std::uint64_t writer) {
+  for (auto& [_, hosted] : tables_) {
+    if (!hosted->table->episodic()) continue;
+    if (hosted->table->end_writer(writer) > 0) table_changed(*hosted);
+  }
+}
+
+void TableRegistry::end_all_writers() {
+  for (auto& [_, hosted] : tables_) {
+    if (hosted->table->episodic()) hosted->table->end_all_writers();
+  }
+}
+
 void TableRegistry::cancel_all_waiters(CancelReason reason) {
   for (auto& [_, hosted] : tables_) {
     hosted->insert_waiters.cancel_all(reason);

@@ -40,6 +40,12 @@ class TableRegistry {
   std::shared_ptr<HostedTable> add(std::unique_ptr<Table> table);
   // Removes the table, marks it dropped and cancels its waiters. False if absent.
   bool drop(std::string_view name);
+  // A connection closed: its open episodes in every episodic table end as truncated (their
+  // steps stay); wakes the waiters of the tables that changed. O(tables + its episodes).
+  void end_writer(std::uint64_t writer);
+  // After a restore: the writers of restored open episodes were connections of an earlier
+  // process, so their episodes end as truncated now (steps kept). O(episodes).
+  void end_all_writers();
   // Cancels every waiter of every table (server shutdown).
   void cancel_all_waiters(CancelReason reason);
 

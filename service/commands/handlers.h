@@ -20,6 +20,14 @@ Result<Outcome> sample(Call& call);
 Result<Outcome> update_priorities(Call& call);
 Result<Outcome> delete_keys(Call& call);
 Result<Outcome> snapshot(Call& call);
+Result<Outcome> open_episodes(Call& call);
+Result<Outcome> append_steps(Call& call);
+Result<Outcome> end_episode(Call& call);
+Result<Outcome> sample_sequences(Call& call);
+Result<Outcome> read_steps(Call& call);
+
+// `sample` with "nstep": k, validated here; beta already read. Reads "gamma".
+Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta);
 
 // A reply with JSON metadata `meta` and no payload.
 inline Outcome reply_with(const Call& call, std::string meta) {

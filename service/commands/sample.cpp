@@ -1,6 +1,7 @@
 // `sample` (docs/PROTOCOL.md): n draws with the table's selector; runs once the table holds
 // enough items and the rate limiter admits it. A reply larger than max_frame_bytes is refused
-// before anything is drawn.
+// before anything is drawn. With "nstep" it draws n-step transitions of an episodic table
+// (service/commands/sample_nstep.cpp).
 #include <cmath>
 
 #include "service/admission.h"
@@ -40,6 +41,14 @@ class SampleWork final : public Deferred {
 Result<Outcome> sample(Call& call) {
   REPLAYD_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
   if (!std::isfinite(beta) || beta < 0) return call.args.error("beta", "must be finite and >= 0");
+  REPLAYD_ASSIGN_OR_RETURN(auto nstep, call.args.optional_uint("nstep"));
+  if (nstep) return sample_nstep(call, *nstep, beta);
+  if (call.args.value("gamma")) return call.args.error("gamma", "needs \"nstep\"");
+  if (call.table->table->episodic()) {
+    return call.args.error("nstep", "table '" + call.table->table->name() +
+                                        "' is episodic: sample it with \"nstep\" (k = 1 is the "
+                                        "plain transition) or with sample_sequences");
+  }
   const std::uint64_t reply_bytes = sample_reply_bytes(*call.table->table, call.n);
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     return make_error(ErrorCode::resource_exhausted,

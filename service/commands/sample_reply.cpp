@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/batch_layout.h"
+#include "core/rng.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;
@@ -219,6 +220,69 @@ Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint
                             static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
                 reply.header);
   return reply;
+}
+
+namespace {
+
+// Bytes of each column (rows * item_bytes, saturating), rows the product of its leading dims.
+std::vector<std::uint64_t> column_bytes(const std::vector<ReplyColumn>& columns,
+                                        const std::vector<std::uint64_t>& leading) {
+  std::vector<std::uint64_t> bytes;
+  for (const auto& column : columns) {
+    uint128 total = column.item_bytes;
+    for (auto dim : column.leading.empty() ? leading : column.leading)
+      total = std::min<uint128>(total * dim, UINT64_MAX);
+    bytes.push_back(static_cast<std::uint64_t>(total));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::uint64_t ColumnReply::frame_bytes(const std::vector<ReplyColumn>& columns,
+                                       const std::vector<std::uint64_t>& leading) {
+  auto layout = layout_columns(column_bytes(columns, leading), 1);
+  return layout ? kHeaderBytes + layout->total_bytes : UINT64_MAX;
+}
+
+Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
+                                        std::vector<std::uint64_t> leading) {
+  ColumnReply reply;
+  reply.bytes_ = column_bytes(columns, leading);
+  REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(reply.bytes_, 1));
+  reply.payload_ = ByteBuffer(layout.total_bytes);
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const std::uint64_t end = i + 1 < columns.size() ? layout.offsets[i + 1] : layout.total_bytes;
+    std::memset(reply.payload_.data() + layout.offsets[i] + reply.bytes_[i], 0,
+                end - layout.offsets[i] - reply.bytes_[i]);
+  }
+  reply.offsets_ = std::move(layout.offsets);
+  reply.columns_ = std::move(columns);
+  reply.leading_ = std::move(leading);
+  return reply;
+}
+
+std::span<std::byte> ColumnReply::column(std::size_t i) {
+  return {payload_.data() + offsets_[i], bytes_[i]};
+}
+
+Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta) {
+  json::array list;
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    json::array shape;
+    for (auto dim : columns_[i].leading.empty() ? leading_ : columns_[i].leading)
+      shape.push_back(dim);
+    for (auto dim : columns_[i].shape)
+      shape.push_back(dim);
+    list.push_back(json::object{{"name", columns_[i].name},
+                                {"dtype", columns_[i].dtype},
+                                {"shape", std::move(shape)},
+                                {"offset", offsets_[i]}});
+  }
+  std::string meta = "{\"n\":" + std::to_string(leading_.empty() ? 0 : leading_[0]) +
+                     ",\"columns\":" + json::serialize(list);
+  meta.append(extra_meta).append("}");
+  return make_reply(request_id, std::move(meta), std::move(payload_));
 }
 
 }  // namespace replayd::service::commands

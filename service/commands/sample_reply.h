@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/result.h"
 #include "core/schema.h"
@@ -34,5 +37,52 @@ Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame
 // a sample of n now.
 Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,
                         double beta);
+
+}  // namespace replayd::service::commands
+
+namespace replayd::service::commands {
+
+// One column of a reply built by ColumnReply: leading dimensions (the reply's unless
+// `leading` is set), then `shape`.
+struct ReplyColumn {
+  std::string name;
+  std::string dtype;
+  std::vector<std::uint64_t> shape;    // per row
+  std::uint64_t item_bytes = 0;        // bytes per row
+  std::vector<std::uint64_t> leading;  // empty: the reply's leading dimensions
+};
+
+// A reply whose payload is columns laid out as in a sample reply (docs/PROTOCOL.md,
+// "Columns"): each column's rows in C order, 8-byte aligned, padding zero-filled; the
+// metadata lists name, dtype, shape ([leading dims] + shape) and offset of each column.
+class ColumnReply {
+ public:
+  // Bytes of the frame (header and payload, not metadata) of these columns; UINT64_MAX when
+  // it would overflow.
+  static std::uint64_t frame_bytes(const std::vector<ReplyColumn>& columns,
+                                   const std::vector<std::uint64_t>& leading);
+  // Lays the columns out; the payload is allocated, padding zeroed, columns uninitialized.
+  // `leading`: the leading dimensions of every column that states none; their product is
+  // its rows.
+  static Result<ColumnReply> create(std::vector<ReplyColumn> columns,
+                                    std::vector<std::uint64_t> leading);
+  // Column i's bytes: its rows * item_bytes. Valid until finish().
+  std::span<std::byte> column(std::size_t i);
+  template <typename T>
+  std::span<T> as(std::size_t i) {
+    auto bytes = column(i);
+    return {reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
+  // The reply: metadata {"n": leading[0], "columns": [...]<extra_meta>}, where extra_meta
+  // is empty or starts with ','.
+  Reply finish(std::uint64_t request_id, std::string_view extra_meta);
+
+ private:
+  std::vector<ReplyColumn> columns_;
+  std::vector<std::uint64_t> leading_;
+  std::vector<std::uint64_t> offsets_;
+  std::vector<std::uint64_t> bytes_;  // per column, without padding
+  ByteBuffer payload_;
+};
 
 }  // namespace replayd::service::commands

@@ -56,3 +56,14 @@ def test_cpprb_apex_runs_with_only_the_import_and_address_changed(server):
     assert [line.strip() for line in code.splitlines() if "replayd" in line] == [
         "from replayd.cpprb import MPPrioritizedReplayBuffer",
         'parser.add_argument("--address", default="unix:///tmp/replayd.sock")']
+
+
+@pytest.mark.parametrize("mode,learner_steps", [("nstep", "100"), ("sequences", "300")])
+def test_episodic_learner_estimates_the_random_walk_values(server, table_name, mode,
+                                                           learner_steps):
+    result = run_example("episodic_learner.py", "--address", server.unix_address,
+                         "--table", table_name, "--mode", mode, "--env-steps", "1500",
+                         "--learner-steps", learner_steps, "--batch-size", "32")
+    assert result.returncode == 0, result.stdout + result.stderr
+    error = float(result.stdout.split("mean absolute error ")[1].split()[0])
+    assert error < 0.08, result.stdout

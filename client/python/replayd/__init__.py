@@ -26,11 +26,12 @@ from .schema import Field, TableSchema
 from .sharded import ShardedClient
 from .tables import queue, stack
 from .writer import Writer
+from .episodes import EpisodeWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "Field", "TableSchema", "Address",
+    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "EpisodeWriter", "Field", "TableSchema", "Address",
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter", "queue", "stack",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",

@@ -16,8 +16,8 @@ import os
 import threading
 import weakref
 from concurrent.futures import Future
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence,
-                    Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from .tables import queue_options, stack_options
 if TYPE_CHECKING:
     from .sampler import Sampler
     from .writer import Writer
+    from .episodes import EpisodeWriter
 
 __all__ = ["Client"]
 
@@ -211,6 +212,8 @@ class Client:
                      max_times_sampled: int = 0,
                      rate_limiter: Union[None, RateLimiter, Mapping[str, Any]] = None,
                      seed: Optional[int] = None, exist_ok: bool = False,
+                     episodic: bool = False, reward: Optional[str] = None,
+                     bootstrap: Optional[Sequence[str]] = None,
                      timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Creates a table and returns its INFO object.
 
@@ -230,13 +233,20 @@ class Client:
                 None for the server's default (sample once 1 item exists).
             seed: RNG seed (server-chosen when None).
             exist_ok: an existing table with the same description (seed aside) is fine.
+            episodic: a table of episodes' steps (docs/TRAJECTORIES.md): write it with
+                `episode_writer`, sample it with ``sample(..., nstep=k)`` or
+                `sample_sequences`, read it with `read_all` / `episodes`.
+            reward: the episodic table's scalar float reward field (server default "rew").
+            bootstrap: fields an n-step sample takes h steps on (default ["next_obs"]).
         Raises AlreadyExists, InvalidArgument (with the server's message).
         """
         description = table_description(name, fields, capacity, sampler=sampler,
                                          priority_exponent=priority_exponent,
                                          remover=remover,
                                          max_times_sampled=max_times_sampled,
-                                         rate_limiter=rate_limiter, seed=seed)
+                                         rate_limiter=rate_limiter, seed=seed,
+                                         episodic=episodic, reward=reward,
+                                         bootstrap=bootstrap)
         reply = self._call({"op": "create_table", "table": description,
                             "exist_ok": bool(exist_ok)}, timeout=timeout)
         info = reply.get("table")
@@ -371,6 +381,7 @@ class Client:
                       timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 
     def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
+               nstep: Optional[int] = None, gamma: float = 1.0,
                timeout: Any = DEFAULT, allocate: Optional[Allocator] = None) -> Sample:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
         most `timeout` seconds (server-side; TimeoutError after that).
@@ -379,8 +390,16 @@ class Client:
         `nbytes`, see `sample_nbytes`) that the reply is received into, so the Sample's
         arrays view the caller's memory (a pinned staging buffer, say). It is called in the
         thread that reads the reply; a buffer that does not fit is ignored. After a local
-        timeout the buffer may still be written until the late reply has arrived."""
+        timeout the buffer may still be written until the late reply has arrived.
+
+        `nstep` (episodic tables): draw n-step transitions of k = nstep steps discounted
+        by `gamma` in [0, 1]; the Sample's data then holds the return in place of the
+        reward field, the bootstrap fields h steps on, ``discount`` and ``steps`` (see
+        Sample and docs/TRAJECTORIES.md for which steps are drawn)."""
         meta = requests.sample_meta(table, batch_size, beta, None)
+        if nstep is not None:
+            meta["nstep"] = int(nstep)
+            meta["gamma"] = float(gamma)
         sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
                                     server_timeout=True, allocate=allocate)
         return sample
@@ -425,6 +444,48 @@ class Client:
         from .sampler import Sampler
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta,
                        timeout=timeout, transform=transform, allocate=allocate)
+
+    # -- episodes ----------------------------------------------------------------------
+
+    def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
+                       timeout: Any = DEFAULT) -> "EpisodeWriter":
+        """An EpisodeWriter that appends steps of `envs` concurrent episodes of an episodic
+        table, `batch` steps per request (see replayd.episodes)."""
+        from .episodes import EpisodeWriter
+        return EpisodeWriter(self, table, envs, batch, timeout=self._timeout_of(timeout))
+
+    def sample_sequences(self, table: str, batch: int, length: int, *, stride: int = 1,
+                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
+                         timeout: Any = DEFAULT) -> Sample:
+        """Samples `batch` sequences of ``burn_in + length`` consecutive steps of one
+        episode each. The Sample's data holds (batch, T, ...) arrays and its `mask` (batch,
+        T) marks real steps; keys, probabilities and weights are those of the start steps
+        (the first of the `length` steps). Starts are positions that are multiples of
+        `stride`; burn-in rows before the episode's first step are masked out; with `pad`
+        an ended episode may end a sequence early (the rest masked, zero-filled). Which
+        starts are drawn: docs/TRAJECTORIES.md."""
+        from .episodes import decode_sequences
+        meta = requests.sample_meta(table, batch, beta, None)
+        meta.update({"op": "sample_sequences", "length": int(length), "stride": int(stride),
+                     "burn_in": int(burn_in), "pad": bool(pad)})
+        sample: Sample = self._call(meta, decode=decode_sequences, timeout=timeout,
+                                    server_timeout=True)
+        return sample
+
+    def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
+        """Every stored step of an episodic table in insertion order, as pages (dicts of
+        arrays: key, episode, position, sequence and the fields) of at most `page` steps,
+        each one ``read_steps`` round trip (the server also bounds a page by
+        max_frame_bytes). Steps stored meanwhile appear in later pages."""
+        from .episodes import iterate_steps
+        return iterate_steps(self, table, page)
+
+    def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
+        """The stored episodes of an episodic table in id order, each a dict of arrays
+        (its steps in position order: key, episode, position, sequence, fields). Reads
+        the whole table first (`read_all`), so it holds all of it in memory."""
+        from .episodes import group_episodes
+        return group_episodes(self.read_all(table, page=page))
 
     def update_priorities(self, table: str, keys: Any, priorities: Any, *,
                           timeout: Any = DEFAULT) -> int:

@@ -26,6 +26,12 @@ class Sample:
         times_sampled: uint32 times each item has been sampled, this draw included.
         state: the table as the draws saw it, ``{"size", "mass", "min_mass"}`` (see
             docs/PROTOCOL.md, sample); None from servers that do not report it.
+        mask: of a sequence sample, (n, T) uint8: 1 where a row is a real step, 0 where
+            it is padding (zero-filled); None otherwise.
+
+    An n-step sample (``sample(..., nstep=k)``) has in `data` the start step's fields, the
+    reward field replaced by the discounted return, the bootstrap fields (``next_obs``)
+    taken h steps on, and ``discount`` (gamma^h, 0 when terminated) and ``steps`` (h).
     """
 
     data: Dict[str, np.ndarray[Any, Any]]
@@ -34,6 +40,7 @@ class Sample:
     weights: np.ndarray[Any, Any]
     times_sampled: np.ndarray[Any, Any]
     state: Optional[Dict[str, Any]] = None
+    mask: Optional[np.ndarray[Any, Any]] = None
 
     def __repr__(self) -> str:
         """Short: the size, each field's dtype and item shape, and the first keys (never

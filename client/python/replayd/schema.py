@@ -133,8 +133,14 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       priority_exponent: float = 0.6, remover: str = "fifo",
                       max_times_sampled: int = 0,
                       rate_limiter: Union[None, RateLimiter, Mapping[str, Any]] = None,
-                      seed: Optional[int] = None) -> Dict[str, Any]:
+                      seed: Optional[int] = None, episodic: bool = False,
+                      reward: Optional[str] = None,
+                      bootstrap: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
+
+    `episodic`, `reward` and `bootstrap` describe an episodic table (docs/TRAJECTORIES.md):
+    steps of episodes, n-step and sequence samples; the server's defaults are ``"rew"`` and
+    ``["next_obs"]``.
 
     `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
     ``"max_heap"``, ``"min_heap"``) or
@@ -160,6 +166,12 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     limiter = rate_limiter_json(rate_limiter)
     if limiter is not None:
         description["rate_limiter"] = limiter
+    if episodic:
+        description["episodic"] = True
+    if reward is not None:
+        description["reward"] = reward
+    if bootstrap is not None:
+        description["bootstrap"] = list(bootstrap)
     if seed is not None:
         description["seed"] = int(seed)
     return description

@@ -156,7 +156,7 @@ TEST_CASE("a closed connection ends the wait without a reply; a stopping server 
 TEST_CASE("dropping the table ends its waiters with not_found naming the table") {
   asio::io_context io;
   replayd::TableConfig config;
-  config.name = "dropped_one";
+  config.name = std::string("dropped_one");
   config.schema =
       replayd::Schema::create({replayd::Field{"x", replayd::DType::float32, {}}}).value();
   config.capacity = 8;

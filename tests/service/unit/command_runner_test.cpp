@@ -34,7 +34,7 @@ struct Context {
     service.limits.max_batch_items = 100;
   }
   Reply run(std::string meta, std::size_t payload_bytes = 0) {
-    Started started = start_command(service, request(std::move(meta), payload_bytes));
+    Started started = start_command(service, request(std::move(meta), payload_bytes), 1);
     REQUIRE(std::holds_alternative<Reply>(started.result));
     return std::move(std::get<Reply>(started.result));
   }
@@ -106,7 +106,8 @@ TEST_CASE("a request that must wait comes back as Waiting; timeout_ms 0 is refus
   REQUIRE(error_of(context.run(kCreate)) == "ok");
   CHECK_THAT(error_of(context.run(R"({"op":"sample","table":"t","n":1,"timeout_ms":0})")),
              Catch::Contains("timeout") && Catch::Contains("not enough items"));
-  Started started = start_command(context.service, request(R"({"op":"sample","table":"t","n":1})"));
+  Started started =
+      start_command(context.service, request(R"({"op":"sample","table":"t","n":1})"), 1);
   REQUIRE(std::holds_alternative<Waiting>(started.result));
   CHECK(started.command->name == "sample");
   CHECK(std::get<Waiting>(started.result).request.op == "sample");

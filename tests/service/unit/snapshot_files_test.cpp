@@ -28,7 +28,7 @@ struct TempDir {
 
 std::unique_ptr<Table> filled_table(std::uint64_t items) {
   TableConfig config;
-  config.name = "t";
+  config.name = std::string("t");
   config.schema = Schema::create({Field{"x", DType::int64, {}}}).value();
   config.capacity = 64;
   config.seed = 3;

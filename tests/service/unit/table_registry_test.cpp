@@ -13,7 +13,7 @@ namespace {
 
 std::unique_ptr<Table> small_table(const std::string& name) {
   TableConfig config;
-  config.name = name;
+  config.name = std::string(name);
   config.schema = Schema::create({Field{"x", DType::int32, {}}}).value();
   config.capacity = 4;
   return Table::create(config).value();

@@ -1,0 +1,312 @@
+// Table's episodic operations (docs/TRAJECTORIES.md): opening, appending to and ending
+// episodes, and n-step and sequence samples over the window indexes.
+#include <cmath>
+#include <cstring>
+
+#include "core/nstep.h"
+#include "core/table.h"
+
+namespace replayd {
+namespace {
+
+Error invalid(const std::string& table, std::string message) {
+  return make_error(ErrorCode::invalid_argument, "table '" + table + "': " + std::move(message));
+}
+
+Status check_beta(const std::string& table, double beta) {
+  if (!std::isfinite(beta) || beta < 0) {
+    return invalid(table, "beta must be finite and >= 0, got " + std::to_string(beta));
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Status Table::require_episodic(const char* operation) const {
+  if (episodes_) return Ok{};
+  return make_error(ErrorCode::failed_precondition,
+                    "table '" + name() + "' is not episodic: " + operation +
+                        " needs a table created with episodes enabled");
+}
+
+Result<std::uint64_t> Table::open_episode(std::uint64_t writer) {
+  REPLAYD_RETURN_IF_ERROR(require_episodic("open_episode"));
+  if (episodes_->open_count() >= kMaxOpenEpisodes) {
+    return make_error(ErrorCode::resource_exhausted, "table '" + name() +
+                                                         "': " + std::to_string(kMaxOpenEpisodes) +
+                                                         " episodes are open already");
+  }
+  return episodes_->open(writer);
+}
+
+Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
+                           std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                           std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+  REPLAYD_RETURN_IF_ERROR(require_episodic("append_steps"));
+  REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out));
+  if (episodes.size() != n) {
+    return invalid(name(), std::to_string(episodes.size()) + " episode ids for " +
+                               std::to_string(n) + " steps");
+  }
+  for (std::size_t i = 0; i < episodes.size(); ++i) {
+    const Episode* episode = episodes_->find(episodes[i]);
+    if (episode == nullptr || episode->ended() || episode->writer != writer) {
+      return invalid(name(), "step " + std::to_string(i) + ": episode " +
+                                 std::to_string(episodes[i]) + " is not open for this writer");
+    }
+    // n <= capacity < 2^32, so one check per batch bounds every episode's growth.
+    if (episode->length > EpisodeIndex::kMaxEpisodeLength - n) {
+      return invalid(name(), "episode " + std::to_string(episodes[i]) + " would exceed " +
+                                 std::to_string(EpisodeIndex::kMaxEpisodeLength) + " steps");
+    }
+  }
+  if (!rate_limiter_.may_insert(n)) {
+    return make_error(ErrorCode::would_block,
+                      "table '" + name() + "': insert held by rate limiter");
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint32_t slot = store_row(columns, i, priorities);
+    episodes_->append(episodes[i], slot);
+    step_log_->on_store(slot);
+    windows_->on_append(slot);
+    keys_out[i] = storage_.key(slot);
+  }
+  rate_limiter_.record_inserts(n);
+  counters_.inserts += n;
+  return Ok{};
+}
+
+Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how) {
+  REPLAYD_RETURN_IF_ERROR(require_episodic("end_episode"));
+  const Episode* found = episodes_->find(episode);
+  if (found == nullptr || found->ended() || found->writer != writer) {
+    return invalid(name(), "episode " + std::to_string(episode) + " is not open for this writer");
+  }
+  if (found->length == 0) {
+    return invalid(name(), "episode " + std::to_string(episode) + " has no steps to end");
+  }
+  const bool terminated = how == EpisodeEnd::terminated;
+  episodes_->end(episode, terminated ? EpisodeState::terminated : EpisodeState::truncated);
+  // An episode with no stored step left is forgotten by end(); no window can gain then.
+  if (const Episode* ended = episodes_->find(episode)) {
+    windows_->on_end(*ended);
+    complete_->on_end(*ended);
+  }
+  return Ok{};
+}
+
+std::uint64_t Table::end_writer(std::uint64_t writer) {
+  if (!episodes_) return 0;
+  std::uint64_t ended = 0;
+  for (auto id : episodes_->open_episodes(writer)) {
+    if (episodes_->find(id)->length == 0) {
+      episodes_->discard_empty(id);
+    } else {
+      (void)end_episode(writer, id, EpisodeEnd::truncated);
+      ++ended;
+    }
+  }
+  return ended;
+}
+
+std::uint64_t Table::end_all_writers() {
+  if (!episodes_) return 0;
+  std::uint64_t ended = 0;
+  for (auto writer : episodes_->open_writers())
+    ended += end_writer(writer);
+  return ended;
+}
+
+Result<WindowIndex*> Table::window_index(const WindowSpec& spec) {
+  WindowIndex* index = windows_->get(spec);
+  if (index == nullptr) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "table '" + name() + "': more than " +
+                          std::to_string(WindowIndexSet::kMaxIndexes) +
+                          " distinct window requirements (n-step k, sequence length, stride, "
+                          "burn_in, pad) are in use");
+  }
+  return index;
+}
+
+Result<WindowSpec> Table::nstep_spec(const NStepRequest& request) const {
+  REPLAYD_RETURN_IF_ERROR(require_episodic("sample_nstep"));
+  if (request.k == 0 || request.k > config_.capacity) {
+    return invalid(name(), "nstep k must be between 1 and the capacity " +
+                               std::to_string(config_.capacity) + ", got " +
+                               std::to_string(request.k));
+  }
+  if (!(request.gamma >= 0.0 && request.gamma <= 1.0)) {
+    return invalid(name(), "gamma must be in [0, 1], got " + std::to_string(request.gamma));
+  }
+  REPLAYD_RETURN_IF_ERROR(check_beta(name(), request.beta));
+  return WindowSpec{request.k, true, 1, 0};
+}
+
+Result<WindowSpec> Table::sequence_spec(const SequenceRequest& request) const {
+  REPLAYD_RETURN_IF_ERROR(require_episodic("sample_sequences"));
+  if (request.length == 0 || std::uint64_t{request.length} + request.burn_in > config_.capacity) {
+    return invalid(name(), "sequence length " + std::to_string(request.length) + " + burn_in " +
+                               std::to_string(request.burn_in) +
+                               " must be between 1 and the capacity " +
+                               std::to_string(config_.capacity));
+  }
+  if (request.stride == 0) return invalid(name(), "sequence stride must be >= 1");
+  REPLAYD_RETURN_IF_ERROR(check_beta(name(), request.beta));
+  return WindowSpec{request.length, request.pad, request.stride, request.burn_in};
+}
+
+Status Table::admit_windows(std::uint64_t n, const WindowIndex& index) {
+  if (n == 0) return invalid(name(), "sample of 0 items");
+  if (auto status = rate_limiter_.check_sample_batch(n); !status) {
+    return invalid(name(), status.error().message);
+  }
+  const bool enough = config_.max_times_sampled == 0 ? index.size() > 0 : index.draws_left() >= n;
+  if (!enough || !rate_limiter_.may_sample(n)) {
+    return make_error(
+        ErrorCode::would_block,
+        "table '" + name() + "': sample held by rate limiter or too few valid starts");
+  }
+  return Ok{};
+}
+
+std::uint32_t Table::record_draw(std::uint32_t slot) {
+  const std::uint32_t times = storage_.times_sampled(slot) + 1;
+  storage_.set_times_sampled(slot, times);
+  if (config_.max_times_sampled != 0) windows_->on_sampled(slot);
+  if (config_.max_times_sampled != 0 && times == config_.max_times_sampled) {
+    ++counters_.expirations;  // retired as a start; the step stays as data
+  }
+  return times;
+}
+
+bool Table::may_sample_nstep(std::uint64_t n, const NStepRequest& request) {
+  auto spec = nstep_spec(request);
+  if (!spec) return false;
+  auto index = window_index(*spec);
+  return index && admit_windows(n, **index).ok();
+}
+
+bool Table::may_sample_sequences(std::uint64_t n, const SequenceRequest& request) {
+  auto spec = sequence_spec(request);
+  if (!spec) return false;
+  auto index = window_index(*spec);
+  return index && admit_windows(n, **index).ok();
+}
+
+Result<std::uint32_t> Table::nstep_starts(const NStepRequest& request) {
+  REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
+  REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
+  return index->size();
+}
+
+Result<std::uint32_t> Table::sequence_starts(const SequenceRequest& request) {
+  REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
+  REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
+  return index->size();
+}
+
+Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const NStepBuffers& out) {
+  REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
+  const auto& fields = config_.schema.fields();
+  const SampleBuffers& base = out.base;
+  const DType reward_dtype = fields[reward_field_].dtype;
+  const std::uint64_t reward_bytes = fields[reward_field_].item_bytes();
+  bool shapes_ok = base.keys.size() == n && base.probabilities.size() == n &&
+                   base.weights.size() == n && base.times_sampled.size() == n &&
+                   base.columns.size() == fields.size() && out.returns.size() == n * reward_bytes &&
+                   out.bootstrap.size() == bootstrap_fields_.size() && out.discounts.size() == n &&
+                   out.steps.size() == n;
+  for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f)
+    shapes_ok = base.columns[f].size() == n * fields[f].item_bytes();
+  for (std::size_t b = 0; shapes_ok && b < bootstrap_fields_.size(); ++b)
+    shapes_ok = out.bootstrap[b].size() == n * fields[bootstrap_fields_[b]].item_bytes();
+  if (!shapes_ok) return invalid(name(), "n-step output buffers do not match n and the schema");
+  REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
+  REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
+
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Pick pick = index->sample(rng_, request.beta);
+    const std::uint32_t slot = pick.slot;
+    const StepRef ref = episodes_->step(slot);
+    const Episode& episode = *episodes_->find(ref.episode);
+    const NStepWindow window = nstep_window(episode, ref.position, request.k);
+    double total = 0.0;
+    double scale = 1.0;
+    std::uint32_t last = slot;
+    for (std::uint32_t j = 0; j < window.steps; ++j) {
+      last = EpisodeIndex::slot_at(episode, std::uint64_t{ref.position} + j);
+      total += scale * read_reward(storage_.cell(reward_field_, last), reward_dtype);
+      scale *= request.gamma;
+    }
+    write_reward(out.returns.data() + i * reward_bytes, reward_dtype, total);
+    for (std::size_t b = 0; b < bootstrap_fields_.size(); ++b) {
+      const std::uint64_t bytes = storage_.item_bytes(bootstrap_fields_[b]);
+      std::memcpy(out.bootstrap[b].data() + i * bytes, storage_.cell(bootstrap_fields_[b], last),
+                  bytes);
+    }
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      const std::uint64_t bytes = storage_.item_bytes(f);
+      std::memcpy(base.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+    }
+    out.discounts[i] = nstep_discount(window, request.gamma);
+    out.steps[i] = window.steps;
+    base.keys[i] = storage_.key(slot);
+    base.probabilities[i] = pick.probability;
+    base.weights[i] = pick.weight;
+    base.times_sampled[i] = record_draw(slot);
+  }
+  rate_limiter_.record_samples(n);
+  counters_.samples += n;
+  return Ok{};
+}
+
+Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
+                               const SequenceBuffers& out) {
+  REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
+  const auto& fields = config_.schema.fields();
+  const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
+  bool shapes_ok = out.keys.size() == n && out.probabilities.size() == n &&
+                   out.weights.size() == n && out.times_sampled.size() == n &&
+                   out.columns.size() == fields.size() && out.mask.size() == n * steps;
+  for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f)
+    shapes_ok = out.columns[f].size() == n * steps * fields[f].item_bytes();
+  if (!shapes_ok) return invalid(name(), "sequence output buffers do not match n and the schema");
+  REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
+  REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
+
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Pick pick = index->sample(rng_, request.beta);
+    const std::uint32_t slot = pick.slot;
+    const StepRef ref = episodes_->step(slot);
+    const Episode& episode = *episodes_->find(ref.episode);
+    for (std::uint64_t j = 0; j < steps; ++j) {
+      // Position of row j: start - burn_in + j; before 0 or past the end is padding.
+      const std::uint64_t shifted = std::uint64_t{ref.position} + j;
+      const bool before = shifted < request.burn_in;
+      const std::uint32_t row_slot =
+          before ? EpisodeIndex::kNoSlot
+                 : EpisodeIndex::slot_at(episode, shifted - request.burn_in);
+      const std::uint64_t row = i * steps + j;
+      out.mask[row] = row_slot != EpisodeIndex::kNoSlot ? 1 : 0;
+      for (std::size_t f = 0; f < fields.size(); ++f) {
+        const std::uint64_t bytes = storage_.item_bytes(f);
+        std::byte* to = out.columns[f].data() + row * bytes;
+        if (row_slot == EpisodeIndex::kNoSlot) {
+          std::memset(to, 0, bytes);
+        } else {
+          std::memcpy(to, storage_.cell(f, row_slot), bytes);
+        }
+      }
+    }
+    out.keys[i] = storage_.key(slot);
+    out.probabilities[i] = pick.probability;
+    out.weights[i] = pick.weight;
+    out.times_sampled[i] = record_draw(slot);
+  }
+  rate_limiter_.record_samples(n);
+  counters_.samples += n;
+  return Ok{};
+}
+
+}  // namespace replayd

@@ -1,0 +1,56 @@
+// A batch of rows in a request payload, as `insert` and `append_steps` send them
+// (docs/PROTOCOL.md, "insert"): the schema's fields as columns, then for `append_steps` one
+// uint64 episode id per row, then optionally one float64 priority per row. Decoding checks
+// every column against the schema and the payload's size before anything is stored; the work
+// owns the payload and stores the rows once the rate limiter admits them.
+// Threading: io_context thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "service/admission.h"
+#include "service/command.h"
+
+namespace replayd::service::commands {
+
+// The rows of one insert or append, owning the request payload its spans view.
+class RowBatchWork final : public Deferred {
+ public:
+  // Decodes call.args ("columns", "priorities") and takes call.frame.payload. `writer`: the
+  // episode writer of an append (the connection), whose rows carry episode ids; nullopt for
+  // an insert. Errors: invalid_argument naming the column or size at fault.
+  static Result<std::unique_ptr<RowBatchWork>> decode(Call& call,
+                                                      std::optional<std::uint64_t> writer);
+
+  WaitQueue& queue() override { return table_->insert_waiters; }
+  bool ready() const override { return table_->table->may_insert(n_); }
+  const HostedTable* table() const override { return table_.get(); }
+  std::size_t held_bytes() const override { return payload_.size(); }
+  std::string why_not_ready() const override;
+  // Stores the rows (Table::insert or Table::append_steps); replies {"n"} and the new keys.
+  Reply run() override;
+
+ private:
+  RowBatchWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
+               ByteBuffer payload, std::optional<std::uint64_t> writer)
+      : table_(std::move(table)),
+        request_id_(request_id),
+        n_(n),
+        payload_(std::move(payload)),
+        writer_(writer) {}
+
+  std::shared_ptr<HostedTable> table_;
+  std::uint64_t request_id_;
+  std::uint64_t n_;
+  ByteBuffer payload_;
+  std::optional<std::uint64_t> writer_;
+  std::vector<std::span<const std::byte>> columns_;
+  std::span<const std::uint64_t> episodes_;
+  std::span<const double> priorities_;
+};
+
+}  // namespace replayd::service::commands

@@ -1,0 +1,121 @@
+// `sample` with "nstep" (docs/PROTOCOL.md, "n-step samples"): n draws of start steps of an
+// episodic table, each with its k-step return in place of the reward field and the bootstrap
+// fields' values h steps on. Runs once the table holds a valid start and the rate limiter
+// admits it; a malformed request (k, gamma) is refused at once, never parked.
+#include <algorithm>
+
+#include "service/admission.h"
+#include "service/commands/handlers.h"
+#include "service/commands/sample_reply.h"
+
+namespace replayd::service::commands {
+namespace {
+
+// The per-draw columns, the schema's fields, then discount and steps.
+std::vector<ReplyColumn> nstep_columns(const Schema& schema) {
+  std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {}},
+                                   {"probability", "float64", {}, 8, {}},
+                                   {"weight", "float64", {}, 8, {}},
+                                   {"times_sampled", "uint32", {}, 4, {}}};
+  for (const auto& field : schema.fields()) {
+    columns.push_back({field.name,
+                       std::string(dtype_name(field.dtype)),
+                       {field.shape.begin(), field.shape.end()},
+                       field.item_bytes(),
+                       {}});
+  }
+  columns.push_back({"discount", "float64", {}, 8, {}});
+  columns.push_back({"steps", "uint32", {}, 4, {}});
+  return columns;
+}
+
+class NStepWork final : public Deferred {
+ public:
+  NStepWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
+            NStepRequest request)
+      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request) {}
+
+  WaitQueue& queue() override { return table_->sample_waiters; }
+  bool ready() const override { return table_->table->may_sample_nstep(n_, request_); }
+  const HostedTable* table() const override { return table_.get(); }
+  std::string why_not_ready() const override {
+    return "no valid n-step start yet, or the rate limiter does not admit this sample now";
+  }
+  Reply run() override {
+    Table& table = *table_->table;
+    const Schema& schema = table.schema();
+    const auto& episodes = table.config().episodes;
+    auto reply = ColumnReply::create(nstep_columns(schema), {n_});
+    if (!reply) return make_error_reply(request_id_, reply.error());
+    // Step t's own fields go straight into the reply, except the reward and bootstrap fields,
+    // whose reply columns receive the return and the bootstrap values instead.
+    const int reward = schema.find(episodes.reward_field);
+    std::vector<std::vector<std::byte>> scratch;
+    std::vector<std::span<std::byte>> columns;
+    std::vector<std::span<std::byte>> bootstrap;
+    for (const auto& name : episodes.bootstrap_fields)
+      bootstrap.push_back(reply->column(4 + static_cast<std::size_t>(schema.find(name))));
+    scratch.reserve(schema.size());
+    for (std::size_t f = 0; f < schema.size(); ++f) {
+      const bool replaced =
+          static_cast<int>(f) == reward ||
+          std::find(episodes.bootstrap_fields.begin(), episodes.bootstrap_fields.end(),
+                    schema.field(f).name) != episodes.bootstrap_fields.end();
+      if (replaced) {
+        scratch.emplace_back(n_ * schema.field(f).item_bytes());
+        columns.emplace_back(scratch.back());
+      } else {
+        columns.push_back(reply->column(4 + f));
+      }
+    }
+    const std::size_t extra = 4 + schema.size();
+    NStepBuffers buffers{{reply->as<std::uint64_t>(0), reply->as<double>(1), reply->as<double>(2),
+                          reply->as<std::uint32_t>(3), columns},
+                         reply->column(4 + static_cast<std::size_t>(reward)),
+                         bootstrap,
+                         reply->as<double>(extra),
+                         reply->as<std::uint32_t>(extra + 1)};
+    auto status = table.sample_nstep(n_, request_, buffers);
+    if (!status) return make_error_reply(request_id_, status.error());
+    table_changed(*table_);
+    return reply->finish(request_id_, ",\"nstep\":" + std::to_string(request_.k));
+  }
+
+ private:
+  std::shared_ptr<HostedTable> table_;
+  std::uint64_t request_id_;
+  std::uint64_t n_;
+  NStepRequest request_;
+};
+
+}  // namespace
+
+Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
+  Table& table = *call.table->table;
+  REPLAYD_ASSIGN_OR_RETURN(double gamma, call.args.number_or("gamma", 1.0));
+  if (!table.episodic()) {
+    return call.args.error("nstep", "table '" + table.name() +
+                                        "' is not episodic (create it with \"episodic\": true)");
+  }
+  if (k == 0 || k > table.config().capacity) {
+    return call.args.error("nstep", "must be between 1 and the capacity " +
+                                        std::to_string(table.config().capacity) + ", got " +
+                                        std::to_string(k));
+  }
+  NStepRequest request{static_cast<std::uint32_t>(k), gamma, beta};
+  // Validates gamma and beta, and builds the window index of k (O(capacity * k), once).
+  if (auto starts = table.nstep_starts(request); !starts) return starts.error();
+  const std::uint64_t reply_bytes =
+      ColumnReply::frame_bytes(nstep_columns(table.schema()), {call.n});
+  if (reply_bytes > call.service.limits.max_frame_bytes) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "table '" + table.name() + "': an n-step sample of n = " +
+                          std::to_string(call.n) + " would be a reply of " +
+                          std::to_string(reply_bytes) + " bytes, more than max_frame_bytes = " +
+                          std::to_string(call.service.limits.max_frame_bytes) +
+                          "; sample fewer items per request");
+  }
+  return Outcome(std::make_unique<NStepWork>(call.table, call.request_id, call.n, request));
+}
+
+}  // namespace replayd::service::commands

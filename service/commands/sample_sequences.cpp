@@ -1,0 +1,112 @@
+// `sample_sequences` (docs/PROTOCOL.md): n sequences of burn_in + length steps of one episode
+// each, as (n, T, ...) columns with a mask. Runs once the table holds a valid start and the
+// rate limiter admits it; a malformed request is refused at once, never parked, and so is a
+// reply larger than max_frame_bytes, before anything is drawn.
+#include <cmath>
+
+#include "service/admission.h"
+#include "service/commands/handlers.h"
+#include "service/commands/sample_reply.h"
+
+namespace replayd::service::commands {
+namespace {
+
+// The per-sequence columns (leading dims [n]), the mask and the schema's fields ([n, T]).
+std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n) {
+  std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {n}},
+                                   {"probability", "float64", {}, 8, {n}},
+                                   {"weight", "float64", {}, 8, {n}},
+                                   {"times_sampled", "uint32", {}, 4, {n}}};
+  columns.push_back({"mask", "uint8", {}, 1, {}});
+  for (const auto& field : schema.fields()) {
+    columns.push_back({field.name,
+                       std::string(dtype_name(field.dtype)),
+                       {field.shape.begin(), field.shape.end()},
+                       field.item_bytes(),
+                       {}});
+  }
+  return columns;
+}
+
+class SequenceWork final : public Deferred {
+ public:
+  SequenceWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
+               SequenceRequest request)
+      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request) {}
+
+  WaitQueue& queue() override { return table_->sample_waiters; }
+  bool ready() const override { return table_->table->may_sample_sequences(n_, request_); }
+  const HostedTable* table() const override { return table_.get(); }
+  std::string why_not_ready() const override {
+    return "no valid sequence start yet, or the rate limiter does not admit this sample now";
+  }
+  Reply run() override {
+    Table& table = *table_->table;
+    const std::uint64_t steps = std::uint64_t{request_.burn_in} + request_.length;
+    auto reply = ColumnReply::create(sequence_columns(table.schema(), n_), {n_, steps});
+    if (!reply) return make_error_reply(request_id_, reply.error());
+    std::vector<std::span<std::byte>> columns;
+    for (std::size_t f = 0; f < table.schema().size(); ++f)
+      columns.push_back(reply->column(5 + f));
+    SequenceBuffers buffers{reply->as<std::uint64_t>(0),
+                            reply->as<double>(1),
+                            reply->as<double>(2),
+                            reply->as<std::uint32_t>(3),
+                            columns,
+                            reply->as<std::uint8_t>(4)};
+    auto status = table.sample_sequences(n_, request_, buffers);
+    if (!status) return make_error_reply(request_id_, status.error());
+    table_changed(*table_);
+    return reply->finish(request_id_, ",\"length\":" + std::to_string(request_.length) +
+                                          ",\"burn_in\":" + std::to_string(request_.burn_in));
+  }
+
+ private:
+  std::shared_ptr<HostedTable> table_;
+  std::uint64_t request_id_;
+  std::uint64_t n_;
+  SequenceRequest request_;
+};
+
+}  // namespace
+
+Result<Outcome> sample_sequences(Call& call) {
+  Table& table = *call.table->table;
+  if (!table.episodic()) {
+    return make_error(
+        ErrorCode::invalid_argument,
+        "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t length, call.args.uint("length"));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t stride, call.args.uint_or("stride", 1));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t burn_in, call.args.uint_or("burn_in", 0));
+  REPLAYD_ASSIGN_OR_RETURN(bool pad, call.args.boolean_or("pad", false));
+  REPLAYD_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
+  const std::uint64_t capacity = table.config().capacity;
+  if (length == 0 || burn_in > capacity || length > capacity - burn_in) {
+    return call.args.error(
+        "length", "length " + std::to_string(length) + " + burn_in " + std::to_string(burn_in) +
+                      " must be between 1 and the capacity " + std::to_string(capacity));
+  }
+  if (stride == 0 || stride > capacity) {
+    return call.args.error("stride",
+                           "must be between 1 and the capacity " + std::to_string(capacity));
+  }
+  SequenceRequest request{static_cast<std::uint32_t>(length), static_cast<std::uint32_t>(stride),
+                          static_cast<std::uint32_t>(burn_in), pad, beta};
+  // Validates beta, and builds the window index of this request (once).
+  if (auto starts = table.sequence_starts(request); !starts) return starts.error();
+  const std::uint64_t reply_bytes = ColumnReply::frame_bytes(
+      sequence_columns(table.schema(), call.n), {call.n, burn_in + length});
+  if (reply_bytes > call.service.limits.max_frame_bytes) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "table '" + table.name() + "': " + std::to_string(call.n) + " sequences of " +
+                          std::to_string(burn_in + length) + " steps would be a reply of " +
+                          std::to_string(reply_bytes) + " bytes, more than max_frame_bytes = " +
+                          std::to_string(call.service.limits.max_frame_bytes) +
+                          "; sample fewer or shorter sequences per request");
+  }
+  return Outcome(std::make_unique<SequenceWork>(call.table, call.request_id, call.n, request));
+}
+
+}  // namespace replayd::service::commands

@@ -1,0 +1,206 @@
+"""Episodic tables over the wire: malformed and hostile requests get clear errors and lose
+nothing; a writer that disconnects mid-episode leaves it truncated with its steps; reading
+everything pages through every step; snapshots keep episodes; writers pickle."""
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+import numpy as np
+import pytest
+
+import replayd
+
+FIELDS = {"obs": (np.float32, (2,)), "rew": (np.float32, ()), "next_obs": (np.float32, (2,))}
+
+
+def step(i: int) -> Dict[str, Any]:
+    return {"obs": np.array([i, -i], np.float32), "rew": np.float32(i),
+            "next_obs": np.array([i + 1, -i - 1], np.float32)}
+
+
+def make_table(client: replayd.Client, name: str, capacity: int = 64) -> None:
+    client.create_table(name, FIELDS, capacity, episodic=True, reward="rew", seed=3)
+
+
+def test_the_description_keeps_episodic_reward_and_bootstrap(client, table_name):
+    make_table(client, table_name)
+    description = client.table_info(table_name)["description"]
+    assert description["episodic"] is True
+    assert description["reward"] == "rew" and description["bootstrap"] == ["next_obs"]
+    with pytest.raises(replayd.InvalidArgument, match="reward_field: no field named 'r'"):
+        client.create_table(table_name + "x", FIELDS, 8, episodic=True, reward="r")
+    with pytest.raises(replayd.InvalidArgument, match="needs \"episodic\": true"):
+        client.create_table(table_name + "y", FIELDS, 8, reward="rew")
+
+
+def test_malformed_episodic_requests_are_refused_and_lose_nothing(client, table_name):
+    make_table(client, table_name, capacity=16)
+    with client.episode_writer(table_name) as writer:
+        for i in range(6):
+            writer.append(**step(i))
+        writer.end_episode(terminated=True)
+    before = client.table_info(table_name)
+    bad = [
+        (dict(nstep=0), "nstep: must be between 1 and the capacity 16, got 0"),
+        (dict(nstep=17), "nstep: must be between 1 and the capacity 16, got 17"),
+        (dict(nstep=3, gamma=-0.1), "gamma must be in \\[0, 1\\]"),
+        (dict(nstep=3, gamma=1.5), "gamma must be in \\[0, 1\\]"),
+    ]
+    for kwargs, message in bad:
+        with pytest.raises(replayd.InvalidArgument, match=message):
+            client.sample(table_name, 4, timeout=0, **kwargs)
+    for length, burn_in, stride in ((17, 0, 1), (10, 7, 1), (0, 0, 1), (4, 0, 0)):
+        with pytest.raises(replayd.InvalidArgument, match="capacity 16|stride"):
+            client.sample_sequences(table_name, 4, length, burn_in=burn_in, stride=stride,
+                                    timeout=0)
+    with pytest.raises(replayd.InvalidArgument, match="is episodic: sample it with"):
+        client.sample(table_name, 4, timeout=0)
+    with pytest.raises(replayd.InvalidArgument, match="is episodic: write it with"):
+        client.insert(table_name, {name: np.stack([step(0)[name]]) for name in FIELDS})
+    conn = client.open_connection()
+    try:
+        def call(meta: Dict[str, Any]) -> Any:
+            request_id, future = conn.submit(meta, (), None, caller_waits=True)
+            return conn.wait(request_id, future, 30)
+
+        opened = call({"op": "open_episodes", "table": table_name, "n": 1})["episodes"][0]
+        with pytest.raises(replayd.InvalidArgument, match="no steps"):
+            call({"op": "end_episode", "table": table_name, "episode": opened})
+        with pytest.raises(replayd.InvalidArgument, match="not open"):
+            call({"op": "end_episode", "table": table_name, "episode": 987654})
+        # Another connection cannot end (or append to) this connection's episode.
+        other = client.open_connection()
+        try:
+            request_id, future = other.submit({"op": "end_episode", "table": table_name,
+                                               "episode": opened}, (), None, caller_waits=True)
+            with pytest.raises(replayd.InvalidArgument, match="not open"):
+                other.wait(request_id, future, 30)
+        finally:
+            other.close()
+    finally:
+        conn.close()
+    with client.episode_writer(table_name) as writer:
+        with pytest.raises(replayd.InvalidArgument, match="no open episode"):
+            writer.end_episode()
+    after = client.table_info(table_name)
+    assert after["size"] == before["size"] == 6
+    assert after["counters"] == before["counters"]
+    sample = client.sample(table_name, 32, nstep=2, gamma=0.5)
+    assert set(sample["steps"].tolist()) <= {1, 2}
+
+
+def test_a_writer_disconnecting_mid_episode_leaves_it_truncated_with_its_steps(
+        client, table_name):
+    make_table(client, table_name)
+    writer = client.episode_writer(table_name, batch=2)
+    for i in range(5):
+        writer.append(**step(i))
+    writer.flush()
+    # The episode is open with 5 steps: no 10-step window exists yet.
+    with pytest.raises(replayd.TimeoutError):
+        client.sample(table_name, 1, nstep=10, gamma=0.5, timeout=0)
+    writer._conn.close()  # the connection is lost mid-episode, no end_episode sent
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            sample = client.sample(table_name, 200, nstep=10, gamma=0.5, timeout=0)
+            break
+        except replayd.TimeoutError:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert client.size(table_name) == 5
+    by_start = {int(o): (float(r), int(h), float(d)) for o, r, h, d in
+                zip(sample["obs"][:, 0], sample["rew"], sample["steps"], sample["discount"])}
+    for start, (ret, steps, discount) in by_start.items():
+        assert steps == 5 - start
+        assert discount == 0.5 ** steps  # truncated: bootstraps
+        assert ret == pytest.approx(sum(0.5 ** j * (start + j) for j in range(steps)))
+    assert set(by_start) == set(range(5))
+
+
+def test_read_all_pages_through_every_step_and_episodes_groups_them(client, table_name):
+    make_table(client, table_name, capacity=40)
+    with client.episode_writer(table_name, envs=2, batch=3) as writer:
+        for i in range(50):  # past the capacity: the 10 oldest steps are evicted
+            writer.append(env=i % 2, **step(i))
+            if i % 7 == 6:
+                writer.end_episode(env=i % 2, terminated=bool(i % 2))
+    keys = list(writer.keys)
+    pages = list(client.read_all(table_name, page=7))
+    assert [len(p["key"]) for p in pages] == [7] * 5 + [5]
+    rows = {name: np.concatenate([p[name] for p in pages]) for name in pages[0]}
+    assert rows["key"].tolist() == keys[10:]
+    assert rows["obs"][:, 0].tolist() == list(range(10, 50))
+    assert np.all(np.diff(rows["sequence"].astype(np.int64)) > 0)
+    episodes = list(client.episodes(table_name, page=7))
+    assert sum(len(e["key"]) for e in episodes) == 40
+    for episode in episodes:
+        assert len(set(episode["episode"].tolist())) == 1
+        assert np.all(np.diff(episode["position"].astype(np.int64)) == 1)
+        assert len(set((episode["obs"][:, 0].astype(int) % 2).tolist())) == 1  # one env
+
+
+def test_a_page_of_read_steps_never_exceeds_max_frame_bytes(make_server, tmp_path):
+    config = tmp_path / "limits.json"
+    config.write_text(json.dumps({"limits": {"max_frame_bytes": 1 << 20}}))
+    server = make_server(extra_args=["--config", str(config)])
+    big = {"obs": (np.float32, (4096,)), "rew": (np.float32, ()),
+           "next_obs": (np.float32, (1,))}
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("t", big, 500, episodic=True)
+        with c.episode_writer("t", batch=50) as writer:
+            for i in range(300):
+                writer.append(obs=np.full(4096, i, np.float32), rew=0.0,
+                              next_obs=np.zeros(1, np.float32))
+        pages = list(c.read_all("t", page=10000))
+        assert sum(len(p["key"]) for p in pages) == 300
+        assert len(pages) > 1 and all(p["obs"].nbytes < (1 << 20) for p in pages)
+
+
+def test_snapshot_and_restart_keep_episodes_and_end_the_open_ones_truncated(
+        make_server, tmp_path: Path):
+    data_dir = tmp_path / "data"
+    server = make_server(extra_args=["--data-dir", str(data_dir)])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        make_table(c, "ep")
+        writer = c.episode_writer("ep", envs=2, batch=4)
+        for i in range(12):
+            writer.append(env=0, **step(i))
+        writer.end_episode(env=0, terminated=True)
+        for i in range(100, 104):
+            writer.append(env=1, **step(i))
+        writer.flush()  # env 1's episode stays open across the snapshot
+        before = [dict(p) for p in c.read_all("ep")]
+        c.snapshot()
+        server.kill()
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        after = list(c.read_all("ep"))
+        assert len(after) == len(before)
+        for a, b in zip(after, before):
+            for name in b:
+                np.testing.assert_array_equal(a[name], b[name])
+        # The episode left open ended as truncated: its steps are 4-step windows that
+        # bootstrap; the terminated one's last windows do not.
+        sample = c.sample("ep", 400, nstep=20, gamma=1.0)
+        for start, discount, steps in zip(sample["obs"][:, 0], sample["discount"],
+                                          sample["steps"]):
+            if start >= 100:
+                assert discount == 1.0 and steps == 104 - start
+            else:
+                assert discount == 0.0 and steps == 12 - start
+
+
+def test_an_episode_writer_pickles_as_its_client_table_and_options(client, table_name):
+    make_table(client, table_name)
+    writer = client.episode_writer(table_name, envs=3, batch=5)
+    clone = pickle.loads(pickle.dumps(writer))
+    with clone:
+        clone.append(env=2, **step(1))
+        clone.end_episode(env=2, terminated=False)
+    assert client.size(table_name) == 1
+    writer.close()
