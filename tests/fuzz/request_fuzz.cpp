@@ -87,7 +87,7 @@ void check_tables(const ServiceContext& context) {
 // What Session::handle does, minus waiting: a request that would park is dropped here
 // (waiting is covered by the socket tests and tests/service/admission_test.cpp).
 void handle(ServiceContext& context, Frame frame) {
-  Started started = start_command(context, std::move(frame));
+  Started started = start_command(context, std::move(frame), /*connection=*/1);
   if (auto* reply = std::get_if<Reply>(&started.result)) check_reply(*reply);
   check_tables(context);
 }
