@@ -253,8 +253,9 @@ Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
   reply.payload_ = ByteBuffer(layout.total_bytes);
   for (std::size_t i = 0; i < columns.size(); ++i) {
     const std::uint64_t end = i + 1 < columns.size() ? layout.offsets[i + 1] : layout.total_bytes;
-    std::memset(reply.payload_.data() + layout.offsets[i] + reply.bytes_[i], 0,
-                end - layout.offsets[i] - reply.bytes_[i]);
+    const std::uint64_t padding = end - layout.offsets[i] - reply.bytes_[i];
+    // An empty reply (a last page of no rows) has no buffer at all: nothing to clear.
+    if (padding > 0) std::memset(reply.payload_.data() + end - padding, 0, padding);
   }
   reply.offsets_ = std::move(layout.offsets);
   reply.columns_ = std::move(columns);
