@@ -14,35 +14,15 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "tests/core/chi_square.h"
 
 namespace replayd {
 namespace {
 
 using Catch::Matchers::Contains;
 
-// z with P(Z > z) = p for a standard normal Z, by bisection on erfc (p < 0.5).
-double normal_upper_quantile(double p) {
-  double low = 0.0;
-  double high = 40.0;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (low + high) / 2;
-    if (0.5 * std::erfc(mid / std::sqrt(2.0)) > p) {
-      low = mid;
-    } else {
-      high = mid;
-    }
-  }
-  return low;
-}
-
-// Critical value of the chi-square distribution with `df` degrees of freedom at upper-tail
-// probability p, by the Wilson-Hilferty approximation.
-double chi_square_critical(std::size_t df, double p) {
-  const double k = static_cast<double>(df);
-  const double z = normal_upper_quantile(p);
-  const double term = 1.0 - 2.0 / (9.0 * k) + z * std::sqrt(2.0 / (9.0 * k));
-  return k * term * term * term;
-}
+using testing::chi_square_critical;
+using testing::normal_upper_quantile;
 
 constexpr double kSignificance = 0.001;
 
