@@ -109,19 +109,11 @@ void Session::become_learner() {
 }
 
 asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
-  if (lane_ != Lane::learner) {
-    auto [ec, n] =
-        co_await socket_.async_read_some(asio::buffer(into.data(), into.size()), as_tuple);
-    co_return ec ? 0 : n;
-  }
-  while (true) {
-    asio::error_code ec;
-    const std::size_t n = socket_.read_some(asio::buffer(into.data(), into.size()), ec);
-    if (!ec) co_return n;
-    if (ec != asio::error::would_block && ec != asio::error::try_again) co_return 0;
-    auto [wait_error] = co_await socket_.async_wait(Socket::wait_read, as_tuple);
-    if (wait_error) co_return 0;
-  }
+  // Asio's reactor reads a ready socket only when it runs this read's completion, in turn
+  // with the other handlers, so a request a learner sent stays in its socket, visible to
+  // the scheduler (waits_for_server), until this coroutine handles it.
+  auto [ec, n] = co_await socket_.async_read_some(asio::buffer(into.data(), into.size()), as_tuple);
+  co_return ec ? 0 : n;
 }
 
 bool Session::peer_closed() {

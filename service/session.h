@@ -66,8 +66,7 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   // Suspends until `waiting` is admitted (or ends otherwise), then answers it.
   asio::awaitable<void> wait_then_answer(Waiting waiting, std::size_t op,
                                          std::chrono::steady_clock::time_point received_at);
-  // Reads what the socket holds now into `into` (learners: readiness wait, then a non-blocking
-  // read, so unread requests stay visible to the scheduler). 0 on EOF or error.
+  // Suspends until the socket holds bytes, then reads them into `into`. 0 on EOF or error.
   asio::awaitable<std::size_t> read_some(std::span<std::byte> into);
 
   // Feeds bytes to the decoder and handles every frame they complete, within the budget.
