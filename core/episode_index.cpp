@@ -18,16 +18,21 @@ const Episode* EpisodeIndex::find(std::uint64_t id) const {
 
 std::uint32_t EpisodeIndex::append(std::uint64_t id, std::uint32_t slot) {
   Episode& episode = episodes_.at(id);
-  const std::uint32_t position = episode.length++;
+  const std::uint32_t position = episode.length;
+  link_previous(episode, position, slot);
+  ++episode.length;
   episode.slots.push_back(slot);
   ++episode.stored;
   steps_[slot] = StepRef{id, position};
+  following_[slot] = kLatest;
   return position;
 }
 
 void EpisodeIndex::end(std::uint64_t id, EpisodeState how) {
   auto it = episodes_.find(id);
   it->second.state = how;
+  link_previous(it->second, it->second.length,
+                how == EpisodeState::terminated ? kTerminatesHere : kTruncatedHere);
   --open_count_;
   forget_if_done(it);
 }
@@ -40,6 +45,7 @@ void EpisodeIndex::remove(std::uint32_t slot) {
   const StepRef ref = steps_[slot];
   auto it = episodes_.find(ref.episode);
   Episode& episode = it->second;
+  link_previous(episode, ref.position, kNextGone);
   episode.slots[ref.position - episode.first] = kNoSlot;
   --episode.stored;
   while (!episode.slots.empty() && episode.slots.front() == kNoSlot) {
@@ -83,11 +89,27 @@ std::vector<std::uint64_t> EpisodeIndex::open_episodes(std::uint64_t writer) con
 }
 
 void EpisodeIndex::restore(std::uint64_t id, Episode episode) {
+  std::uint32_t after_last = kLatest;
+  if (episode.state == EpisodeState::terminated) after_last = kTerminatesHere;
+  if (episode.state == EpisodeState::truncated) after_last = kTruncatedHere;
   for (std::uint32_t i = 0; i < episode.slots.size(); ++i) {
-    if (episode.slots[i] != kNoSlot) steps_[episode.slots[i]] = StepRef{id, episode.first + i};
+    const std::uint32_t slot = episode.slots[i];
+    if (slot == kNoSlot) continue;
+    steps_[slot] = StepRef{id, episode.first + i};
+    if (i + 1 == episode.slots.size()) {
+      following_[slot] = after_last;
+    } else {
+      following_[slot] = episode.slots[i + 1] != kNoSlot ? episode.slots[i + 1] : kNextGone;
+    }
   }
   if (!episode.ended()) ++open_count_;
   episodes_[id] = std::move(episode);
+}
+
+void EpisodeIndex::link_previous(const Episode& episode, std::uint32_t position,
+                                 std::uint32_t value) {
+  const std::uint32_t previous = position == 0 ? kNoSlot : slot_at(episode, position - 1);
+  if (previous != kNoSlot) following_[previous] = value;
 }
 
 void EpisodeIndex::forget_if_done(std::unordered_map<std::uint64_t, Episode>::iterator it) {

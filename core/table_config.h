@@ -25,8 +25,9 @@ struct EpisodeConfig {
 };
 
 // Bytes of episode bookkeeping per slot of an episodic table (slot's episode id and
-// position, the episode's slot list, the insertion log), counted against max_table_bytes.
-inline constexpr std::uint64_t kEpisodeBytesPerSlot = 48;
+// position, the link to its episode's next step, the episode's slot list, the insertion
+// log), counted against max_table_bytes.
+inline constexpr std::uint64_t kEpisodeBytesPerSlot = 52;
 // Window indexes an episodic table may build (distinct window requirements).
 inline constexpr std::uint64_t kMaxWindowIndexes = 8;
 

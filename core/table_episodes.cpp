@@ -1,5 +1,7 @@
 // Table's episodic operations (docs/TRAJECTORIES.md): opening, appending to and ending
 // episodes, and n-step and sequence samples over the window indexes.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -8,6 +10,9 @@
 
 namespace replayd {
 namespace {
+
+// Draws picked ahead of their copies in n-step samples.
+constexpr std::uint64_t kPickAhead = 16;
 
 Error invalid(const std::string& table, std::string message) {
   return make_error(ErrorCode::invalid_argument, "table '" + table + "': " + std::move(message));
@@ -225,20 +230,31 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
 
+  // Draws are picked a block ahead and their rows prefetched, so the cache misses of a
+  // block overlap instead of following one another. Only when a draw cannot change the next
+  // one's odds (max_times_sampled retires starts as they are drawn).
+  const std::uint64_t block = config_.max_times_sampled == 0 ? kPickAhead : 1;
+  std::array<Pick, kPickAhead> picks;
   for (std::uint64_t i = 0; i < n; ++i) {
-    const Pick pick = index->sample(rng_, request.beta);
+    const std::uint64_t in_block = i % block;
+    if (in_block == 0) {
+      for (std::uint64_t j = 0; j < std::min(block, n - i); ++j) {
+        picks[j] = index->sample(rng_, request.beta);
+        episodes_->prefetch_following(picks[j].slot);
+        for (std::size_t f = 0; f < fields.size(); ++f)
+          __builtin_prefetch(storage_.cell(f, picks[j].slot));
+      }
+    }
+    const Pick pick = picks[in_block];
     const std::uint32_t slot = pick.slot;
-    const StepRef ref = episodes_->step(slot);
-    const Episode& episode = *episodes_->find(ref.episode);
-    const NStepWindow window = nstep_window(episode, ref.position, request.k);
     double total = 0.0;
     double scale = 1.0;
     std::uint32_t last = slot;
-    for (std::uint32_t j = 0; j < window.steps; ++j) {
-      last = EpisodeIndex::slot_at(episode, std::uint64_t{ref.position} + j);
-      total += scale * read_reward(storage_.cell(reward_field_, last), reward_dtype);
+    const NStepWindow window = walk_nstep(*episodes_, slot, request.k, [&](std::uint32_t step) {
+      total += scale * read_reward(storage_.cell(reward_field_, step), reward_dtype);
       scale *= request.gamma;
-    }
+      last = step;
+    });
     write_reward(out.returns.data() + i * reward_bytes, reward_dtype, total);
     for (std::size_t b = 0; b < bootstrap_fields_.size(); ++b) {
       const std::uint64_t bytes = storage_.item_bytes(bootstrap_fields_[b]);
