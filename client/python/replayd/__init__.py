@@ -27,11 +27,13 @@ from .sharded import ShardedClient
 from .tables import queue, stack
 from .writer import Writer
 from .episodes import EpisodeWriter
+from .sharded_episodes import ShardedEpisodeWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "EpisodeWriter", "Field", "TableSchema", "Address",
+    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "EpisodeWriter",
+    "ShardedEpisodeWriter", "Field", "TableSchema", "Address",
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter", "queue", "stack",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",

@@ -396,10 +396,8 @@ class Client:
         by `gamma` in [0, 1]; the Sample's data then holds the return in place of the
         reward field, the bootstrap fields h steps on, ``discount`` and ``steps`` (see
         Sample and docs/TRAJECTORIES.md for which steps are drawn)."""
-        meta = requests.sample_meta(table, batch_size, beta, None)
-        if nstep is not None:
-            meta["nstep"] = int(nstep)
-            meta["gamma"] = float(gamma)
+        meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
+                requests.nstep_meta(table, batch_size, nstep, gamma, beta, None))
         sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
                                     server_timeout=True, allocate=allocate)
         return sample
@@ -430,20 +428,25 @@ class Client:
         return sample_nbytes(self.schema(table).fields, int(batch_size))
 
     def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
+                     nstep: Optional[int] = None, gamma: float = 1.0,
                      timeout: Any = DEFAULT,
                      allocate: Optional[Allocator] = None) -> "Future[Sample]":
-        """Like `sample` but returns a Future at once."""
-        meta = requests.sample_meta(table, batch_size, beta, self._timeout_of(timeout))
+        """Like `sample` (also with `nstep`) but returns a Future at once."""
+        seconds = self._timeout_of(timeout)
+        meta = (requests.sample_meta(table, batch_size, beta, seconds) if nstep is None else
+                requests.nstep_meta(table, batch_size, nstep, gamma, beta, seconds))
         return self.connection().submit(meta, (), decode_sample, allocate=allocate)[1]
 
     def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
+                nstep: Optional[int] = None, gamma: float = 1.0,
                 timeout: Optional[float] = None,
                 transform: Optional[Callable[[Sample], Any]] = None,
                 allocate: Optional[Allocator] = None) -> "Sampler":
-        """An iterator over samples that keeps `prefetch` requests in flight (see Sampler)."""
+        """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
+        with `nstep`, over n-step samples of an episodic table (see `sample`)."""
         from .sampler import Sampler
-        return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta,
-                       timeout=timeout, transform=transform, allocate=allocate)
+        return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
+                       gamma=gamma, timeout=timeout, transform=transform, allocate=allocate)
 
     # -- episodes ----------------------------------------------------------------------
 
@@ -465,12 +468,32 @@ class Client:
         an ended episode may end a sequence early (the rest masked, zero-filled). Which
         starts are drawn: docs/TRAJECTORIES.md."""
         from .episodes import decode_sequences
-        meta = requests.sample_meta(table, batch, beta, None)
-        meta.update({"op": "sample_sequences", "length": int(length), "stride": int(stride),
-                     "burn_in": int(burn_in), "pad": bool(pad)})
+        meta = requests.sequence_meta(table, batch, length, stride, burn_in, pad, beta, None)
         sample: Sample = self._call(meta, decode=decode_sequences, timeout=timeout,
                                     server_timeout=True)
         return sample
+
+    def sample_sequences_async(self, table: str, batch: int, length: int, *,
+                               stride: int = 1, burn_in: int = 0, pad: bool = False,
+                               beta: float = 0.4, timeout: Any = DEFAULT,
+                               allocate: Optional[Allocator] = None) -> "Future[Sample]":
+        """Like `sample_sequences` but returns a Future at once."""
+        from .episodes import decode_sequences
+        meta = requests.sequence_meta(table, batch, length, stride, burn_in, pad, beta,
+                                      self._timeout_of(timeout))
+        return self.connection().submit(meta, (), decode_sequences, allocate=allocate)[1]
+
+    def sequence_sampler(self, table: str, batch: int, length: int, *, stride: int = 1,
+                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
+                         prefetch: int = 4, timeout: Optional[float] = None,
+                         transform: Optional[Callable[[Sample], Any]] = None,
+                         allocate: Optional[Allocator] = None) -> "Sampler":
+        """An iterator over `sample_sequences` samples that keeps `prefetch` requests in
+        flight (see Sampler)."""
+        from .sampler import Sampler
+        return Sampler(self, table, batch, prefetch=prefetch, beta=beta, timeout=timeout,
+                       transform=transform, allocate=allocate,
+                       sequence=requests.SequenceShape(length, stride, burn_in, pad))
 
     def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
         """Every stored step of an episodic table in insertion order, as pages (dicts of

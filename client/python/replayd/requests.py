@@ -5,14 +5,15 @@ InvalidArgument naming the table.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from .columns import InsertBatch
 from .errors import InvalidArgument
 
-__all__ = ["timeout_ms", "insert_meta", "sample_meta", "keyed_request"]
+__all__ = ["timeout_ms", "insert_meta", "sample_meta", "nstep_meta", "sequence_meta",
+           "SequenceShape", "keyed_request"]
 
 
 def timeout_ms(seconds: Optional[float]) -> Optional[int]:
@@ -39,6 +40,41 @@ def sample_meta(table: str, batch_size: int, beta: float,
                               f"{batch_size!r}")
     return {"op": "sample", "table": table, "n": int(batch_size), "beta": float(beta),
             "timeout_ms": timeout_ms(seconds)}
+
+
+def nstep_meta(table: str, batch_size: int, nstep: int, gamma: float, beta: float,
+               seconds: Optional[float]) -> Dict[str, Any]:
+    """Metadata of an n-step sample of an episodic table (docs/PROTOCOL.md); the server
+    checks k and gamma against the table."""
+    meta = sample_meta(table, batch_size, beta, seconds)
+    meta["nstep"] = _count(table, "nstep", nstep)
+    meta["gamma"] = float(gamma)
+    return meta
+
+
+def sequence_meta(table: str, batch_size: int, length: int, stride: int, burn_in: int,
+                  pad: bool, beta: float, seconds: Optional[float]) -> Dict[str, Any]:
+    """Metadata of a ``sample_sequences`` request (no payload)."""
+    meta = sample_meta(table, batch_size, beta, seconds)
+    meta.update({"op": "sample_sequences", "length": _count(table, "length", length),
+                 "stride": _count(table, "stride", stride),
+                 "burn_in": _count(table, "burn_in", burn_in), "pad": bool(pad)})
+    return meta
+
+
+class SequenceShape(NamedTuple):
+    """What a ``sample_sequences`` request asks for besides its size (docs/PROTOCOL.md)."""
+    length: int
+    stride: int = 1
+    burn_in: int = 0
+    pad: bool = False
+
+
+def _count(table: str, name: str, value: Any) -> int:
+    """`value` as a non-negative int; InvalidArgument naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise InvalidArgument(f"table '{table}': {name} must be an int >= 0, got {value!r}")
+    return int(value)
 
 
 def keyed_request(op: str, table: str, keys: Any,

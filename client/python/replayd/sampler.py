@@ -1,4 +1,5 @@
-"""Sampler: a prefetching iterator over samples of one table.
+"""Sampler: a prefetching iterator over samples of one table: plain samples, n-step
+samples (``nstep``) or sequences (``sequence``) of an episodic table.
 
 A background thread keeps `prefetch` sample requests in flight on a private connection and
 fills a ready queue (at most `prefetch` entries) in request order, applying `transform`
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 
 from . import requests, wait_notice
 from .columns import decode_sample
+from .episodes import decode_sequences
 from .errors import InvalidArgument, TimeoutError
 from .frames import Allocator, encode_meta
 from .sample import Sample
@@ -53,15 +55,31 @@ class Sampler:
         transform: runs in the background thread on each Sample; its result is yielded.
         allocate: where each reply is received (see Client.sample); called in the
             background thread, up to `prefetch` requests ahead of the one being consumed.
+        nstep, gamma: n-step samples of an episodic table (see Client.sample).
+        sequence: sequences of an episodic table (see Client.sample_sequences); batch_size
+            is then the number of sequences.
     """
 
     def __init__(self, client: "Client", table: str, batch_size: int, *, prefetch: int = 4,
                  beta: float = 0.4, timeout: Optional[float] = None,
                  transform: Optional[Callable[[Sample], Any]] = None,
-                 allocate: Optional[Allocator] = None) -> None:
+                 allocate: Optional[Allocator] = None, nstep: Optional[int] = None,
+                 gamma: float = 1.0,
+                 sequence: Optional[requests.SequenceShape] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
-        self._meta = encode_meta(requests.sample_meta(table, batch_size, beta, timeout))
+        self._decode: Callable[..., Sample] = decode_sample
+        if nstep is not None and sequence is not None:
+            raise InvalidArgument(f"table '{table}': a sampler draws n-step samples or "
+                                  "sequences, not both")
+        if sequence is not None:
+            self._decode = decode_sequences
+            meta = requests.sequence_meta(table, batch_size, *sequence, beta, timeout)
+        elif nstep is not None:
+            meta = requests.nstep_meta(table, batch_size, nstep, gamma, beta, timeout)
+        else:
+            meta = requests.sample_meta(table, batch_size, beta, timeout)
+        self._meta = encode_meta(meta)
         self._client = client
         self._table = table
         self._batch_size = int(batch_size)
@@ -164,7 +182,7 @@ class Sampler:
         try:
             while not self._closed:
                 while len(in_flight) < self._prefetch:
-                    in_flight.append(self._conn.submit(self._meta, (), decode_sample,
+                    in_flight.append(self._conn.submit(self._meta, (), self._decode,
                                                        allocate=self._allocate))
                 request_id, future = in_flight.popleft()
                 sample = self._conn.wait(request_id, future, None)

@@ -18,6 +18,10 @@ What is exact and what is approximate:
   shard evicts its own oldest item, and each shard's limiter admits its own share.
 - FIFO and LIFO samplers are per-shard orders; the union is not one global order.
 
+Episodic tables (replayd.sharded_episodes): `episode_writer` keeps each episode on one
+shard; ``sample(..., nstep=k)`` and `sample_sequences` draw windows from the union of a
+uniform episodic table's shards by the same split; `read_all` / `episodes` read every shard.
+
 Keys are global: the shard's index sits in the top 8 bits (at most 256 shards) above the
 shard's own key (< 2^56). Like Client, a ShardedClient pickles as its addresses.
 Thread-safe: every method may be called from several threads.
@@ -28,7 +32,8 @@ import itertools
 import math
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 
@@ -36,12 +41,20 @@ from .client import DEFAULT, Client
 from .errors import InvalidArgument
 from .sample import Sample
 
+if TYPE_CHECKING:
+    from .sharded_episodes import ShardedEpisodeWriter
+
 __all__ = ["ShardedClient", "SHARD_BITS"]
 
 SHARD_BITS = 8
 _LOCAL_BITS = 64 - SHARD_BITS
 _LOCAL_MASK = np.uint64((1 << _LOCAL_BITS) - 1)
 MAX_SHARDS = 1 << SHARD_BITS
+
+
+def global_keys(shard: int, local: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """`local` keys (or episode ids) of `shard` with the shard's index in the top bits."""
+    return _global_keys(shard, local)
 
 
 def _global_keys(shard: int, local: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -82,6 +95,10 @@ class ShardedClient:
         self._rng = np.random.default_rng(self._seed)
         self._next_shard = itertools.count()
         self._masses: Dict[str, List[Optional[Tuple[int, float, float]]]] = {}
+        # Episodic tables: per table, per window requirement, each shard's count of valid
+        # starts as its last reply showed it (None: not known yet); see sharded_episodes.
+        self.window_starts: Dict[str, Dict[Tuple[Any, ...], List[Optional[int]]]] = {}
+        self.uniform_episodic: Dict[str, bool] = {}
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"addresses": self._addresses, "options": self._options, "seed": self._seed}
@@ -133,6 +150,10 @@ class ShardedClient:
         return [shard.table_info(table) for shard in self.shards]
 
     # -- items -------------------------------------------------------------------------
+
+    def pick_shard(self) -> int:
+        """The next shard of the round-robin that inserts and new episodes follow."""
+        return self._pick_shard()
 
     def _pick_shard(self) -> int:
         with self._lock:
@@ -188,6 +209,8 @@ class ShardedClient:
         """Our own update or delete changed the masses: read them afresh next time."""
         with self._lock:
             self._masses.pop(table, None)
+            self.window_starts.pop(table, None)
+            self.uniform_episodic.pop(table, None)
 
     def _remember(self, table: str, shard: int, state: Optional[Mapping[str, Any]]) -> None:
         if not state:
@@ -197,18 +220,52 @@ class ShardedClient:
             known[shard] = (int(state["size"]), float(state["mass"]), float(state["min_mass"]))
 
     def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
+                     nstep: Optional[int] = None, gamma: float = 1.0,
                      timeout: Any = DEFAULT) -> "Future[Sample]":
         """Draws `batch_size` items from the union (see the module docstring): the draws are
         split among shards in proportion to their sampling mass and requested from all of
         them at once. The Future's Sample has global keys and union-wide probabilities and
-        importance weights; its items are grouped by shard."""
+        importance weights; its items are grouped by shard. With `nstep`: n-step samples
+        of a uniform episodic table (see replayd.sharded_episodes)."""
+        if nstep is not None:
+            from .sharded_episodes import sample_windows_async
+            return sample_windows_async(
+                self, table, batch_size, ("nstep", int(nstep)), beta,
+                lambda shard, n: shard.sample_async(table, n, beta=beta, nstep=nstep,
+                                                    gamma=gamma, timeout=timeout))
         masses = self._known_masses(table)
         shares = _shares(masses)
+
+        def combine(samples: List[Tuple[int, Sample]]) -> Sample:
+            states = {}
+            for s, sample in samples:
+                self._remember(table, s, sample.state)
+                if sample.state:
+                    states[s] = (int(sample.state["size"]), float(sample.state["mass"]),
+                                 float(sample.state["min_mass"]))
+            return union_sample(samples, shares, masses, states, beta)
+
+        return self._gather(batch_size, shares, combine,
+                            lambda shard, n: shard.sample_async(table, n, beta=beta,
+                                                                timeout=timeout))
+
+    def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
+               nstep: Optional[int] = None, gamma: float = 1.0,
+               timeout: Any = DEFAULT) -> Sample:
+        """`sample_async(...).result()`."""
+        return self.sample_async(table, batch_size, beta=beta, nstep=nstep, gamma=gamma,
+                                 timeout=timeout).result()
+
+    def _gather(self, batch_size: int, shares: np.ndarray[Any, Any],
+                combine: Callable[[List[Tuple[int, Sample]]], Sample],
+                request: Callable[[Client, int], "Future[Sample]"]) -> "Future[Sample]":
+        """Splits `batch_size` draws among shards by a multinomial over `shares`, sends
+        ``request(shard, count)`` to each shard drawn, and returns a Future of
+        ``combine([(shard index, its Sample), ...])`` once every part has arrived (or of the
+        first part's error)."""
         with self._lock:
-            counts = self._rng.multinomial(batch_size, shares)
-        parts = [(s, int(c), self.shards[s].sample_async(table, int(c), beta=beta,
-                                                          timeout=timeout))
-                 for s, c in enumerate(counts) if c > 0]
+            counts = self._rng.multinomial(int(batch_size), shares)
+        parts = [(s, request(self.shards[s], int(c))) for s, c in enumerate(counts) if c > 0]
         result: Future[Any] = Future()
         remaining = [len(parts)]
         guard = threading.Lock()
@@ -219,54 +276,105 @@ class ShardedClient:
                 if remaining[0]:
                     return
             try:
-                result.set_result(self._combine(table, parts, shares, masses, beta))
+                result.set_result(combine([(s, future.result()) for s, future in parts]))
             except BaseException as exc:  # the shard's error, or a combining error
                 result.set_exception(exc)
 
-        for _, _, future in parts:
+        for _, future in parts:
             future.add_done_callback(one_done)
         return result
 
-    def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
-               timeout: Any = DEFAULT) -> Sample:
-        """`sample_async(...).result()`."""
-        return self.sample_async(table, batch_size, beta=beta, timeout=timeout).result()
-
-    def _combine(self, table: str, parts: List[Tuple[int, int, Future[Any]]],
-                 shares: np.ndarray[Any, Any],
-                 masses: List[Tuple[int, float, float]], beta: float) -> Sample:
-        samples = [(s, future.result()) for s, _, future in parts]
-        for s, sample in samples:
-            self._remember(table, s, sample.state)
-        states = {s: sample.state for s, sample in samples if sample.state}
-        # The smallest probability any stored item had over the union: per shard, its share
-        # times its smallest local probability, as the draw saw the shard.
-        smallest = math.inf
-        for s, known in enumerate(masses):
-            if s in states:
-                known = (int(states[s]["size"]), float(states[s]["mass"]),
-                         float(states[s]["min_mass"]))
-            if shares[s] > 0 and known[0] > 0:
-                smallest = min(smallest, shares[s] * _smallest_local_probability(*known))
-        probabilities = np.concatenate([shares[s] * sample.probabilities for s, sample in samples])
-        if beta and math.isfinite(smallest):
-            weights = (probabilities / smallest) ** -beta
-        else:
-            weights = np.ones_like(probabilities)
-        return Sample(
-            data={name: np.concatenate([sample.data[name] for _, sample in samples])
-                  for name in samples[0][1].data},
-            keys=np.concatenate([_global_keys(s, sample.keys) for s, sample in samples]),
-            probabilities=probabilities,
-            weights=weights,
-            times_sampled=np.concatenate([sample.times_sampled for _, sample in samples]),
-            state=None)
-
     def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
+                nstep: Optional[int] = None, gamma: float = 1.0,
                 transform: Any = None) -> "ShardedSampler":
-        """An iterator over union samples keeping `prefetch` requests in flight."""
-        return ShardedSampler(self, table, batch_size, prefetch=prefetch, beta=beta,
-                              transform=transform)
+        """An iterator over union samples (n-step ones with `nstep`) keeping `prefetch`
+        requests in flight."""
+        return ShardedSampler(lambda: self.sample_async(table, batch_size, beta=beta,
+                                                        nstep=nstep, gamma=gamma),
+                              prefetch=prefetch, transform=transform)
+
+
+    # -- episodic tables (replayd.sharded_episodes) --------------------------------------
+
+    def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
+                       timeout: Any = DEFAULT) -> "ShardedEpisodeWriter":
+        """A writer of `envs` concurrent episodes of an episodic table whose episodes each
+        stay on one shard (see ShardedEpisodeWriter)."""
+        from .sharded_episodes import ShardedEpisodeWriter
+        return ShardedEpisodeWriter(self, table, envs, batch, timeout=timeout)
+
+    def sample_sequences_async(self, table: str, batch: int, length: int, *,
+                               stride: int = 1, burn_in: int = 0, pad: bool = False,
+                               beta: float = 0.4,
+                               timeout: Any = DEFAULT) -> "Future[Sample]":
+        """`batch` sequences drawn from the union of a uniform episodic table's shards, as
+        `Client.sample_sequences` draws them from one (see replayd.sharded_episodes)."""
+        from .sharded_episodes import sample_windows_async
+        requirement = ("sequence", int(length), int(stride), int(burn_in), bool(pad))
+        return sample_windows_async(
+            self, table, batch, requirement, beta,
+            lambda shard, n: shard.sample_sequences_async(table, n, length, stride=stride,
+                                                          burn_in=burn_in, pad=pad,
+                                                          beta=beta, timeout=timeout))
+
+    def sample_sequences(self, table: str, batch: int, length: int, *, stride: int = 1,
+                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
+                         timeout: Any = DEFAULT) -> Sample:
+        """`sample_sequences_async(...).result()`."""
+        return self.sample_sequences_async(table, batch, length, stride=stride,
+                                           burn_in=burn_in, pad=pad, beta=beta,
+                                           timeout=timeout).result()
+
+    def sequence_sampler(self, table: str, batch: int, length: int, *, stride: int = 1,
+                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
+                         prefetch: int = 4, transform: Any = None) -> "ShardedSampler":
+        """An iterator over union sequence samples keeping `prefetch` requests in flight."""
+        return ShardedSampler(
+            lambda: self.sample_sequences_async(table, batch, length, stride=stride,
+                                                burn_in=burn_in, pad=pad, beta=beta),
+            prefetch=prefetch, transform=transform)
+
+    def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
+        """Every stored step of every shard, shard after shard, as `Client.read_all` pages
+        with global keys and global episode ids (the shard in the top bits of both)."""
+        from .sharded_episodes import read_all
+        return read_all(self, table, page)
+
+    def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
+        """The stored episodes of every shard (global episode ids, see `read_all`), each a
+        dict of arrays as `Client.episodes` gives it; holds the whole table in memory."""
+        from .episodes import group_episodes
+        return group_episodes(self.read_all(table, page=page))
+
+
+def union_sample(samples: List[Tuple[int, Sample]], shares: np.ndarray[Any, Any],
+                 masses: List[Tuple[int, float, float]],
+                 states: Mapping[int, Tuple[int, float, float]], beta: float) -> Sample:
+    """One Sample of the parts `samples` ((shard, its Sample), drawn with `shares`): global
+    keys, probabilities P = share * local probability, weights (P / min P)^-beta where min P
+    is the smallest probability any stored item had over the union: per shard, its share
+    times its smallest local probability, from `states` (size, mass, min_mass as the draw
+    saw the shard) or else `masses` (as known before the draw)."""
+    smallest = math.inf
+    for s, known in enumerate(masses):
+        known = states.get(s, known)
+        if shares[s] > 0 and known[0] > 0:
+            smallest = min(smallest, shares[s] * _smallest_local_probability(*known))
+    probabilities = np.concatenate([shares[s] * sample.probabilities for s, sample in samples])
+    if beta and math.isfinite(smallest):
+        weights = (probabilities / smallest) ** -beta
+    else:
+        weights = np.ones_like(probabilities)
+    masks = [sample.mask for _, sample in samples if sample.mask is not None]
+    return Sample(
+        data={name: np.concatenate([sample.data[name] for _, sample in samples])
+              for name in samples[0][1].data},
+        keys=np.concatenate([_global_keys(s, sample.keys) for s, sample in samples]),
+        probabilities=probabilities,
+        weights=weights,
+        times_sampled=np.concatenate([sample.times_sampled for _, sample in samples]),
+        state=None,
+        mask=np.concatenate(masks) if masks else None)
 
 
 def _shares(masses: List[Tuple[int, float, float]]) -> np.ndarray[Any, Any]:
@@ -303,15 +411,14 @@ def _chain(future: Future[Any], convert: Any) -> Future[Any]:
 
 
 class ShardedSampler:
-    """Keeps `prefetch` union samples in flight; iterating yields them in request order
-    (after `transform`, which runs in the thread that completes the last shard's reply)."""
+    """Keeps `prefetch` union samples in flight, each from ``request()``; iterating yields
+    them in request order (after `transform`, which runs in the consuming thread)."""
 
-    def __init__(self, client: ShardedClient, table: str, batch_size: int, *, prefetch: int,
-                 beta: float, transform: Any) -> None:
+    def __init__(self, request: Callable[[], "Future[Any]"], *, prefetch: int,
+                 transform: Any) -> None:
         if prefetch < 1:
             raise InvalidArgument("prefetch must be >= 1")
-        self._request: Callable[[], "Future[Any]"] = \
-            lambda: client.sample_async(table, batch_size, beta=beta)
+        self._request = request
         self._transform = transform
         self._in_flight = [self._request() for _ in range(prefetch)]
         self._closed = False

@@ -15,7 +15,11 @@ int8..int64, float16..float64. torch has no uint16/uint32/uint64, so:
   ``int64``: a widening copy.
 The batch dict holds the fields plus ``keys`` (int64), ``weights`` (float32 importance
 weights, a copy of n values), ``probabilities`` (float64) and ``times_sampled`` (int64);
-a table with a field of one of these names is refused.
+a table with a field of one of these names is refused. Episodic tables: with ``nstep=k``
+the fields are those of an n-step sample (the return in the reward field, ``discount``,
+``steps``, see `Client.sample`); with ``sequence_length=T`` each field is (B, burn_in + T,
+...) and the dict also holds ``mask`` (B, burn_in + T) uint8, 1 for a real step (a field
+named ``mask`` is then refused).
 
 On a CUDA `device`, replies are received straight into pinned host buffers (no staging
 copy, see `Client.sample`), copied with non-blocking copies on a side CUDA stream while
@@ -37,7 +41,9 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .client import Client
 from .errors import InvalidArgument
+from .requests import SequenceShape
 from .sample import Sample
+from .sampler import Sampler
 
 __all__ = ["ReplayDataset", "as_tensors", "update_priorities", "RESERVED_NAMES"]
 
@@ -66,13 +72,15 @@ def _host_view(array: np.ndarray[Any, Any]
 
 def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
     columns = list(sample.data.items())
-    clash = [name for name, _ in columns if name in RESERVED_NAMES]
+    reserved = RESERVED_NAMES + (("mask",) if sample.mask is not None else ())
+    clash = [name for name, _ in columns if name in reserved]
     if clash:
         raise InvalidArgument(f"field '{clash[0]}' has the name of a batch entry "
-                              f"({', '.join(RESERVED_NAMES)}); rename the field")
+                              f"({', '.join(reserved)}); rename the field")
+    extra = [] if sample.mask is None else [("mask", sample.mask)]
     return columns + [("keys", sample.keys), ("weights", sample.weights),
                       ("probabilities", sample.probabilities),
-                      ("times_sampled", sample.times_sampled)]
+                      ("times_sampled", sample.times_sampled)] + extra
 
 
 def as_tensors(sample: Sample) -> Dict[str, torch.Tensor]:
@@ -173,6 +181,10 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
             CUDA device for tensors there (pinned receive buffers, non-blocking copies on a
             side stream; only with ``num_workers=0``).
         num_batches: stop after this many batches per iteration (None: never stop).
+        nstep, gamma: n-step samples of an episodic table (see `Client.sample`).
+        sequence_length, stride, burn_in, pad: sequences of an episodic table instead
+            (see `Client.sample_sequences`): batch_size sequences of burn_in +
+            sequence_length steps, with ``mask``.
 
     Attributes:
         wait_seconds: seconds the consumer of this process spent waiting for a batch (the
@@ -182,8 +194,18 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
     def __init__(self, client: Client, table: str, batch_size: int, *, beta: float = 0.4,
                  prefetch: int = 4, timeout: Optional[float] = None,
                  device: Union[None, str, torch.device] = None,
-                 num_batches: Optional[int] = None) -> None:
+                 num_batches: Optional[int] = None, nstep: Optional[int] = None,
+                 gamma: float = 1.0, sequence_length: Optional[int] = None,
+                 stride: int = 1, burn_in: int = 0, pad: bool = False) -> None:
         super().__init__()
+        if nstep is not None and sequence_length is not None:
+            raise InvalidArgument("ReplayDataset draws n-step samples (nstep) or sequences "
+                                  "(sequence_length), not both")
+        self.nstep = nstep
+        self.gamma = float(gamma)
+        self.sequence = (None if sequence_length is None else
+                         SequenceShape(int(sequence_length), int(stride), int(burn_in),
+                                       bool(pad)))
         self.client = client
         self.table = table
         self.batch_size = int(batch_size)
@@ -206,10 +228,11 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
                                   "use it with num_workers=0, or leave device=None and "
                                   "move batches in the learner")
         stager = _DeviceStager(self.device) if on_device and self.device is not None else None
-        sampler = self.client.sampler(
-            self.table, self.batch_size, prefetch=self.prefetch, beta=self.beta,
+        sampler = Sampler(
+            self.client, self.table, self.batch_size, prefetch=self.prefetch, beta=self.beta,
             timeout=self.timeout, transform=as_tensors if stager is None else stager,
-            allocate=None if stager is None else stager.pool.allocate)
+            allocate=None if stager is None else stager.pool.allocate, nstep=self.nstep,
+            gamma=self.gamma, sequence=self.sequence)
         with sampler:
             produced = 0
             while self.num_batches is None or produced < self.num_batches:

@@ -1,0 +1,216 @@
+"""Episodic tables over a `ShardedClient`: a writer that keeps each episode on one shard,
+n-step and sequence samples drawn from the union of the shards, and reading every shard.
+
+Episodes never span shards: a window (n-step or sequence) is drawn inside one episode on
+one shard, so no sample mixes steps of episodes of different shards.
+
+Exactness. A draw is over valid *starts* (docs/TRAJECTORIES.md): one uniform episodic table
+holding every shard's steps would give each valid start P = 1 / N with N = sum of the
+shards' valid starts N_s for that window requirement. The union draw splits the n draws by
+a multinomial over the shards' N_s and reports P = (N_s / N) * (1 / N_s) and weights
+(P / min P)^-beta, as plain sharded samples do with item masses. The server reports no
+table state with n-step and sequence replies, and `info` reports no count of valid starts;
+but in a uniform table each draw's local probability is exactly 1 / N_s, so each shard's
+N_s is read from its last reply's probabilities. Until a shard has answered a request of a
+requirement, its stored step count (`info` "size", read afresh on each such call) stands in
+for N_s: an estimate (starts are at most the steps), so the split of those calls is
+approximate; the reported probabilities stay exact for the draw that happened.
+
+Prioritized episodic tables are refused (InvalidArgument): the reply's probabilities
+m_i / M_s do not reveal a shard's window mass M_s, so the split could not be made exact.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .client import DEFAULT, Client
+from .errors import InvalidArgument
+from .sample import Sample
+
+if TYPE_CHECKING:
+    from .episodes import EpisodeWriter
+    from .sharded import ShardedClient
+
+__all__ = ["ShardedEpisodeWriter", "sample_windows_async", "read_all"]
+
+
+class ShardedEpisodeWriter:
+    """Appends steps of `envs` concurrent episodes to an episodic table of a ShardedClient.
+
+    Each env's current episode is pinned to one shard, chosen round-robin (the order plain
+    inserts follow) when the episode receives its first step; the env's next episode may
+    go to another shard. Each shard has an `EpisodeWriter` of its own (its own connection,
+    `batch` steps per request), so the guarantees of EpisodeWriter hold per shard: a lost
+    connection leaves that shard's open episodes truncated. Use as a context manager.
+    One thread uses a writer; it pickles as its ShardedClient, table and options.
+    """
+
+    def __init__(self, client: "ShardedClient", table: str, envs: int = 1, batch: int = 64,
+                 *, timeout: Any = DEFAULT) -> None:
+        if envs < 1:
+            raise InvalidArgument(f"envs must be >= 1, got {envs}")
+        if batch < 1:
+            raise InvalidArgument(f"batch must be >= 1, got {batch}")
+        self._client = client
+        self._table = table
+        self._envs = int(envs)
+        self._batch = int(batch)
+        # Resolved now (the shards share the options): DEFAULT does not survive pickling.
+        self._timeout: Optional[float] = (client.shards[0].timeout if timeout is DEFAULT
+                                          else timeout)
+        self._writers: List[Optional["EpisodeWriter"]] = [None] * len(client.shards)
+        self._shard_of: List[Optional[int]] = [None] * self._envs  # env -> its episode's shard
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"client": self._client, "table": self._table, "envs": self._envs,
+                "batch": self._batch, "timeout": self._timeout}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(state["client"], state["table"], state["envs"],  # type: ignore[misc]
+                      state["batch"], timeout=state["timeout"])
+
+    def __enter__(self) -> "ShardedEpisodeWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_env(self, env: int) -> int:
+        if isinstance(env, bool) or not 0 <= int(env) < self._envs:
+            raise InvalidArgument(f"env must be in 0..{self._envs - 1}, got {env!r}")
+        return int(env)
+
+    def _writer(self, shard: int) -> "EpisodeWriter":
+        writer = self._writers[shard]
+        if writer is None:  # opened at the first episode pinned to the shard
+            writer = self._client.shards[shard].episode_writer(
+                self._table, self._envs, self._batch, timeout=self._timeout)
+            self._writers[shard] = writer
+        return writer
+
+    def shard_of(self, env: int) -> Optional[int]:
+        """The shard holding env's current episode (None before its first step)."""
+        return self._shard_of[self._check_env(env)]
+
+    def append(self, env: int = 0, **step: Any) -> None:
+        """Buffers one step of env's current episode on its shard (see
+        EpisodeWriter.append); the first step of an episode pins it to the next shard."""
+        env = self._check_env(env)
+        shard = self._shard_of[env]
+        if shard is None:
+            shard = self._client.pick_shard()
+        self._writer(shard).append(env, **step)
+        self._shard_of[env] = shard  # only once the step was accepted
+
+    def end_episode(self, env: int = 0, terminated: bool = True) -> None:
+        """Ends env's current episode on its shard (see EpisodeWriter.end_episode)."""
+        env = self._check_env(env)
+        shard = self._shard_of[env]
+        if shard is None:
+            raise InvalidArgument(f"table '{self._table}': env {env} has no open episode "
+                                  "(append a step first)")
+        self._writer(shard).end_episode(env, terminated)
+        self._shard_of[env] = None
+
+    def flush(self) -> None:
+        """Sends every shard's buffered steps."""
+        for writer in self._writers:
+            if writer is not None:
+                writer.flush()
+
+    @property
+    def keys(self) -> np.ndarray[Any, Any]:
+        """Global keys of the steps sent so far: shard by shard, each in append order."""
+        from .sharded import global_keys
+        parts = [global_keys(s, np.asarray(w.keys, np.uint64))
+                 for s, w in enumerate(self._writers) if w is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+
+    def close(self) -> None:
+        """Closes every shard's writer (each ends its open episodes as truncated)."""
+        error: Optional[BaseException] = None
+        for writer in self._writers:
+            if writer is None:
+                continue
+            try:
+                writer.close()
+            except BaseException as exc:  # close the others, then raise the first error
+                error = error or exc
+        self._shard_of = [None] * self._envs
+        if error is not None:
+            raise error
+
+
+def _uniform_episodic(client: "ShardedClient", table: str) -> None:
+    """Raises InvalidArgument unless `table` is an episodic table with a uniform sampler."""
+    if table not in client.uniform_episodic:
+        description = client.shards[0].table_info(table)["description"]
+        kind = description.get("sampler", {}).get("kind")
+        if not description.get("episodic"):
+            raise InvalidArgument(f"table '{table}' is not episodic (create it with "
+                                  "episodic=True)")
+        client.uniform_episodic[table] = kind == "uniform"
+    if not client.uniform_episodic[table]:
+        raise InvalidArgument(
+            f"table '{table}': a ShardedClient draws n-step and sequence samples from "
+            "uniform episodic tables only (the server reports no window mass of a "
+            "prioritized shard, so the split among shards could not be exact)")
+
+
+def _known_starts(client: "ShardedClient", table: str,
+                  requirement: Tuple[Any, ...]) -> List[int]:
+    """Each shard's valid starts for `requirement`: from its last reply, else its step
+    count (`info`, read afresh)."""
+    with client._lock:
+        known = list(client.window_starts.get(table, {}).get(requirement)
+                     or [None] * len(client.shards))
+    missing = [s for s, count in enumerate(known) if count is None]
+    for s in missing:
+        known[s] = int(client.shards[s].table_info(table)["size"])
+    return [int(count) for count in known if count is not None]
+
+
+def _remember_starts(client: "ShardedClient", table: str, requirement: Tuple[Any, ...],
+                     shard: int, starts: int) -> None:
+    with client._lock:
+        per_table = client.window_starts.setdefault(table, {})
+        per_table.setdefault(requirement, [None] * len(client.shards))[shard] = starts
+
+
+def sample_windows_async(client: "ShardedClient", table: str, batch: int,
+                         requirement: Tuple[Any, ...], beta: float,
+                         request: Callable[[Client, int], "Future[Sample]"]
+                         ) -> "Future[Sample]":
+    """A union draw of `batch` windows of `requirement` (the module docstring): `request`
+    sends one shard's part."""
+    from .sharded import _shares, union_sample
+    _uniform_episodic(client, table)
+    counts = _known_starts(client, table, requirement)
+    masses = [(n, float(n), 1.0) for n in counts]  # uniform: mass = starts, each start 1
+    shares = _shares(masses)
+
+    def combine(samples: List[Tuple[int, Sample]]) -> Sample:
+        states = {}
+        for s, sample in samples:
+            # Local probability 1 / N_s exactly (the first draw sees the starts before any
+            # retires under max_times_sampled).
+            starts = int(round(1.0 / float(sample.probabilities[0])))
+            _remember_starts(client, table, requirement, s, starts)
+            states[s] = (starts, float(starts), 1.0)
+        return union_sample(samples, shares, masses, states, beta)
+
+    return client._gather(batch, shares, combine, request)
+
+
+def read_all(client: "ShardedClient", table: str, page: int) -> Iterator[Dict[str, Any]]:
+    """Each shard's `read_all` pages in turn, keys and episode ids made global."""
+    from .sharded import global_keys
+    for s, shard in enumerate(client.shards):
+        for columns in shard.read_all(table, page=page):
+            out = dict(columns)
+            out["key"] = global_keys(s, columns["key"])
+            out["episode"] = global_keys(s, columns["episode"])
+            yield out
