@@ -400,6 +400,8 @@ TEST_CASE("bad episodic requests fail with an Error naming the problem", "[episo
     writer.append(env, {rc::step_value("obs", pair), rc::step_value("act", act),
                         rc::step_value("reward", rew), rc::step_value("next_obs", pair)});
   };
+  full_step(1);
+  REQUIRE(writer.buffered() == 1);
   expect_error([&] { full_step(2); }, rc::ErrorCode::invalid_argument, "env");
   expect_error(
       [&] {
@@ -414,13 +416,18 @@ TEST_CASE("bad episodic requests fail with an Error naming the problem", "[episo
                           rc::step_value("reward", wrong), rc::step_value("next_obs", pair)});
       },
       rc::ErrorCode::invalid_argument, "reward");
-  CHECK(writer.buffered() == 0);  // a refused step buffers nothing
+  CHECK(writer.buffered() == 1);  // a refused step buffers nothing
 
   // Episodes belong to the connection that opened them.
   writer.flush();
   const std::uint64_t foreign = *writer.episode(0);
   expect_error([&] { client.end_episode(kTable, foreign); }, rc::ErrorCode::invalid_argument,
                std::to_string(foreign));
+
+  // A pipelined append's error is thrown by the call that collects its reply.
+  client.drop_table(kTable);
+  full_step(0);
+  expect_error([&] { writer.flush(); }, rc::ErrorCode::not_found, kTable);
 
   client.create_table(json_object(R"({"name": "flat", "capacity": 8,
       "fields": [{"name": "x", "dtype": "int64", "shape": []}]})"));
