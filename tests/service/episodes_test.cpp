@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -282,10 +283,12 @@ void check_all_sequences(rc::Client& client, const Reference& ref, std::uint64_t
 }  // namespace
 
 TEST_CASE("n-step samples of a written episode stream match the reference exactly", "[episodes]") {
+  const std::string transport = GENERATE("unix", "tcp");
+  INFO("transport " << transport);
   ServerProcess server;
-  rc::Client client(server.unix_address());
+  rc::Client client(server.address(transport));
   client.create_table(steps_table());
-  rc::EpisodeWriter writer(server.unix_address(), kTable, writer_options(3));
+  rc::EpisodeWriter writer(server.address(transport), kTable, writer_options(3));
   Reference ref = write_stream(writer, 3, 40, 11);
   REQUIRE(table_size(client, kTable) == ref.steps.size());
 
@@ -358,6 +361,49 @@ TEST_CASE("read_steps pages return every stored step once, in the order written"
   CHECK(next == ref.steps.size());
   CHECK(pages == (ref.steps.size() + 49) / 50);
   CHECK(client.read_steps(kTable, 50, last_sequence).empty());
+}
+
+TEST_CASE("the episode writer keeps max_in_flight appends waiting on the server without blocking",
+          "[episodes]") {
+  ServerProcess server;
+  rc::Client client(server.unix_address());
+  // Appends of one step each: two proceed, then each waits for a sample (diff <= 2).
+  auto description = steps_table();
+  description["rate_limiter"] = json_object(
+      R"({"kind": "custom", "samples_per_insert": 1, "min_size_to_sample": 1, "max_diff": 2})");
+  client.create_table(description);
+  rc::EpisodeWriterOptions options = writer_options(1);
+  options.batch = 1;
+  options.max_in_flight = 3;
+  options.timeout_ms = 60000;  // a writer that waited for each reply would fail, not hang
+  rc::EpisodeWriter writer(server.unix_address(), kTable, options);
+  std::int64_t act = 0;
+  const double rew = 1;
+  const std::vector<float> pair{0, 0};
+  const auto step = [&] {
+    ++act;
+    writer.append(0, {rc::step_value("obs", pair), rc::step_value("act", act),
+                      rc::step_value("reward", rew), rc::step_value("next_obs", pair)});
+  };
+  for (int i = 0; i < 5; ++i)
+    step();  // returns at once: the last three wait on the server
+  CHECK(eventually([&] { return table_stat(client, kTable, "waiting", "inserts") == 3; }));
+  CHECK(table_size(client, kTable) == 2);
+
+  // A fourth request in flight would exceed max_in_flight: the append waits for the oldest
+  // reply, which a sample releases.
+  auto sixth = std::async(std::launch::async, step);
+  rc::NStepOptions one;
+  one.nstep = 1;
+  CHECK(client.sample_nstep(kTable, 1, one).size() == 1);
+  REQUIRE(ready_soon(sixth));
+  sixth.get();
+  CHECK(eventually([&] { return table_stat(client, kTable, "waiting", "inserts") == 3; }));
+
+  client.sample_nstep(kTable, 4, one);  // room for every waiting append
+  writer.flush();
+  CHECK(table_size(client, kTable) == 6);
+  CHECK(writer.keys().size() == 6);
 }
 
 TEST_CASE("bad episodic requests fail with an Error naming the problem", "[episodes]") {
