@@ -6,27 +6,9 @@
 
 #include "replayd_client/frame_codec.h"
 #include "replayd_client/json_text.h"
+#include "replayd_client/request_meta.h"
 
 namespace replayd::client {
-namespace {
-
-// Metadata is built in a per-thread scratch string whose capacity is kept, so building a
-// request allocates nothing once warm. Connection::call writes it before returning.
-std::string& scratch() {
-  thread_local std::string text;
-  text.clear();
-  return text;
-}
-
-std::string& table_request(std::string_view op, std::string_view table) {
-  std::string& meta = scratch();
-  meta.append("{\"op\":\"").append(op).append("\",\"table\":");
-  append_json_string(meta, table);
-  return meta;
-}
-
-}  // namespace
-
 Client::Client(std::string_view address, ClientOptions options)
     : connection_(std::make_unique<Connection>(parse_address(address), options.max_in_flight)),
       client_name_(std::move(options.client_name)),
@@ -46,7 +28,7 @@ Client::Client(std::string_view address, ClientOptions options)
 Client::~Client() = default;
 
 std::future<ServerHello> Client::hello_async() {
-  std::string& meta = scratch();
+  std::string& meta = scratch_meta();
   meta.append("{\"op\":\"hello\",\"protocol\":");
   append_json_uint(meta, kProtocolVersion);
   meta.append(",\"client\":");
@@ -72,7 +54,7 @@ std::future<boost::json::object> Client::info_async(std::optional<std::string_vi
 
 std::future<boost::json::object> Client::create_table_async(const boost::json::object& description,
                                                             bool exist_ok) {
-  std::string& meta = scratch();
+  std::string& meta = scratch_meta();
   meta.append("{\"op\":\"create_table\",\"table\":");
   meta.append(boost::json::serialize(description));
   meta.append(exist_ok ? ",\"exist_ok\":true}" : ",\"exist_ok\":false}");
@@ -97,7 +79,7 @@ std::future<void> Client::reset_table_async(std::string_view table) {
 
 std::future<Keys> Client::insert_async(std::string_view table, const InsertBatch& batch,
                                        InsertOptions options) {
-  std::string& meta = scratch();
+  std::string& meta = scratch_meta();
   batch.append_meta(meta, table, options.timeout_ms);
   return connection_->call<Keys, decode_keys>(meta, batch.payload());
 }

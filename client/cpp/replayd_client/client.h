@@ -16,10 +16,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "replayd_client/address.h"
 #include "replayd_client/columns.h"
 #include "replayd_client/connection.h"
+#include "replayd_client/episode_results.h"
 #include "replayd_client/error.h"
 #include "replayd_client/results.h"
 
@@ -45,6 +47,25 @@ struct InsertOptions {
 struct SampleOptions {
   double beta = 0.4;  // importance-sampling exponent (prioritized tables), finite, >= 0
   // Longest the sample waits for data or the rate limiter, in ms; nullopt waits.
+  std::optional<std::uint64_t> timeout_ms;
+};
+
+// Options of sample_nstep (docs/PROTOCOL.md, "n-step samples").
+struct NStepOptions {
+  std::uint64_t nstep = 1;  // k: steps summed into the return, 1 <= k <= capacity
+  double gamma = 1.0;       // discount per step, in [0, 1]
+  double beta = 0.4;        // importance-sampling exponent, finite, >= 0
+  // Longest the sample waits for a valid start or the rate limiter, in ms; nullopt waits.
+  std::optional<std::uint64_t> timeout_ms;
+};
+
+// Options of sample_sequences (docs/PROTOCOL.md, "sample_sequences").
+struct SequenceOptions {
+  std::uint64_t stride = 1;   // starts are positions that are multiples of it (>= 1)
+  std::uint64_t burn_in = 0;  // steps before the start, masked where the episode has none
+  bool pad = false;           // an ended episode may end a sequence early (rest masked)
+  double beta = 0.4;          // importance-sampling exponent, finite, >= 0
+  // Longest the sample waits for a valid start or the rate limiter, in ms; nullopt waits.
   std::optional<std::uint64_t> timeout_ms;
 };
 
@@ -130,6 +151,84 @@ class Client {
   }
   std::future<DeleteResult> delete_keys_async(std::string_view table,
                                               std::span<const std::uint64_t> keys);
+
+  // Episodic tables (docs/TRAJECTORIES.md). The writer of an episode is this connection:
+  // only this Client may append to or end the episodes it opened, and when its connection
+  // closes the episodes it left open end as truncated. EpisodeWriter (episode_writer.h)
+  // wraps these four calls with batching and pipelining.
+
+  // Samples n n-step transitions (start steps drawn with replacement among the valid
+  // starts, docs/TRAJECTORIES.md): the batch holds each start step's fields, except the
+  // reward field, which holds the return sum_{i<h} gamma^i r_{t+i}, and the bootstrap
+  // fields, which hold step t+h-1's values; discounts() (gamma^h, or 0 when the episode
+  // terminated at step t+h-1) and steps() (h). May wait like sample. Throws
+  // Error(invalid_argument) before sending for a beta or gamma that is not finite.
+  SampleBatch sample_nstep(std::string_view table, std::uint64_t n, NStepOptions options = {}) {
+    return sample_nstep_async(table, n, options).get();
+  }
+  std::future<SampleBatch> sample_nstep_async(std::string_view table, std::uint64_t n,
+                                              NStepOptions options = {});
+
+  // Opens n new empty episodes; returns their ids (never reused).
+  std::vector<std::uint64_t> open_episodes(std::string_view table, std::uint64_t n) {
+    return open_episodes_async(table, n).get();
+  }
+  std::future<std::vector<std::uint64_t>> open_episodes_async(std::string_view table,
+                                                              std::uint64_t n);
+  // Appends batch.size() steps, step i to episode_ids[i] (open episodes of this Client);
+  // rows of one episode in batch order. Returns their keys. The batch and the ids are sent
+  // before the call returns and may be reused then. May wait for the rate limiter. Throws
+  // Error(invalid_argument) before sending when there is not one id per step.
+  Keys append_steps(std::string_view table, const InsertBatch& batch,
+                    std::span<const std::uint64_t> episode_ids, InsertOptions options = {}) {
+    return append_steps_async(table, batch, episode_ids, options).get();
+  }
+  std::future<Keys> append_steps_async(std::string_view table, const InsertBatch& batch,
+                                       std::span<const std::uint64_t> episode_ids,
+                                       InsertOptions options = {});
+  // Ends an episode: terminated (nothing bootstrapped past its last step) or truncated (a
+  // time limit: its last step's bootstrap fields are the bootstrap). Send it only after the
+  // replies of the episode's append_steps arrived: an append waiting for the rate limiter
+  // may be overtaken. Returns the episode id.
+  std::uint64_t end_episode(std::string_view table, std::uint64_t episode, bool terminated = true) {
+    return end_episode_async(table, episode, terminated).get();
+  }
+  std::future<std::uint64_t> end_episode_async(std::string_view table, std::uint64_t episode,
+                                               bool terminated = true);
+
+  // Samples n sequences of burn_in + length consecutive steps of one episode each. May wait
+  // until a valid start exists and the rate limiter admits it (options.timeout_ms). Throws
+  // Error(invalid_argument) before sending for a beta that is not finite.
+  SequenceBatch sample_sequences(std::string_view table, std::uint64_t n, std::uint64_t length,
+                                 SequenceOptions options = {}) {
+    return sample_sequences_async(table, n, length, options).get();
+  }
+  std::future<SequenceBatch> sample_sequences_async(std::string_view table, std::uint64_t n,
+                                                    std::uint64_t length,
+                                                    SequenceOptions options = {});
+
+  // One page of stored steps in insertion order: at most n (and what fits in a frame) whose
+  // sequence number is greater than `after` (0: from the start). Never waits.
+  StepPage read_steps(std::string_view table, std::uint64_t n, std::uint64_t after = 0) {
+    return read_steps_async(table, n, after).get();
+  }
+  std::future<StepPage> read_steps_async(std::string_view table, std::uint64_t n,
+                                         std::uint64_t after = 0);
+  // Reads every stored step, calling visit(page) for each non-empty page of at most
+  // page_rows steps, oldest first, one round trip per page; steps stored meanwhile show up
+  // in later pages. Returns the steps visited. What visit throws propagates.
+  template <typename Visit>
+  std::uint64_t read_all_steps(std::string_view table, Visit&& visit,
+                               std::uint64_t page_rows = 4096) {
+    std::uint64_t steps = 0;
+    for (std::uint64_t after = 0;;) {
+      const StepPage page = read_steps(table, page_rows, after);
+      if (page.empty()) return steps;
+      steps += page.size();
+      after = page.next();
+      visit(page);
+    }
+  }
 
   // Any request, as metadata text and payload pieces; the reply as received. For
   // operations this API does not wrap. An error reply completes the future with Error.

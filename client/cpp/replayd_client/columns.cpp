@@ -20,6 +20,7 @@ void InsertBatch::clear(std::uint64_t n) {
   used_columns_ = 0;
   pieces_.clear();
   has_priorities_ = false;
+  priority_pieces_ = 0;
 }
 
 void InsertBatch::add_piece(std::span<const std::byte> data) {
@@ -64,13 +65,15 @@ InsertBatch& InsertBatch::priorities(std::span<const double> values) {
         std::to_string(values.size()) + " priorities given for " + std::to_string(n_) + " items");
   }
   has_priorities_ = true;
+  const std::size_t before = pieces_.size();
   add_piece(std::as_bytes(values));
+  priority_pieces_ = pieces_.size() - before;
   return *this;
 }
 
 void InsertBatch::append_meta(std::string& out, std::string_view table,
-                              std::optional<std::uint64_t> timeout_ms) const {
-  out.append("{\"op\":\"insert\",\"table\":");
+                              std::optional<std::uint64_t> timeout_ms, std::string_view op) const {
+  out.append("{\"op\":\"").append(op).append("\",\"table\":");
   append_json_string(out, table);
   out.append(",\"n\":");
   append_json_uint(out, n_);

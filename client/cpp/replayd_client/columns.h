@@ -57,12 +57,21 @@ class InsertBatch {
   std::uint64_t size() const { return n_; }
   std::size_t column_count() const { return used_columns_; }
 
-  // Appends the request metadata for table `table` to `out`. O(columns).
+  // Appends the request metadata of `op` ("insert", or "append_steps", whose metadata is
+  // the same) for table `table` to `out`. O(columns).
   void append_meta(std::string& out, std::string_view table,
-                   std::optional<std::uint64_t> timeout_ms) const;
+                   std::optional<std::uint64_t> timeout_ms, std::string_view op = "insert") const;
   // The payload as gather pieces (columns, padding, priorities); valid until the batch
   // changes.
   std::span<const PayloadPiece> payload() const { return pieces_; }
+  // The same split where append_steps puts its episode-id column: the field columns, then
+  // the priorities (empty without them).
+  std::span<const PayloadPiece> field_payload() const {
+    return std::span(pieces_).first(field_pieces());
+  }
+  std::span<const PayloadPiece> priority_payload() const {
+    return std::span(pieces_).subspan(field_pieces());
+  }
 
  private:
   struct Column {
@@ -78,6 +87,9 @@ class InsertBatch {
   std::size_t used_columns_ = 0;  // columns_[0, used_columns_) are live; the rest is capacity
   std::vector<PayloadPiece> pieces_;
   bool has_priorities_ = false;
+  std::size_t priority_pieces_ = 0;  // pieces of the priorities (column and padding), last
+
+  std::size_t field_pieces() const { return pieces_.size() - priority_pieces_; }
 };
 
 }  // namespace replayd::client

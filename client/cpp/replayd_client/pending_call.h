@@ -8,7 +8,9 @@
 #include <future>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
+#include "replayd_client/episode_results.h"
 #include "replayd_client/reply_decoder.h"
 
 namespace replayd::client {
@@ -61,7 +63,9 @@ class PendingCall {
   std::variant<std::monostate, std::promise<void>, std::promise<Reply>,
                std::promise<boost::json::object>, std::promise<boost::json::array>,
                std::promise<ServerHello>, std::promise<Keys>, std::promise<SampleBatch>,
-               std::promise<UpdateResult>, std::promise<DeleteResult>>
+               std::promise<UpdateResult>, std::promise<DeleteResult>, std::promise<std::uint64_t>,
+               std::promise<std::vector<std::uint64_t>>, std::promise<SequenceBatch>,
+               std::promise<StepPage>>
       promise_;
   Finish finish_ = nullptr;
 };

@@ -13,7 +13,9 @@ namespace {
   throw Error(ErrorCode::bad_reply, "reply does not follow the protocol: " + why);
 }
 
-std::uint64_t uint_at(const json::object& meta, std::string_view key) {
+}  // namespace
+
+std::uint64_t reply_uint(const json::object& meta, std::string_view key) {
   const json::value* value = meta.if_contains(key);
   if (value && value->is_uint64()) return value->get_uint64();
   if (value && value->is_int64() && value->get_int64() >= 0) {
@@ -22,6 +24,8 @@ std::uint64_t uint_at(const json::object& meta, std::string_view key) {
   bad_reply("expected a non-negative integer '" + std::string(key) + "' in " +
             json::serialize(meta));
 }
+
+namespace {
 
 const json::string& string_at(const json::object& meta, std::string_view key) {
   const json::value* value = meta.if_contains(key);
@@ -50,34 +54,66 @@ ColumnSpec column_spec(const json::value& value, std::uint64_t n) {
     items *= spec.shape.back();
   }
   if (spec.shape.front() != n) bad_reply("column '" + spec.name + "' does not have n rows");
-  spec.offset = uint_at(column, "offset");
+  spec.offset = reply_uint(column, "offset");
   spec.bytes = items * dtype_bytes(spec.dtype);
   if (spec.offset % kColumnAlignment != 0) bad_reply("column '" + spec.name + "' is misaligned");
   return spec;
 }
 
-std::shared_ptr<const SampleLayout> layout_of(const json::object& meta) {
+}  // namespace
+
+std::shared_ptr<SampleLayout> column_layout(const json::object& meta,
+                                            std::span<const LeadingColumn> leading,
+                                            std::string_view what) {
   auto layout = std::make_shared<SampleLayout>();
-  layout->n = uint_at(meta, "n");
+  layout->n = reply_uint(meta, "n");
   const json::value* columns = meta.if_contains("columns");
-  if (!columns || !columns->is_array()) bad_reply("a sample reply has no columns");
+  if (!columns || !columns->is_array())
+    bad_reply("a " + std::string(what) + " reply has no columns");
   for (const auto& column : columns->get_array()) {
     layout->columns.push_back(column_spec(column, layout->n));
     const ColumnSpec& spec = layout->columns.back();
     layout->payload_bytes = std::max(layout->payload_bytes, spec.offset + spec.bytes);
   }
-  constexpr std::array<std::pair<std::string_view, DType>, 4> kLeading{
-      {{"key", DType::uint64},
-       {"probability", DType::float64},
-       {"weight", DType::float64},
-       {"times_sampled", DType::uint32}}};
-  if (layout->columns.size() < kLeading.size()) bad_reply("a sample reply lacks per-draw columns");
-  for (std::size_t i = 0; i < kLeading.size(); ++i) {
+  if (layout->columns.size() < leading.size()) {
+    bad_reply("a " + std::string(what) + " reply lacks its leading columns");
+  }
+  for (std::size_t i = 0; i < leading.size(); ++i) {
     const ColumnSpec& spec = layout->columns[i];
-    if (spec.name != kLeading[i].first || spec.dtype != kLeading[i].second ||
-        spec.shape.size() != 1) {
-      bad_reply("sample column " + std::to_string(i) + " should be " +
-                std::string(kLeading[i].first));
+    if (spec.name != leading[i].name || spec.dtype != leading[i].dtype ||
+        (leading[i].rows_only && spec.shape.size() != 1)) {
+      bad_reply(std::string(what) + " column " + std::to_string(i) + " should be " +
+                std::string(leading[i].name));
+    }
+  }
+  return layout;
+}
+
+void check_layout_fits(const SampleLayout& layout, const Reply& reply) {
+  if (layout.payload_bytes > reply.payload.size()) {
+    bad_reply("columns need " + std::to_string(layout.payload_bytes) +
+              " payload bytes, the reply has " + std::to_string(reply.payload.size()));
+  }
+}
+
+namespace {
+
+// A sample reply's layout: the four per-draw columns first; with "nstep", discount and
+// steps last.
+std::shared_ptr<const SampleLayout> layout_of(const json::object& meta) {
+  constexpr std::array<LeadingColumn, 4> kLeading{{{"key", DType::uint64},
+                                                   {"probability", DType::float64},
+                                                   {"weight", DType::float64},
+                                                   {"times_sampled", DType::uint32}}};
+  auto layout = column_layout(meta, kLeading, "sample");
+  if (meta.if_contains("nstep")) {
+    layout->nstep = reply_uint(meta, "nstep");
+    const std::size_t count = layout->columns.size();
+    if (count < kLeading.size() + 2 || layout->columns[count - 2].name != "discount" ||
+        layout->columns[count - 2].dtype != DType::float64 ||
+        layout->columns[count - 1].name != "steps" ||
+        layout->columns[count - 1].dtype != DType::uint32) {
+      bad_reply("an n-step sample reply should end with the columns discount and steps");
     }
   }
   return layout;
@@ -90,7 +126,7 @@ double number_at(const json::object& meta, std::string_view key) {
 }
 
 TableState state_of(const json::object& state) {
-  return {uint_at(state, "size"), number_at(state, "mass"), number_at(state, "min_mass")};
+  return {reply_uint(state, "size"), number_at(state, "mass"), number_at(state, "min_mass")};
 }
 
 }  // namespace
@@ -122,8 +158,8 @@ const json::object& ReplyDecoder::parse(const Reply& reply) {
 
 std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> ReplyDecoder::sample_meta(
     const Reply& reply) {
-  // The server appends the state last: {"n":..,"columns":[..],"state":{..}}. Any other
-  // spelling still decodes, through a full parse.
+  // The server appends the state last: {"n":..,"columns":[..],"state":{..}}; an n-step
+  // reply has none. Any other spelling still decodes, through a full parse.
   constexpr std::string_view kStateKey = ",\"state\":";
   const std::string_view meta = reply.meta;
   const std::size_t state_at = meta.rfind(kStateKey);
@@ -131,8 +167,12 @@ std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> ReplyD
   std::shared_ptr<const SampleLayout> layout;
   std::optional<TableState> state;
   for (const auto& cached : layouts_) {
-    if (cached.layout && state_at != std::string_view::npos && cached.meta == columns_text &&
-        meta.back() == '}') {
+    if (!cached.layout || cached.meta != columns_text) continue;
+    if (state_at == std::string_view::npos) {
+      layout = cached.layout;
+      break;
+    }
+    if (meta.back() == '}') {
       const std::size_t begin = state_at + kStateKey.size();
       state = state_of(parse_text(meta.substr(begin, meta.size() - 1 - begin)));
       layout = cached.layout;
@@ -151,10 +191,7 @@ std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> ReplyD
     slot.meta = columns_text;
     slot.layout = layout;
   }
-  if (layout->payload_bytes > reply.payload.size()) {
-    bad_reply("sample columns need " + std::to_string(layout->payload_bytes) +
-              " payload bytes, the reply has " + std::to_string(reply.payload.size()));
-  }
+  check_layout_fits(*layout, reply);
   return {std::move(layout), state};
 }
 
@@ -189,7 +226,7 @@ json::array decode_tables(Reply&& reply, ReplyDecoder& decoder) {
 ServerHello decode_hello(Reply&& reply, ReplyDecoder& decoder) {
   const json::object& meta = decoder.parse(reply);
   ServerHello hello;
-  hello.protocol = uint_at(meta, "protocol");
+  hello.protocol = reply_uint(meta, "protocol");
   hello.server = std::string(string_at(meta, "server"));
   if (const json::value* tables = meta.if_contains("tables"); tables && tables->is_array()) {
     for (const auto& name : tables->get_array()) {
@@ -203,7 +240,7 @@ ServerHello decode_hello(Reply&& reply, ReplyDecoder& decoder) {
 }
 
 Keys decode_keys(Reply&& reply, ReplyDecoder& decoder) {
-  const std::uint64_t n = uint_at(decoder.parse(reply), "n");
+  const std::uint64_t n = reply_uint(decoder.parse(reply), "n");
   if (reply.payload.size() != n * sizeof(std::uint64_t)) {
     bad_reply("an insert reply of " + std::to_string(n) + " keys carries " +
               std::to_string(reply.payload.size()) + " payload bytes");
@@ -218,12 +255,12 @@ SampleBatch decode_sample(Reply&& reply, ReplyDecoder& decoder) {
 
 UpdateResult decode_update(Reply&& reply, ReplyDecoder& decoder) {
   const json::object& meta = decoder.parse(reply);
-  return {uint_at(meta, "applied"), uint_at(meta, "stale")};
+  return {reply_uint(meta, "applied"), reply_uint(meta, "stale")};
 }
 
 DeleteResult decode_delete(Reply&& reply, ReplyDecoder& decoder) {
   const json::object& meta = decoder.parse(reply);
-  return {uint_at(meta, "deleted"), uint_at(meta, "stale")};
+  return {reply_uint(meta, "deleted"), reply_uint(meta, "stale")};
 }
 
 }  // namespace replayd::client

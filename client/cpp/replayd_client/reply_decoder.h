@@ -10,7 +10,9 @@
 #include <boost/json/value.hpp>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "replayd_client/buffer.h"
@@ -51,6 +53,25 @@ class ReplyDecoder {
   std::array<CachedLayout, kCachedLayouts> layouts_;
   std::size_t next_layout_ = 0;
 };
+
+// A non-negative integer of reply metadata; throws Error(bad_reply) naming the key.
+std::uint64_t reply_uint(const boost::json::object& meta, std::string_view key);
+
+// A column the layout of some reply must start with.
+struct LeadingColumn {
+  std::string_view name;
+  DType dtype;
+  bool rows_only = true;  // shape exactly [n]
+};
+
+// The layout of a reply whose metadata lists columns ({"n": N, "columns": [{"name",
+// "dtype", "shape", "offset"}, ...]}): every shape starts with N, offsets are aligned, and
+// the first columns are `leading`. Throws Error(bad_reply) naming `what` (the operation).
+std::shared_ptr<SampleLayout> column_layout(const boost::json::object& meta,
+                                            std::span<const LeadingColumn> leading,
+                                            std::string_view what);
+// Throws Error(bad_reply) when the reply's payload is shorter than the layout needs.
+void check_layout_fits(const SampleLayout& layout, const Reply& reply);
 
 // Decoders, one per operation: each turns a successful reply into its result or throws.
 void decode_empty(Reply&& reply, ReplyDecoder& decoder);

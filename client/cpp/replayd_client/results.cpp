@@ -4,7 +4,8 @@ namespace replayd::client {
 
 ColumnView SampleBatch::field(std::string_view name) const {
   if (layout_) {
-    for (std::size_t i = 4; i < layout_->columns.size(); ++i) {
+    const std::size_t end = layout_->columns.size() - layout_->trailing_columns();
+    for (std::size_t i = 4; i < end; ++i) {
       if (layout_->columns[i].name == name) return column(i);
     }
   }

@@ -63,12 +63,16 @@ struct ColumnSpec {
 };
 
 // The column layout of a sample reply: the four per-draw columns (key, probability,
-// weight, times_sampled), then the table's fields. Shared by every reply with the same
-// metadata text.
+// weight, times_sampled), then the table's fields, then for an n-step sample `discount`
+// (float64) and `steps` (uint32). Shared by every reply with the same metadata text.
 struct SampleLayout {
   std::uint64_t n = 0;
   std::vector<ColumnSpec> columns;
   std::uint64_t payload_bytes = 0;  // the least payload size the columns need
+  // k of an n-step sample (the reply's "nstep"); nullopt for a plain sample.
+  std::optional<std::uint64_t> nstep;
+  // Columns after the fields: 2 (discount, steps) for an n-step sample, else 0.
+  std::size_t trailing_columns() const { return nstep ? 2 : 0; }
 };
 
 // A sampled table as the draws saw it, just before the first (the reply's "state"): its
@@ -126,13 +130,23 @@ class SampleBatch {
   const std::optional<TableState>& state() const { return state_; }
   const SampleLayout* layout() const { return layout_.get(); }
 
+  // n-step samples (Client::sample_nstep): k, then per draw the discount (gamma^h, or 0
+  // when the episode terminated within the window) and the steps h summed into the return
+  // (the reward field holds the return, the bootstrap fields the values of step t+h-1).
+  // nullopt and empty spans for a plain sample.
+  std::optional<std::uint64_t> nstep() const { return layout_ ? layout_->nstep : std::nullopt; }
+  std::span<const double> discounts() const { return trailing<double>(0); }
+  std::span<const std::uint32_t> steps() const { return trailing<std::uint32_t>(1); }
+
   // The table's fields, in field order.
-  std::size_t field_count() const { return layout_ ? layout_->columns.size() - 4 : 0; }
+  std::size_t field_count() const {
+    return layout_ ? layout_->columns.size() - 4 - layout_->trailing_columns() : 0;
+  }
   ColumnView field(std::size_t index) const { return column(4 + index); }
   // The field named `name`; throws Error(invalid_argument) if there is none. O(fields).
   ColumnView field(std::string_view name) const;
   // Any column by position: 0..3 are key, probability, weight, times_sampled, then the
-  // fields. Throws std::out_of_range past the last.
+  // fields (then discount and steps of an n-step sample). Throws std::out_of_range past the last.
   ColumnView column(std::size_t column) const {
     const ColumnSpec& spec = layout_->columns.at(column);
     return ColumnView(spec, payload_.span().subspan(spec.offset, spec.bytes));
@@ -143,6 +157,12 @@ class SampleBatch {
   std::span<const T> typed(std::size_t column) const {
     if (!layout_) return {};
     return {payload_.as<T>(layout_->columns[column].offset), layout_->n};
+  }
+
+  template <typename T>
+  std::span<const T> trailing(std::size_t index) const {
+    if (!layout_ || !layout_->nstep) return {};
+    return typed<T>(layout_->columns.size() - 2 + index);
   }
 
   std::shared_ptr<const SampleLayout> layout_;

@@ -35,6 +35,7 @@ std::shared_ptr<SampleLayout> union_layout(std::span<const ShardSample> parts, s
   }
   auto layout = std::make_shared<SampleLayout>();
   layout->n = n;
+  layout->nstep = first.nstep;
   std::uint64_t offset = 0;
   for (const ColumnSpec& column : first.columns) {
     ColumnSpec spec = column;

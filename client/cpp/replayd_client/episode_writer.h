@@ -1,0 +1,154 @@
+// EpisodeWriter: appends steps of one or more environments' episodes to an episodic table
+// (docs/TRAJECTORIES.md). Steps are copied into per-field buffers and sent `batch` at a time
+// (append_steps); requests are pipelined, so there is no round trip per step or per batch.
+// It opens episodes as environments need them (open_episodes, `envs` ids per round trip)
+// and ends them on request (end_episode).
+//
+// The writer owns a Client of its own: the server knows an episode's writer by its
+// connection, so only this writer may append to or end its episodes, and if the writer's
+// process dies or its connection is lost, the episodes it left open end as truncated with
+// their steps kept (episodes opened but never written are forgotten).
+//
+// What blocks: append() only when it sends a batch while max_in_flight requests await
+// their replies (it then waits for the oldest), or when an environment starts an episode
+// and no opened id is left (one open_episodes round trip); end_episode() until the replies
+// of the appends sent before it arrived (the protocol requires it: a waiting append may be
+// overtaken), its own reply is collected later; flush() and close() until every reply
+// arrived. A pipelined request's error (Error with the server's code and message) is
+// thrown by the call that collects its reply: a later append, end_episode, flush or close.
+// Threading: one thread uses a writer at a time.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "replayd_client/client.h"
+#include "replayd_client/columns.h"
+#include "replayd_client/dtype.h"
+
+namespace replayd::client {
+
+// One field's value of one step, borrowed for the duration of the append() call: `bytes`
+// is one item of the field (prod(shape) values of `dtype`, row-major).
+struct StepValue {
+  std::string_view name;
+  DType dtype;
+  std::span<const std::byte> bytes;
+};
+
+// A step value from an array of values (a field with a shape).
+template <typename T>
+StepValue step_value(std::string_view name, std::span<const T> values) {
+  return {name, dtype_of<T>, std::as_bytes(values)};
+}
+template <typename T>
+StepValue step_value(std::string_view name, const std::vector<T>& values) {
+  return step_value(name, std::span<const T>(values));
+}
+// A step value of a scalar field; the scalar must outlive the append() call.
+template <typename T>
+requires std::is_arithmetic_v<T> || std::is_same_v<T, Float16Bits> StepValue
+step_value(std::string_view name, const T& scalar) {
+  return step_value(name, std::span<const T>(&scalar, 1));
+}
+
+struct EpisodeWriterOptions {
+  std::size_t envs = 1;           // environments written in parallel (env = 0 .. envs-1), >= 1
+  std::size_t batch = 64;         // steps per append_steps request, >= 1
+  std::size_t max_in_flight = 8;  // requests awaiting replies before a send blocks, >= 1
+  // Longest each append waits on the server for the rate limiter, in ms; nullopt waits.
+  std::optional<std::uint64_t> timeout_ms;
+  // Keep the keys of the written steps (keys()); off by default, as they grow without bound.
+  bool keep_keys = false;
+  ClientOptions client;  // of the writer's own connection
+};
+
+class EpisodeWriter {
+ public:
+  // Connects to `address` and reads the table's fields (one info round trip). Throws Error:
+  // as Client's constructor; not_found (no such table); invalid_argument (a table that is
+  // not episodic, envs, batch or max_in_flight 0).
+  EpisodeWriter(std::string_view address, std::string table, EpisodeWriterOptions options = {});
+  // close(), its errors swallowed (call close() to see them).
+  ~EpisodeWriter();
+  EpisodeWriter(const EpisodeWriter&) = delete;
+  EpisodeWriter& operator=(const EpisodeWriter&) = delete;
+
+  // Buffers one step of env's current episode (a new episode starts at the first step after
+  // end_episode): one value for every field of the table, in any order. The values are
+  // copied; sends a batch once `batch` steps are buffered. Throws Error(invalid_argument)
+  // naming the env or the field (missing, unknown, given twice, dtype or size mismatch),
+  // buffering nothing. O(fields + bytes of the step).
+  void append(std::size_t env, std::span<const StepValue> step);
+  void append(std::size_t env, std::initializer_list<StepValue> step) {
+    append(env, std::span<const StepValue>(step.begin(), step.size()));
+  }
+
+  // Sends the buffered steps, waits for the replies of every append sent so far, then sends
+  // end_episode for env's episode: `terminated` (nothing bootstrapped past its last step)
+  // or truncated (a time limit). Throws Error(invalid_argument) when env has no step in its
+  // current episode.
+  void end_episode(std::size_t env, bool terminated = true);
+
+  // Sends the buffered steps and waits for every reply. Throws the first error among them.
+  void flush();
+
+  // Flushes, ends every episode that has steps as truncated, waits for the replies and
+  // closes the connection. Idempotent; later appends throw Error(connection_lost).
+  void close();
+
+  // The id of env's current episode; nullopt before its first step.
+  std::optional<std::uint64_t> episode(std::size_t env) const;
+  // With keep_keys: the keys of the steps whose replies arrived, in append order.
+  const std::vector<std::uint64_t>& keys() const { return keys_; }
+  // Steps buffered but not sent yet.
+  std::size_t buffered() const { return rows_; }
+  const std::string& table() const { return table_; }
+
+ private:
+  struct Field {
+    std::string name;
+    DType dtype;
+    std::vector<std::uint64_t> shape;
+    std::size_t item_bytes = 0;
+    std::vector<std::byte> rows;  // batch items
+  };
+  // One request awaiting its reply: an append (keys) or an end_episode.
+  struct Pending {
+    std::uint64_t sequence = 0;
+    std::future<Keys> append;
+    std::future<std::uint64_t> end;
+  };
+
+  std::size_t check_env(std::size_t env) const;
+  std::uint64_t open_episode(std::size_t env);
+  void send_buffered();
+  void push(Pending pending);
+  void collect_front();
+  void collect_through(std::uint64_t sequence);
+
+  std::unique_ptr<Client> client_;
+  std::string table_;
+  EpisodeWriterOptions options_;
+  std::vector<Field> fields_;
+  std::size_t rows_ = 0;                                // steps buffered in fields_[*].rows
+  std::vector<std::uint64_t> row_episodes_;             // episode of each buffered step
+  InsertBatch request_;                                 // reused for every append_steps
+  std::vector<std::optional<std::uint64_t>> episodes_;  // per env
+  std::vector<std::uint64_t> spare_ids_;                // opened, not yet used
+  std::deque<Pending> pending_;
+  std::uint64_t next_sequence_ = 1;  // of the next request sent
+  std::vector<std::uint64_t> keys_;
+  bool closed_ = false;
+};
+
+}  // namespace replayd::client
