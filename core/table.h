@@ -102,6 +102,12 @@ struct NStepBuffers {
   std::span<std::uint32_t> steps;
 };
 
+// The valid starts of an n-step or sequence request's windows and their sampling mass.
+struct WindowState {
+  std::uint32_t starts = 0;
+  SamplingMass mass;
+};
+
 // Sequence sample options. A sequence is burn_in + length consecutive steps of one
 // episode; its start (the step whose key, priority and times-sampled count the draw uses)
 // is the first of the `length` steps. stride: starts are positions that are multiples of
@@ -227,6 +233,10 @@ class Table {
   // The number of valid starts for an n-step request / a sequence request (tests, info).
   Result<std::uint32_t> nstep_starts(const NStepRequest& request);
   Result<std::uint32_t> sequence_starts(const SequenceRequest& request);
+  // The same with their mass, as a draw of this request sees it (sample replies report it;
+  // a client sampling several shards combines them with it). Builds the index on first use.
+  Result<WindowState> nstep_state(const NStepRequest& request);
+  Result<WindowState> sequence_state(const SequenceRequest& request);
 
   // Draws n complete episodes (ended, every step still stored) uniformly, with replacement:
   // ids_out and probabilities_out (1 / complete episodes) hold n values. Counted by the rate

@@ -211,6 +211,18 @@ Result<std::uint32_t> Table::sequence_starts(const SequenceRequest& request) {
   return index->size();
 }
 
+Result<WindowState> Table::nstep_state(const NStepRequest& request) {
+  REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
+  REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
+  return WindowState{index->size(), index->mass()};
+}
+
+Result<WindowState> Table::sequence_state(const SequenceRequest& request) {
+  REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
+  REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
+  return WindowState{index->size(), index->mass()};
+}
+
 Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const NStepBuffers& out) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
   const auto& fields = config_.schema.fields();

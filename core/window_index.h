@@ -55,6 +55,8 @@ class WindowIndex {
 
   const WindowSpec& spec() const { return spec_; }
   std::uint32_t size() const { return size_; }
+  // The sampling mass of the valid starts (their count in a uniform table). O(1).
+  SamplingMass mass() const { return selector_->mass(size_); }
   // Draws still possible before max_times_sampled retires every start (only kept when
   // max_times_sampled > 0).
   std::uint64_t draws_left() const { return draws_left_; }

@@ -75,10 +75,13 @@ class NStepWork final : public Deferred {
                          bootstrap,
                          reply->as<double>(extra),
                          reply->as<std::uint32_t>(extra + 1)};
+    auto state = table.nstep_state(request_);
+    if (!state) return make_error_reply(request_id_, state.error());
     auto status = table.sample_nstep(n_, request_, buffers);
     if (!status) return make_error_reply(request_id_, status.error());
     table_changed(*table_);
-    return reply->finish(request_id_, ",\"nstep\":" + std::to_string(request_.k));
+    return reply->finish(request_id_, ",\"nstep\":" + std::to_string(request_.k) +
+                                          sampled_state(state->starts, state->mass));
   }
 
  private:

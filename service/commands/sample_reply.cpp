@@ -52,12 +52,6 @@ std::string number_text(double value) {
   return std::string(text, end);
 }
 
-// The table as the draws saw it: a client sampling several shards combines them with it.
-std::string sampled_state(std::uint32_t size, const SamplingMass& mass) {
-  return ",\"state\":{\"size\":" + std::to_string(size) + ",\"mass\":" + number_text(mass.total) +
-         ",\"min_mass\":" + number_text(mass.min_positive) + "}}";
-}
-
 // Fields of at least this many bytes per item go to the socket straight from the table's rows
 // (Reply pieces) instead of being copied into the reply first; smaller ones are copied (a
 // gathered write costs per piece, a copy of a few bytes does not).
@@ -87,6 +81,11 @@ std::vector<std::uint64_t> reply_bytes_per_item(const Schema& schema) {
 }
 
 }  // namespace
+
+std::string sampled_state(std::uint32_t size, const SamplingMass& mass) {
+  return ",\"state\":{\"size\":" + std::to_string(size) + ",\"mass\":" + number_text(mass.total) +
+         ",\"min_mass\":" + number_text(mass.min_positive) + "}";
+}
 
 std::uint64_t sample_reply_bytes(const Table& table, std::uint64_t n) {
   return sample_reply_bytes(table.schema(), n);
@@ -124,7 +123,7 @@ Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame
           ? kHeaderBytes + sample_meta_prefix(schema, 1, *reply_layout).size() +
                 sampled_state(UINT32_MAX, {-1.7976931348623157e308, -2.2250738585072014e-308})
                     .size() +
-                reply_layout->total_bytes
+                1 + reply_layout->total_bytes
           : UINT64_MAX;
   auto refuse = [&](const char* frame, std::uint64_t bytes) {
     return make_error(ErrorCode::invalid_argument,
@@ -194,9 +193,9 @@ Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint
     hosted.cached_sample_n = n;
   }
   const std::byte* owned = payload.data();
-  Reply reply =
-      make_reply(request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before),
-                 std::move(payload));
+  Reply reply = make_reply(
+      request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before) + "}",
+      std::move(payload));
   if (!views) return reply;
   // The wire payload as pieces: owned runs (adjacent columns merged) and one piece per row.
   for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {

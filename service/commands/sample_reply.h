@@ -33,6 +33,10 @@ std::uint64_t sample_reply_bytes(const Schema& schema, std::uint64_t n);
 Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame_bytes,
                               const std::string& where);
 
+// The reply metadata's `,"state":{...}` member: the table (or window index) as the draws saw
+// it, its size and mass; a client sampling several shards combines them with it.
+std::string sampled_state(std::uint32_t size, const SamplingMass& mass);
+
 // Draws n items and encodes the reply (or the table's error). Precondition: the table admits
 // a sample of n now.
 Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,

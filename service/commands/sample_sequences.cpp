@@ -54,11 +54,14 @@ class SequenceWork final : public Deferred {
                             reply->as<std::uint32_t>(3),
                             columns,
                             reply->as<std::uint8_t>(4)};
+    auto state = table.sequence_state(request_);
+    if (!state) return make_error_reply(request_id_, state.error());
     auto status = table.sample_sequences(n_, request_, buffers);
     if (!status) return make_error_reply(request_id_, status.error());
     table_changed(*table_);
     return reply->finish(request_id_, ",\"length\":" + std::to_string(request_.length) +
-                                          ",\"burn_in\":" + std::to_string(request_.burn_in));
+                                          ",\"burn_in\":" + std::to_string(request_.burn_in) +
+                                          sampled_state(state->starts, state->mass));
   }
 
  private:

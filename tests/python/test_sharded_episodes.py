@@ -159,10 +159,45 @@ def test_sharded_sequences_draw_every_valid_start_of_the_union_uniformly(shards)
     assert counts.min() > 0
 
 
-def test_sharded_window_samples_refuse_tables_they_cannot_draw_exactly(shards):
-    shards.create_table("prio", FIELDS, 30, episodic=True, sampler="prioritized")
-    with pytest.raises(replayd.InvalidArgument, match="uniform episodic tables only"):
-        shards.sample("prio", 4, nstep=2)
+def test_sharded_prioritized_sequences_draw_each_start_by_its_priority(shards):
+    shards.create_table("prio", FIELDS, 300, episodic=True, sampler="prioritized",
+                        priority_exponent=1.0, seed=2)
+    shard_of = []
+    with shards.episode_writer("prio", batch=3) as writer:
+        for episode, length in enumerate(LENGTHS):
+            for position in range(length):
+                writer.append(**step(episode, position))
+            shard_of.append(writer.shard_of(0))
+            writer.end_episode()
+    # Priority of step (episode j, position p): 1 + p + 3 j, so shards' masses differ from
+    # their step counts and valid starts.
+    for page in shards.read_all("prio"):
+        episodes, positions = page["obs"][:, 0], page["obs"][:, 1]
+        shards.update_priorities("prio", page["key"], 1 + positions + 3 * episodes)
+    # Whole windows of 3 steps: each shard's starts hold only part of its mass.
+    starts = starts_of(shard_of, 3, pad=False)
+    priority = np.array([1 + p + 3 * j for j, p in starts], np.float64)
+    expected = priority / priority.sum()
+    index = {start: i for i, start in enumerate(starts)}
+
+    def call():
+        return shards.sample_sequences("prio", 256, 3, beta=1.0)
+
+    call()  # splits by the tables' masses; the replies then give the windows' masses
+    counts = np.zeros(len(starts))
+    for _ in range(40):
+        sample = call()
+        rows = [index[(j, p)] for j, p in sample.data["obs"][:, 0].astype(int).tolist()]
+        np.testing.assert_allclose(sample.probabilities, expected[rows], rtol=1e-9)
+        np.testing.assert_allclose(sample.weights, (expected[rows] / expected.min()) ** -1.0,
+                                   rtol=1e-9)
+        np.add.at(counts, rows, 1)
+    statistic = float(((counts - counts.sum() * expected) ** 2 /
+                       (counts.sum() * expected)).sum())
+    assert statistic < CHI2_999[12]
+
+
+def test_sharded_window_samples_refuse_tables_that_are_not_episodic(shards):
     shards.create_table("plain", FIELDS, 30)
     with pytest.raises(replayd.InvalidArgument, match="'plain' is not episodic"):
         shards.sample_sequences("plain", 4, 2)

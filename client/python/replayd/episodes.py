@@ -203,7 +203,8 @@ def decode_sequences(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> 
         raise ProtocolError(f"sample_sequences reply with columns {names}")
     return Sample(data={name: columns[name] for name in names[5:]}, keys=columns["key"],
                   probabilities=columns["probability"], weights=columns["weight"],
-                  times_sampled=columns["times_sampled"], mask=columns["mask"])
+                  times_sampled=columns["times_sampled"], mask=columns["mask"],
+                  state=meta.get("state"))
 
 
 def decode_page(meta: Mapping[str, Any],

@@ -33,7 +33,7 @@ import math
 import threading
 from concurrent.futures import Future
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
-                    Sequence, Tuple)
+                    Sequence, Set, Tuple)
 
 import numpy as np
 
@@ -95,10 +95,13 @@ class ShardedClient:
         self._rng = np.random.default_rng(self._seed)
         self._next_shard = itertools.count()
         self._masses: Dict[str, List[Optional[Tuple[int, float, float]]]] = {}
-        # Episodic tables: per table, per window requirement, each shard's count of valid
-        # starts as its last reply showed it (None: not known yet); see sharded_episodes.
-        self.window_starts: Dict[str, Dict[Tuple[Any, ...], List[Optional[int]]]] = {}
-        self.uniform_episodic: Dict[str, bool] = {}
+        # Episodic tables: per table, per window requirement, each shard's window state
+        # (valid starts, mass, min mass) as its last reply showed it (None: not known yet);
+        # see sharded_episodes. Kept across our own priority updates, which a window's
+        # info cannot show; dropped with the table.
+        self.window_states: Dict[str, Dict[Tuple[Any, ...],
+                                           List[Optional[Tuple[int, float, float]]]]] = {}
+        self.episodic_tables: Set[str] = set()
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"addresses": self._addresses, "options": self._options, "seed": self._seed}
@@ -134,12 +137,12 @@ class ShardedClient:
     def drop_table(self, table: str) -> None:
         for shard in self.shards:
             shard.drop_table(table)
-        self._forget(table)
+        self._forget(table, windows=True)
 
     def reset(self, table: str) -> None:
         for shard in self.shards:
             shard.reset(table)
-        self._forget(table)
+        self._forget(table, windows=True)
 
     def size(self, table: str) -> int:
         """Items stored over all shards."""
@@ -205,12 +208,14 @@ class ShardedClient:
                 self._masses[table] = list(known)
         return known  # type: ignore[return-value]
 
-    def _forget(self, table: str) -> None:
-        """Our own update or delete changed the masses: read them afresh next time."""
+    def _forget(self, table: str, *, windows: bool = False) -> None:
+        """Our own update or delete changed the masses: read them afresh next time
+        (`windows`: the table was dropped or reset, forget its window states too)."""
         with self._lock:
             self._masses.pop(table, None)
-            self.window_starts.pop(table, None)
-            self.uniform_episodic.pop(table, None)
+            if windows:
+                self.window_states.pop(table, None)
+                self.episodic_tables.discard(table)
 
     def _remember(self, table: str, shard: int, state: Optional[Mapping[str, Any]]) -> None:
         if not state:

@@ -4,20 +4,15 @@ n-step and sequence samples drawn from the union of the shards, and reading ever
 Episodes never span shards: a window (n-step or sequence) is drawn inside one episode on
 one shard, so no sample mixes steps of episodes of different shards.
 
-Exactness. A draw is over valid *starts* (docs/TRAJECTORIES.md): one uniform episodic table
-holding every shard's steps would give each valid start P = 1 / N with N = sum of the
-shards' valid starts N_s for that window requirement. The union draw splits the n draws by
-a multinomial over the shards' N_s and reports P = (N_s / N) * (1 / N_s) and weights
-(P / min P)^-beta, as plain sharded samples do with item masses. The server reports no
-table state with n-step and sequence replies, and `info` reports no count of valid starts;
-but in a uniform table each draw's local probability is exactly 1 / N_s, so each shard's
-N_s is read from its last reply's probabilities. Until a shard has answered a request of a
-requirement, its stored step count (`info` "size", read afresh on each such call) stands in
-for N_s: an estimate (starts are at most the steps), so the split of those calls is
-approximate; the reported probabilities stay exact for the draw that happened.
-
-Prioritized episodic tables are refused (InvalidArgument): the reply's probabilities
-m_i / M_s do not reveal a shard's window mass M_s, so the split could not be made exact.
+Exactness. A draw is over valid *starts* (docs/TRAJECTORIES.md). Each n-step and sequence
+reply carries the state of the shard's window index for that requirement (its valid starts
+N_s and their mass M_s: N_s in a uniform table, the sum of priority^alpha in a prioritized
+one). The union draw splits the n draws by a multinomial over the shards' masses as the
+last replies showed them and reports P = (M_s / M) * p_local and weights (P / min P)^-beta,
+as plain sharded samples do with item masses. Until a shard has answered a request of a
+requirement, its table's mass (`info`, every stored step, read afresh) stands in for M_s:
+the split of that first call is approximate (starts are at most the steps); the reported
+probabilities are exact for the split that happened.
 """
 from __future__ import annotations
 
@@ -27,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 import numpy as np
 
 from .client import DEFAULT, Client
-from .errors import InvalidArgument
+from .errors import InvalidArgument, ProtocolError
 from .sample import Sample
 
 if TYPE_CHECKING:
@@ -144,40 +139,40 @@ class ShardedEpisodeWriter:
             raise error
 
 
-def _uniform_episodic(client: "ShardedClient", table: str) -> None:
-    """Raises InvalidArgument unless `table` is an episodic table with a uniform sampler."""
-    if table not in client.uniform_episodic:
+def _check_episodic(client: "ShardedClient", table: str) -> None:
+    """Raises InvalidArgument unless `table` is an episodic table."""
+    if table not in client.episodic_tables:
         description = client.shards[0].table_info(table)["description"]
-        kind = description.get("sampler", {}).get("kind")
         if not description.get("episodic"):
             raise InvalidArgument(f"table '{table}' is not episodic (create it with "
                                   "episodic=True)")
-        client.uniform_episodic[table] = kind == "uniform"
-    if not client.uniform_episodic[table]:
-        raise InvalidArgument(
-            f"table '{table}': a ShardedClient draws n-step and sequence samples from "
-            "uniform episodic tables only (the server reports no window mass of a "
-            "prioritized shard, so the split among shards could not be exact)")
+        client.episodic_tables.add(table)
 
 
-def _known_starts(client: "ShardedClient", table: str,
-                  requirement: Tuple[Any, ...]) -> List[int]:
-    """Each shard's valid starts for `requirement`: from its last reply, else its step
-    count (`info`, read afresh)."""
+State = Tuple[int, float, float]  # valid starts, their mass, the smallest positive mass
+
+
+def _known_states(client: "ShardedClient", table: str,
+                  requirement: Tuple[Any, ...]) -> List[State]:
+    """Each shard's window state for `requirement`: from its last reply, else its table's
+    size and mass (`info`, read afresh)."""
     with client._lock:
-        known = list(client.window_starts.get(table, {}).get(requirement)
+        known = list(client.window_states.get(table, {}).get(requirement)
                      or [None] * len(client.shards))
-    missing = [s for s, count in enumerate(known) if count is None]
-    for s in missing:
-        known[s] = int(client.shards[s].table_info(table)["size"])
-    return [int(count) for count in known if count is not None]
+    states: List[State] = []
+    for s, state in enumerate(known):
+        if state is None:
+            info = client.shards[s].table_info(table)
+            state = (int(info["size"]), float(info["mass"]), float(info["min_mass"]))
+        states.append(state)
+    return states
 
 
-def _remember_starts(client: "ShardedClient", table: str, requirement: Tuple[Any, ...],
-                     shard: int, starts: int) -> None:
+def _remember_state(client: "ShardedClient", table: str, requirement: Tuple[Any, ...],
+                    shard: int, state: State) -> None:
     with client._lock:
-        per_table = client.window_starts.setdefault(table, {})
-        per_table.setdefault(requirement, [None] * len(client.shards))[shard] = starts
+        per_table = client.window_states.setdefault(table, {})
+        per_table.setdefault(requirement, [None] * len(client.shards))[shard] = state
 
 
 def sample_windows_async(client: "ShardedClient", table: str, batch: int,
@@ -187,19 +182,20 @@ def sample_windows_async(client: "ShardedClient", table: str, batch: int,
     """A union draw of `batch` windows of `requirement` (the module docstring): `request`
     sends one shard's part."""
     from .sharded import _shares, union_sample
-    _uniform_episodic(client, table)
-    counts = _known_starts(client, table, requirement)
-    masses = [(n, float(n), 1.0) for n in counts]  # uniform: mass = starts, each start 1
+    _check_episodic(client, table)
+    masses = _known_states(client, table, requirement)
     shares = _shares(masses)
 
     def combine(samples: List[Tuple[int, Sample]]) -> Sample:
         states = {}
         for s, sample in samples:
-            # Local probability 1 / N_s exactly (the first draw sees the starts before any
-            # retires under max_times_sampled).
-            starts = int(round(1.0 / float(sample.probabilities[0])))
-            _remember_starts(client, table, requirement, s, starts)
-            states[s] = (starts, float(starts), 1.0)
+            if not sample.state:
+                raise ProtocolError(f"table '{table}': shard {s} sent a window sample "
+                                    "without its state")
+            state = (int(sample.state["size"]), float(sample.state["mass"]),
+                     float(sample.state["min_mass"]))
+            _remember_state(client, table, requirement, s, state)
+            states[s] = state
         return union_sample(samples, shares, masses, states, beta)
 
     return client._gather(batch, shares, combine, request)
