@@ -495,28 +495,30 @@ def create_buffer(size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
     return ReplayBuffer(size, env_dict, **kwargs)
 
 
-class _PendingEpisodes:
-    """A cpprb class that reads items in insertion order or by episode: not provided until
-    the server keeps episodes (constructing one raises NotImplementedError)."""
+class _NotProvided:
+    """A cpprb class replayd.cpprb does not provide: constructing one raises
+    NotImplementedError naming what it would need."""
 
     needs = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(
-            f"replayd.cpprb has no {type(self).__name__} yet: it {self.needs}, which needs "
-            f"episodes on the replayd server (see client/python/README.md, 'cpprb drop-in')")
+            f"replayd.cpprb has no {type(self).__name__}: {self.needs} (see "
+            f"client/python/README.md, 'cpprb drop-in')")
 
 
-class ReverseReplayBuffer(_PendingEpisodes):
-    needs = "samples consecutive items backwards from the newest"
+class SelectiveReplayBuffer(_NotProvided):
+    needs = ("cpprb's class keeps its old fixed obs/act/rew/next_obs/done layout (float64, "
+             "episode_len * Nepisodes steps) and delete_episode moves the later steps "
+             "backwards, changing their ring indexes; replayd's episodic tables remove steps "
+             "by key and never move them, and that mapping is not written yet")
 
 
-class SelectiveReplayBuffer(_PendingEpisodes):
-    needs = "stores, reads and deletes whole episodes"
-
-
-class HindsightReplayBuffer(_PendingEpisodes):
-    needs = "relabels goals within stored episodes"
+class HindsightReplayBuffer(_NotProvided):
+    needs = ("it relabels goals over a whole episode at on_episode_end() (strategies "
+             "'future', 'episode', 'random', 'final') with a user reward function; that "
+             "client-side relabelling is not written yet")
 
 
 from .cpprb_train import train  # noqa: E402  (it uses the classes above)
+from .cpprb_reverse import ReverseReplayBuffer  # noqa: E402  (a ReplayBuffer subclass)
