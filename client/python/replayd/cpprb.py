@@ -27,8 +27,19 @@ What matches cpprb:
   the largest priority given so far, like cpprb's max priority; ``get_max_priority()``;
 - ``get_stored_size()``, ``get_buffer_size()``, ``get_next_index()``,
   ``get_current_episode_len()``, ``clear()``, ``on_episode_end()``, ``is_Nstep()``;
+- ``get_all_transitions(shuffle)`` (ring order, as cpprb), ``_encode_sample(idx)`` (ring
+  positions), ``save_transitions`` / ``load_transitions`` in cpprb's ``.npz`` layout (files
+  move both ways between cpprb and replayd.cpprb);
+- ``Nstep={"size", "gamma", "rew", "next"}`` (replayd.cpprb_nstep: a client-side cache as
+  cpprb's, correct where cpprb is not);
 - ``create_buffer(size, env_dict, prioritized=...)``, ``train(...)`` (replayd.cpprb_train),
-  ``LaBERmean``, ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb_laber).
+  ``ReverseReplayBuffer`` (replayd.cpprb_reverse), ``LaBERmean``, ``LaBERlazy``,
+  ``LaBERmax`` (replayd.cpprb_laber); the MP buffers' errors for ``backend`` and ``ctx``.
+
+The table is episodic (replayd.cpprb_steps): each buffer object appends, per process, to an
+episode of its own that ``on_episode_end()`` ends, which is what lets the ordered reads
+work. Samples are the server's 1-step samples of it (every stored step, uniformly or by
+priority).
 
 Each buffer object owns its table: a unique name (``cpprb-<hex>``) unless ``table=`` names
 one, created if missing (an existing table with the same description is reused with its
@@ -39,22 +50,32 @@ copies (for other processes: they are a replayd.Client plus the table's descript
 to the same table and never drop it.
 
 Differences and unsupported options:
-- ``Nstep``, ``ReverseReplayBuffer``, ``SelectiveReplayBuffer``, ``HindsightReplayBuffer``:
-  not provided yet (NotImplementedError; they need episodes on the server);
+- ``SelectiveReplayBuffer``, ``HindsightReplayBuffer``: not provided (constructing one
+  raises NotImplementedError naming what is missing);
 - single-transition adds reach *other* objects and processes sharing the table when 64 of
   them (at most the size) are collected, at ``on_episode_end()``, when the buffer is
   pickled, collected or its process exits; cpprb's shared memory shows them at once;
 - ``get_next_index()``, ``add()``'s return value and ``get_current_episode_len()`` count
   this object's adds (cpprb's MP buffers share the ring index between processes);
-  ``get_max_priority()`` sees the priorities given through this object;
-- ``get_all_transitions``, ``save_transitions``, ``load_transitions``: NotImplementedError:
-  the server has no operation that reads every item in insertion order, and sampling
-  cannot return each item exactly once;
+  ``get_max_priority()`` sees the priorities given through this object; the ring order of
+  ``get_all_transitions`` follows this object's ``get_next_index()`` (with several writers
+  to one table it is their insertion order);
+- ``get_all_transitions``, ``_encode_sample`` and each ``ReverseReplayBuffer.sample`` read
+  the whole table (O(stored size)); ``_encode_sample`` raises IndexError for a position
+  that holds nothing (cpprb returns its unwritten memory);
+- ``load_transitions`` refuses cpprb's ``safe=False`` files (its compressed memory
+  layout); ``save_transitions(safe=False)`` writes the safe layout;
+- ``Nstep``: ``done`` of a full window counts its last step and a tail flushed by
+  ``on_episode_end()`` takes ``next`` of the episode's last step (cpprb drops the first
+  and writes memory it never filled for the second); a prioritized step without a
+  priority gets this object's largest priority when added, as in cpprb;
+- env_dict names ``discount``, ``steps``, ``key``, ``episode``, ``position``,
+  ``sequence`` are reserved (ValueError): they are columns of the episodic table's replies;
 - ``next_of`` and ``stack_compress`` are accepted but only change memory use in cpprb:
   here ``next_<name>`` fields are ordinary fields (``add`` must be given them, as in cpprb)
   and stacked values are stored uncompressed; results are the same;
 - ``mmap_prefix``, ``ctx``, ``backend``, ``logger`` are accepted and ignored (storage lives
-  on the server); ``check_for_update`` is always in effect (keys of overwritten items are
+  on the server) once they pass cpprb's checks; ``check_for_update`` is always in effect (keys of overwritten items are
   stale and ignored by the server);
 - ``indexes`` of a sample are replayd keys, not ring-buffer positions; stale ones are
   ignored by ``update_priorities``;
