@@ -33,7 +33,8 @@ What matches cpprb:
 - ``Nstep={"size", "gamma", "rew", "next"}`` (replayd.cpprb_nstep: a client-side cache as
   cpprb's, correct where cpprb is not);
 - ``create_buffer(size, env_dict, prioritized=...)``, ``train(...)`` (replayd.cpprb_train),
-  ``ReverseReplayBuffer`` (replayd.cpprb_reverse), ``LaBERmean``, ``LaBERlazy``,
+  ``ReverseReplayBuffer`` (replayd.cpprb_reverse), ``HindsightReplayBuffer``
+  (replayd.cpprb_her), ``LaBERmean``, ``LaBERlazy``,
   ``LaBERmax`` (replayd.cpprb_laber); the MP buffers' errors for ``backend`` and ``ctx``.
 
 The table is episodic (replayd.cpprb_steps): each buffer object appends, per process, to an
@@ -50,8 +51,8 @@ copies (for other processes: they are a replayd.Client plus the table's descript
 to the same table and never drop it.
 
 Differences and unsupported options:
-- ``SelectiveReplayBuffer``, ``HindsightReplayBuffer``: not provided (constructing one
-  raises NotImplementedError naming what is missing);
+- ``SelectiveReplayBuffer``: not provided (constructing one raises NotImplementedError
+  naming what is missing);
 - single-transition adds reach *other* objects and processes sharing the table when 64 of
   them (at most the size) are collected, at ``on_episode_end()``, when the buffer is
   pickled, collected or its process exits; cpprb's shared memory shows them at once;
@@ -535,11 +536,6 @@ class SelectiveReplayBuffer(_NotProvided):
              "by key and never move them, and that mapping is not written yet")
 
 
-class HindsightReplayBuffer(_NotProvided):
-    needs = ("it relabels goals over a whole episode at on_episode_end() (strategies "
-             "'future', 'episode', 'random', 'final') with a user reward function; that "
-             "client-side relabelling is not written yet")
-
-
 from .cpprb_train import train  # noqa: E402  (it uses the classes above)
 from .cpprb_reverse import ReverseReplayBuffer  # noqa: E402  (a ReplayBuffer subclass)
+from .cpprb_her import HindsightReplayBuffer  # noqa: E402  (it wraps the classes above)
