@@ -158,8 +158,6 @@ def test_unsupported_options_fail_loudly(rb_args):
     with pytest.raises(TypeError, match="unexpected"):
         ReplayBuffer(8, ENV_DICT, frobnicate=True, **rb_args)
     assert PrioritizedReplayBuffer(8, ENV_DICT, **rb_args).is_Nstep() is False
-    with pytest.raises(NotImplementedError, match="SelectiveReplayBuffer"):
-        replayd.cpprb.SelectiveReplayBuffer(8, ENV_DICT, **rb_args)
 
 
 def test_buffers_pickle_and_share_the_table(rb_args):

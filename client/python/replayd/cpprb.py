@@ -34,8 +34,9 @@ What matches cpprb:
   cpprb's, correct where cpprb is not);
 - ``create_buffer(size, env_dict, prioritized=...)``, ``train(...)`` (replayd.cpprb_train),
   ``ReverseReplayBuffer`` (replayd.cpprb_reverse), ``HindsightReplayBuffer``
-  (replayd.cpprb_her), ``LaBERmean``, ``LaBERlazy``,
-  ``LaBERmax`` (replayd.cpprb_laber); the MP buffers' errors for ``backend`` and ``ctx``.
+  (replayd.cpprb_her), ``SelectiveReplayBuffer`` (replayd.cpprb_selective), ``LaBERmean``,
+  ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb_laber); the MP buffers' errors for
+  ``backend`` and ``ctx``.
 
 The table is episodic (replayd.cpprb_steps): each buffer object appends, per process, to an
 episode of its own that ``on_episode_end()`` ends, which is what lets the ordered reads
@@ -51,8 +52,9 @@ copies (for other processes: they are a replayd.Client plus the table's descript
 to the same table and never drop it.
 
 Differences and unsupported options:
-- ``SelectiveReplayBuffer``: not provided (constructing one raises NotImplementedError
-  naming what is missing);
+- ``SelectiveReplayBuffer`` (replayd.cpprb_selective): ``get_episode``, ``sample`` and
+  ``_encode_sample`` read the whole table; ``_encode_sample`` of a position past the stored
+  steps raises IndexError (cpprb returns its unwritten memory);
 - single-transition adds reach *other* objects and processes sharing the table when 64 of
   them (at most the size) are collected, at ``on_episode_end()``, when the buffer is
   pickled, collected or its process exits; cpprb's shared memory shows them at once;
@@ -517,25 +519,7 @@ def create_buffer(size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
     return ReplayBuffer(size, env_dict, **kwargs)
 
 
-class _NotProvided:
-    """A cpprb class replayd.cpprb does not provide: constructing one raises
-    NotImplementedError naming what it would need."""
-
-    needs = ""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            f"replayd.cpprb has no {type(self).__name__}: {self.needs} (see "
-            f"client/python/README.md, 'cpprb drop-in')")
-
-
-class SelectiveReplayBuffer(_NotProvided):
-    needs = ("cpprb's class keeps its old fixed obs/act/rew/next_obs/done layout (float64, "
-             "episode_len * Nepisodes steps) and delete_episode moves the later steps "
-             "backwards, changing their ring indexes; replayd's episodic tables remove steps "
-             "by key and never move them, and that mapping is not written yet")
-
-
 from .cpprb_train import train  # noqa: E402  (it uses the classes above)
 from .cpprb_reverse import ReverseReplayBuffer  # noqa: E402  (a ReplayBuffer subclass)
 from .cpprb_her import HindsightReplayBuffer  # noqa: E402  (it wraps the classes above)
+from .cpprb_selective import SelectiveReplayBuffer  # noqa: E402  (it wraps ReplayBuffer)
