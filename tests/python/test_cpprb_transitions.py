@@ -8,6 +8,8 @@ data=get_all_transitions(), Nstep=is_Nstep(), cache=None)``; load_transitions ch
 from __future__ import annotations
 
 import io
+import json
+import time
 
 import numpy as np
 import pytest
@@ -149,3 +151,20 @@ def test_nstep_files_hold_finished_transitions(rb_args, address, tmp_path):
     assert other.get_all_transitions()["rew"].ravel().tolist() == rew
     with pytest.raises(ValueError, match="mismatch for Nstep"):
         ReplayBuffer(8, NSTEP_ENV, address=address).load_transitions(tmp_path / "n.npz")
+
+
+def test_adds_go_on_after_the_server_closed_an_idle_connection(make_server, tmp_path):
+    """The server ends a closed connection's episodes; the next add opens a new one."""
+    config = tmp_path / "idle.json"
+    config.write_text(json.dumps({"limits": {"idle_timeout_ms": 300}}))
+    server = make_server(extra_args=["--config", str(config)])
+    rb = ReplayBuffer(8, ENV, address=server.unix_address)
+    add_range(rb, range(2))
+    rb.on_episode_end()
+    add_range(rb, [2])
+    assert rb.get_stored_size() == 3
+    time.sleep(1.0)  # idle: the server closes the connection, ending the open episode
+    add_range(rb, [3, 4])
+    rb.on_episode_end()
+    add_range(rb, [5])
+    assert rb.get_all_transitions()["obs"].ravel().tolist() == [0, 1, 2, 3, 4, 5]

@@ -74,6 +74,8 @@ Differences and unsupported options:
   priority gets this object's largest priority when added, as in cpprb;
 - env_dict names ``discount``, ``steps``, ``key``, ``episode``, ``position``,
   ``sequence`` are reserved (ValueError): they are columns of the episodic table's replies;
+  a ``table=`` made by an earlier replayd.cpprb (a plain table) has another description
+  and raises replayd.AlreadyExists;
 - ``next_of`` and ``stack_compress`` are accepted but only change memory use in cpprb:
   here ``next_<name>`` fields are ordinary fields (``add`` must be given them, as in cpprb)
   and stacked values are stored uncompressed; results are the same;

@@ -48,27 +48,34 @@ def send_steps(client: "Client", table: str, batch: InsertBatch, episode: int
 
 class Episode:
     """The episode a buffer object appends to in this process: opened on first use (one
-    round trip), ended by `end` (one round trip, after what was sent before it)."""
+    round trip), ended by `end` (one round trip, after what was sent before it). The
+    server ends a connection's episodes when it closes, so after a reconnect the next
+    append opens a new episode on the new connection."""
 
     def __init__(self, client: "Client", table: str) -> None:
         self.client = client
         self.table = table
         self.id: Optional[int] = None
         self.has_steps = False
+        self._conn: Any = None  # the connection that opened `id`
 
     def current(self) -> int:
-        if self.id is None:
+        conn = self.client.connection()
+        if self.id is None or self._conn is not conn:
             reply = self.client._call({"op": "open_episodes", "table": self.table, "n": 1})
             self.id = int(reply["episodes"][0])
             self.has_steps = False
+            self._conn = conn
         return self.id
 
     def end(self) -> None:
         """Ends the episode (terminated) if it has steps; the next add opens a new one."""
-        if self.id is not None and self.has_steps:
+        if self.id is None or not self.has_steps:
+            return  # an empty episode stays open for the next add
+        if self._conn is self.client.connection():  # else the server ended it already
             self.client._call({"op": "end_episode", "table": self.table,
                                "episode": self.id, "terminated": True})
-            self.id = None
+        self.id = None
 
 
 class StepWriter(Writer):
