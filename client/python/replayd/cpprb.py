@@ -99,6 +99,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from .client import Client
+from . import cpprb_npz
 from .cpprb_nstep import NstepCache
 from .cpprb_steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, read_ordered, send_steps,
                           with_hidden)
@@ -114,7 +115,6 @@ __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "LaBERmax", "train", "ReverseReplayBuffer", "SelectiveReplayBuffer",
            "HindsightReplayBuffer", "DEFAULT_ADDRESS"]
 
-_FORMAT_VERSION = 1  # of cpprb's save_transitions files
 _IGNORED_OPTIONS = ("ctx", "backend", "logger", "check_for_update", "mmap_prefix")
 
 
@@ -265,32 +265,16 @@ class ReplayBuffer:
 
     def save_transitions(self, file: Any, *, safe: bool = True) -> None:
         """Writes every stored transition to `file` (a path or a binary file) in cpprb's
-        ``.npz`` layout (version 1: ``safe``, ``version``, ``data`` = get_all_transitions(),
-        ``Nstep``, ``cache``), which cpprb's load_transitions reads. `safe=False` writes the
-        same layout: the unsafe one of cpprb only exists for its compressed memory."""
-        arrays: Dict[str, Any] = {"safe": True, "version": _FORMAT_VERSION,
-                                  "data": self.get_all_transitions(),
-                                  "Nstep": self.is_Nstep(), "cache": None}
-        np.savez_compressed(file, **arrays)
+        ``.npz`` layout (replayd.cpprb_npz), which cpprb's load_transitions reads.
+        `safe=False` writes the same layout (cpprb's unsafe one is its compressed memory)."""
+        cpprb_npz.write(file, self.get_all_transitions(), self.is_Nstep())
 
     def load_transitions(self, file: Any) -> None:
-        """Adds the transitions of a file written by save_transitions (here or by cpprb).
-        Raises ValueError when the file's Nstep flag differs from this buffer's, for an
-        unknown format version, and for cpprb's ``safe=False`` files (its compressed
-        memory layout). The file is unpickled: never load an untrusted file."""
-        with np.load(file, allow_pickle=True) as npz:
-            version = npz["version"]
-            nstep = bool(npz["Nstep"])
-            if nstep != self.is_Nstep():
-                raise ValueError("Stored data and Buffer mismatch for Nstep")
-            if version != _FORMAT_VERSION:
-                raise ValueError(f"Unknown Format Version: {version}")
-            if not bool(npz["safe"]):
-                raise ValueError("load_transitions: the file was saved by cpprb with "
-                                 "safe=False (its next_of/stack_compress memory layout); "
-                                 "save it with safe=True")
-            data = npz["data"].item()
-        if nstep:  # already n-step transitions: stored as they are, as cpprb does
+        """Adds the transitions of a file written by save_transitions, here or by cpprb
+        (ValueError for a file of the other Nstep kind, an unknown version or cpprb's
+        ``safe=False`` layout). Unpickles the file: never load an untrusted one."""
+        data = cpprb_npz.read(file, self.is_Nstep())
+        if self.is_Nstep():  # already n-step transitions: stored as they are, as cpprb does
             columns, n = self._columns(data)
             self._store(columns, n, None)
         else:
