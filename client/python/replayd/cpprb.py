@@ -71,7 +71,8 @@ Differences and unsupported options:
 - ``Nstep``: ``done`` of a full window counts its last step and a tail flushed by
   ``on_episode_end()`` takes ``next`` of the episode's last step (cpprb drops the first
   and writes memory it never filled for the second); a prioritized step without a
-  priority gets this object's largest priority when added, as in cpprb;
+  priority gets this object's largest priority when added, as in cpprb; the MP buffers
+  take ``Nstep`` too (cpprb's MP buffers silently ignore it);
 - env_dict names ``discount``, ``steps``, ``key``, ``episode``, ``position``,
   ``sequence`` are reserved (ValueError): they are columns of the episodic table's replies;
   a ``table=`` made by an earlier replayd.cpprb (a plain table) has another description
