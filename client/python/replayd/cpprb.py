@@ -27,8 +27,21 @@ What matches cpprb:
   the largest priority given so far, like cpprb's max priority; ``get_max_priority()``;
 - ``get_stored_size()``, ``get_buffer_size()``, ``get_next_index()``,
   ``get_current_episode_len()``, ``clear()``, ``on_episode_end()``, ``is_Nstep()``;
+- ``get_all_transitions(shuffle)`` (ring order, as cpprb), ``_encode_sample(idx)`` (ring
+  positions), ``save_transitions`` / ``load_transitions`` in cpprb's ``.npz`` layout (files
+  move both ways between cpprb and replayd.cpprb);
+- ``Nstep={"size", "gamma", "rew", "next"}`` (replayd.cpprb_nstep: a client-side cache as
+  cpprb's, correct where cpprb is not);
 - ``create_buffer(size, env_dict, prioritized=...)``, ``train(...)`` (replayd.cpprb_train),
-  ``LaBERmean``, ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb_laber).
+  ``ReverseReplayBuffer`` (replayd.cpprb_reverse), ``HindsightReplayBuffer``
+  (replayd.cpprb_her), ``SelectiveReplayBuffer`` (replayd.cpprb_selective), ``LaBERmean``,
+  ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb_laber); the MP buffers' errors for
+  ``backend`` and ``ctx``.
+
+The table is episodic (replayd.cpprb_steps): each buffer object appends, per process, to an
+episode of its own that ``on_episode_end()`` ends, which is what lets the ordered reads
+work. Samples are the server's 1-step samples of it (every stored step, uniformly or by
+priority).
 
 Each buffer object owns its table: a unique name (``cpprb-<hex>``) unless ``table=`` names
 one, created if missing (an existing table with the same description is reused with its
@@ -39,22 +52,36 @@ copies (for other processes: they are a replayd.Client plus the table's descript
 to the same table and never drop it.
 
 Differences and unsupported options:
-- ``Nstep``, ``ReverseReplayBuffer``, ``SelectiveReplayBuffer``, ``HindsightReplayBuffer``:
-  not provided yet (NotImplementedError; they need episodes on the server);
+- ``SelectiveReplayBuffer`` (replayd.cpprb_selective): ``get_episode``, ``sample`` and
+  ``_encode_sample`` read the whole table; ``_encode_sample`` of a position past the stored
+  steps raises IndexError (cpprb returns its unwritten memory);
 - single-transition adds reach *other* objects and processes sharing the table when 64 of
   them (at most the size) are collected, at ``on_episode_end()``, when the buffer is
   pickled, collected or its process exits; cpprb's shared memory shows them at once;
 - ``get_next_index()``, ``add()``'s return value and ``get_current_episode_len()`` count
   this object's adds (cpprb's MP buffers share the ring index between processes);
-  ``get_max_priority()`` sees the priorities given through this object;
-- ``get_all_transitions``, ``save_transitions``, ``load_transitions``: NotImplementedError:
-  the server has no operation that reads every item in insertion order, and sampling
-  cannot return each item exactly once;
+  ``get_max_priority()`` sees the priorities given through this object; the ring order of
+  ``get_all_transitions`` follows this object's ``get_next_index()`` (with several writers
+  to one table it is their insertion order);
+- ``get_all_transitions``, ``_encode_sample`` and each ``ReverseReplayBuffer.sample`` read
+  the whole table (O(stored size)); ``_encode_sample`` raises IndexError for a position
+  that holds nothing (cpprb returns its unwritten memory);
+- ``load_transitions`` refuses cpprb's ``safe=False`` files (its compressed memory
+  layout); ``save_transitions(safe=False)`` writes the safe layout;
+- ``Nstep``: ``done`` of a full window counts its last step and a tail flushed by
+  ``on_episode_end()`` takes ``next`` of the episode's last step (cpprb drops the first
+  and writes memory it never filled for the second); a prioritized step without a
+  priority gets this object's largest priority when added, as in cpprb; the MP buffers
+  take ``Nstep`` too (cpprb's MP buffers silently ignore it);
+- env_dict names ``discount``, ``steps``, ``key``, ``episode``, ``position``,
+  ``sequence`` are reserved (ValueError): they are columns of the episodic table's replies;
+  a ``table=`` made by an earlier replayd.cpprb (a plain table) has another description
+  and raises replayd.AlreadyExists;
 - ``next_of`` and ``stack_compress`` are accepted but only change memory use in cpprb:
   here ``next_<name>`` fields are ordinary fields (``add`` must be given them, as in cpprb)
   and stacked values are stored uncompressed; results are the same;
 - ``mmap_prefix``, ``ctx``, ``backend``, ``logger`` are accepted and ignored (storage lives
-  on the server); ``check_for_update`` is always in effect (keys of overwritten items are
+  on the server) once they pass cpprb's checks; ``check_for_update`` is always in effect (keys of overwritten items are
   stale and ignored by the server);
 - ``indexes`` of a sample are replayd keys, not ring-buffer positions; stale ones are
   ignored by ``update_priorities``;
@@ -68,14 +95,19 @@ else ``unix:///tmp/replayd.sock``.
 from __future__ import annotations
 
 from multiprocessing import util as mp_util
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .client import Client
+from . import cpprb_npz
+from .cpprb_nstep import NstepCache
+from .cpprb_steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, read_ordered, send_steps,
+                          with_hidden)
+from .columns import prepare_insert
 from .cpprb_laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
-from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, env_fields,
-                          new_table_name, resolve_address)
+from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, check_mp_options,
+                          env_fields, new_table_name, resolve_address)
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
 
@@ -99,9 +131,6 @@ class ReplayBuffer:
                  address: Optional[str] = None, table: Optional[str] = None,
                  persist: bool = False, timeout: Optional[float] = None,
                  **kwargs: Any) -> None:
-        if Nstep:
-            raise NotImplementedError("replayd.cpprb does not support Nstep yet; compute "
-                                      "N-step returns before add()")
         unknown = sorted(set(kwargs) - set(_IGNORED_OPTIONS))
         if unknown:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments "
@@ -109,13 +138,17 @@ class ReplayBuffer:
         self._size = int(size)
         self._table = new_table_name() if table is None else table
         self._fields = env_fields(env_dict, default_dtype, next_of)
+        self._nstep = NstepCache(Nstep, self._fields) if Nstep else None
         self._client = Client(resolve_address(address), timeout=timeout)
-        if self._prioritized:
-            self._client.create_table(self._table, self._fields, self._size,
-                                      sampler="prioritized", priority_exponent=self._alpha,
-                                      exist_ok=True)
-        else:
-            self._client.create_table(self._table, self._fields, self._size, exist_ok=True)
+        reserved = sorted({name for name, _, _ in self._fields} & set(RESERVED))
+        if reserved:
+            raise ValueError(f"env_dict names {reserved}: replayd.cpprb reserves "
+                             f"{', '.join(RESERVED)} for its episodic table")
+        fields = [*self._fields, (HIDDEN_REWARD, np.dtype(np.float32), ())]
+        self._client.create_table(self._table, fields, self._size,
+                                  sampler="prioritized" if self._prioritized else "uniform",
+                                  priority_exponent=self._alpha, exist_ok=True,
+                                  episodic=True, reward=HIDDEN_REWARD, bootstrap=[])
         self._one_plan = [(name, dtype, shape, int(np.prod(shape)))
                           for name, dtype, shape in self._fields]
         self._index = 0  # cpprb's next ring position, counted over this object's adds
@@ -132,6 +165,8 @@ class ReplayBuffer:
         self._life.flush()
         state = dict(self.__dict__)
         del state["_life"]
+        if self._nstep is not None:  # a copy starts its own episodes
+            state["_nstep"] = self._nstep.empty_copy()
         return state
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
@@ -183,35 +218,68 @@ class ReplayBuffer:
 
     def clear(self) -> None:
         """Removes every item (for every process using the table)."""
-        self._life.send()
+        self._life.end_episode()
         self._client.reset(self._table)
         self._index = self._episode_len = 0
         self._max_priority = 1.0
+        if self._nstep is not None:
+            self._nstep.clear()
 
     def on_episode_end(self) -> None:
-        """Starts a new episode (get_current_episode_len() becomes 0). Transitions still in
-        the writer are sent, so other processes see them (as with cpprb's MP buffers)."""
+        """Starts a new episode (get_current_episode_len() becomes 0). With Nstep, first
+        stores the transitions of the steps still cached (see replayd.cpprb_nstep).
+        Transitions still in the writer are sent, so other processes see them (as with
+        cpprb's MP buffers)."""
+        if self._nstep is not None:
+            data, prio, n = self._nstep.flush()
+            self._store(data, n, prio)
         self._episode_len = 0
-        self._life.send()
+        self._life.end_episode()
 
     def is_Nstep(self) -> bool:  # noqa: N802 - cpprb's name
-        return False
+        """True when the buffer was made with ``Nstep``."""
+        return self._nstep is not None
 
     def get_all_transitions(self, shuffle: bool = False) -> Dict[str, np.ndarray[Any, Any]]:
-        raise NotImplementedError(
-            "get_all_transitions is not supported by replayd.cpprb: the replayd server has "
-            "no operation that reads every stored item in insertion order, and sampling "
-            "cannot return each item exactly once. Keep a local cpprb.ReplayBuffer for "
-            "that pattern (see client/python/README.md, 'cpprb migration').")
+        """Every stored transition, as cpprb returns them: ``(get_stored_size(), *shape)``
+        arrays of each value in ring order (position 0 first; once the ring has wrapped,
+        position ``get_next_index()`` holds the oldest), or in numpy's random order with
+        `shuffle`. Reads the whole table (``read_steps``, paged)."""
+        ring = self._ring()
+        if not shuffle:
+            return ring
+        order = np.arange(next(iter(ring.values())).shape[0])
+        np.random.shuffle(order)
+        return {name: values[order] for name, values in ring.items()}
+
+    def _encode_sample(self, idx: Any) -> Dict[str, np.ndarray[Any, Any]]:
+        """The transitions at the ring positions `idx` (cpprb's internal read, used by
+        subclasses and scripts). Reads the whole table; raises IndexError for a position
+        that holds nothing (cpprb would return its unwritten memory)."""
+        positions = np.array(idx, ndmin=1)
+        ring = self._ring()
+        stored = next(iter(ring.values())).shape[0]
+        if positions.size and (positions.max() >= stored or positions.min() < -stored):
+            raise IndexError(f"_encode_sample: positions {positions.tolist()} outside the "
+                             f"{stored} stored transitions")
+        return {name: values[positions] for name, values in ring.items()}
 
     def save_transitions(self, file: Any, *, safe: bool = True) -> None:
-        raise NotImplementedError("save_transitions is not supported by replayd.cpprb: the "
-                                  "server cannot read every stored item in order (use the "
-                                  "server's snapshots to keep a table)")
+        """Writes every stored transition to `file` (a path or a binary file) in cpprb's
+        ``.npz`` layout (replayd.cpprb_npz), which cpprb's load_transitions reads.
+        `safe=False` writes the same layout (cpprb's unsafe one is its compressed memory)."""
+        cpprb_npz.write(file, self.get_all_transitions(), self.is_Nstep())
 
     def load_transitions(self, file: Any) -> None:
-        raise NotImplementedError("load_transitions is not supported by replayd.cpprb "
-                                  "yet (it pairs with save_transitions)")
+        """Adds the transitions of a file written by save_transitions, here or by cpprb
+        (ValueError for a file of the other Nstep kind, an unknown version or cpprb's
+        ``safe=False`` layout). Unpickles the file: never load an untrusted one."""
+        data = cpprb_npz.read(file, self.is_Nstep())
+        if self.is_Nstep():  # already n-step transitions: stored as they are, as cpprb does
+            columns, n = self._columns(data)
+            self._store(columns, n, None)
+        else:
+            self._add(data, None)
 
     # -- replayd extras ----------------------------------------------------------------
 
@@ -241,7 +309,7 @@ class ReplayBuffer:
         Returns None (having changed nothing) when `kwargs` is anything else."""
         if priorities is not None and type(priorities) is not float:
             return None
-        item = {}
+        item: Dict[str, Any] = {HIDDEN_REWARD: 0.0}
         try:
             for name, dtype, shape, size in self._one_plan:
                 array = np.asarray(kwargs[name], dtype=dtype)
@@ -263,32 +331,50 @@ class ReplayBuffer:
         return first
 
     def _add(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
-        fast = self._add_one(kwargs, priorities)
-        if fast is not None:
-            return fast
+        if self._nstep is None:
+            fast = self._add_one(kwargs, priorities)
+            if fast is not None:
+                return fast
+        data, n = self._columns(kwargs)
+        prio = None
+        if priorities is not None:
+            prio = np.ravel(np.asarray(priorities, dtype=np.float64))
+            if prio.shape[0] != n:
+                raise ValueError("`priorities` shape is incompatible")
+        if self._nstep is not None:
+            if prio is None and self._prioritized:  # cpprb: the max priority at add time
+                prio = np.full(n, self._max_priority)
+            data, prio, n = self._nstep.add(data, n, prio)
+        return self._store(data, n, prio)
+
+    def _columns(self, kwargs: Mapping[str, Any]) -> Tuple[Dict[str, np.ndarray[Any, Any]], int]:
+        """Every field of `kwargs` as ``(n, *shape)`` arrays of its dtype, and n."""
         missing = [name for name, _, _ in self._fields if name not in kwargs]
         if missing:
             raise KeyError(f"add() is missing values for {missing}")
         data: Dict[str, np.ndarray[Any, Any]] = {}
-        n = None
-        for name, dtype, shape in self._fields:
+        n = 0
+        for i, (name, dtype, shape) in enumerate(self._fields):
             array = np.asarray(kwargs[name]).astype(dtype, copy=False)
             try:
                 array = array.reshape(-1, *shape)
             except ValueError:
                 raise ValueError(f"add(): '{name}' of shape {np.shape(kwargs[name])} cannot "
                                  f"be reshaped to (-1, {', '.join(map(str, shape))})") from None
-            if n is None:
+            if i == 0:
                 n = array.shape[0]
             elif array.shape[0] != n:
                 raise ValueError(f"add(): '{name}' holds {array.shape[0]} steps, the other "
                                  f"values {n}")
             data[name] = array
+        return data, n
+
+    def _store(self, data: Mapping[str, np.ndarray[Any, Any]], n: int,
+               raw: Optional[np.ndarray[Any, Any]]) -> Optional[int]:
+        """Stores n transitions (priorities as given to add, or None) at the next ring
+        positions and returns the first position (None when n is 0)."""
         prio = None
-        if priorities is not None:
-            raw = np.ravel(np.asarray(priorities, dtype=np.float64))
-            if raw.shape[0] != n:
-                raise ValueError("`priorities` shape is incompatible")
+        if raw is not None:
             if raw.shape[0]:
                 self._max_priority = max(self._max_priority, float(raw.max()))
             prio = np.abs(raw) + self._eps
@@ -298,29 +384,50 @@ class ReplayBuffer:
         self._index = (self._index + n) % self._size
         self._episode_len += n
         if n == 1:
+            item: Dict[str, Any] = {name: array[0] for name, array in data.items()}
+            item[HIDDEN_REWARD] = 0.0
             self._life.writer_here().append(
-                {name: array[0] for name, array in data.items()},
-                priority=None if prio is None else float(prio[0]))
+                item, priority=None if prio is None else float(prio[0]))
             return first
         self._life.send()  # keeps the order of earlier single adds
         if n > self._size:  # a ring buffer keeps only the newest `size` of them
             data = {name: array[-self._size:] for name, array in data.items()}
             prio = None if prio is None else prio[-self._size:]
             n = self._size
+        episode = self._life.episode()
+        schema = self._client.schema(self._table)
         step = max(1, int(self._client.server["limits"].get("max_batch_items", n)))
         for start in range(0, n, step):
-            part = {name: array[start:start + step] for name, array in data.items()}
-            self._client.insert(self._table, part,
-                                None if prio is None else prio[start:start + step])
+            part = with_hidden({name: array[start:start + step]
+                                for name, array in data.items()}, min(step, n - start))
+            batch = prepare_insert(schema, part,
+                                   None if prio is None else prio[start:start + step])
+            send_steps(self._client, self._table, batch, episode.current()).result()
+            episode.has_steps = True
         return first
+
+    def _ring(self) -> Dict[str, np.ndarray[Any, Any]]:
+        """Every stored transition at its ring position: the steps oldest first, rotated so
+        that the newest sits just before this object's next index once the ring is full."""
+        self._life.send()
+        steps = read_ordered(self._client, self._table)
+        n = next(iter(steps.values())).shape[0]
+        shift = self._index % self._size
+        if n < self._size or shift == 0:
+            return steps  # not wrapped: positions 0 .. n-1 in insertion order
+        return {name: np.roll(values, shift, axis=0) for name, values in steps.items()}
 
     def _sample(self, batch_size: int, beta: float) -> Sample:
         self._life.send()
         try:
-            return self._client.sample(self._table, int(batch_size), beta=beta, timeout=0)
+            sample = self._client.sample(self._table, int(batch_size), beta=beta, nstep=1,
+                                         timeout=0)
         except ReplayTimeout as exc:
             raise ValueError(f"cannot sample from table '{self._table}': it is empty "
                              f"({exc.message})") from exc
+        for name in SAMPLE_EXTRAS:
+            sample.data.pop(name, None)
+        return sample
 
     _eps = 0.0
     _alpha = 0.0
@@ -376,6 +483,7 @@ class MPReplayBuffer(ReplayBuffer):
     def __init__(self, size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
                  default_dtype: Any = None, ctx: Any = None, backend: str = "sharedctypes",
                  **kwargs: Any) -> None:
+        check_mp_options(ctx, backend)
         super().__init__(size, env_dict, default_dtype=default_dtype, **kwargs)
 
 
@@ -385,6 +493,7 @@ class MPPrioritizedReplayBuffer(PrioritizedReplayBuffer):
     def __init__(self, size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
                  alpha: float = 0.6, eps: float = 1e-4, ctx: Any = None,
                  backend: str = "sharedctypes", **kwargs: Any) -> None:
+        check_mp_options(ctx, backend)
         super().__init__(size, env_dict, alpha=alpha, eps=eps, **kwargs)
 
 
@@ -397,28 +506,7 @@ def create_buffer(size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
     return ReplayBuffer(size, env_dict, **kwargs)
 
 
-class _PendingEpisodes:
-    """A cpprb class that reads items in insertion order or by episode: not provided until
-    the server keeps episodes (constructing one raises NotImplementedError)."""
-
-    needs = ""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            f"replayd.cpprb has no {type(self).__name__} yet: it {self.needs}, which needs "
-            f"episodes on the replayd server (see client/python/README.md, 'cpprb drop-in')")
-
-
-class ReverseReplayBuffer(_PendingEpisodes):
-    needs = "samples consecutive items backwards from the newest"
-
-
-class SelectiveReplayBuffer(_PendingEpisodes):
-    needs = "stores, reads and deletes whole episodes"
-
-
-class HindsightReplayBuffer(_PendingEpisodes):
-    needs = "relabels goals within stored episodes"
-
-
 from .cpprb_train import train  # noqa: E402  (it uses the classes above)
+from .cpprb_reverse import ReverseReplayBuffer  # noqa: E402  (a ReplayBuffer subclass)
+from .cpprb_her import HindsightReplayBuffer  # noqa: E402  (it wraps the classes above)
+from .cpprb_selective import SelectiveReplayBuffer  # noqa: E402  (it wraps ReplayBuffer)

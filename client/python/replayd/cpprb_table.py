@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import uuid
+from multiprocessing import ProcessError
+from multiprocessing import managers
 from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .client import Client
 from .schema import wire_dtype
-from .writer import Writer
+from .cpprb_steps import Episode, StepWriter
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
@@ -37,15 +39,28 @@ class Lifetime:
         self.table = table
         self.drop = drop
         self.creator_pid = os.getpid()
-        self.writer: Optional[Writer] = None
+        self.writer: Optional[StepWriter] = None
         self.writer_pid = 0
+        self.episode_ = Episode(client, table)
 
-    def writer_here(self) -> Writer:
+    def writer_here(self) -> StepWriter:
         """This process's writer (created on first use, a new one after a fork)."""
         if self.writer is None or self.writer_pid != os.getpid():
-            self.writer = self.client.writer(self.table, self.batch)
+            self.episode_ = Episode(self.client, self.table)
+            self.writer = StepWriter(self.client, self.table, self.batch, self.episode_)
             self.writer_pid = os.getpid()
         return self.writer
+
+    def episode(self) -> Episode:
+        """This process's episode of the buffer."""
+        self.writer_here()
+        return self.episode_
+
+    def end_episode(self) -> None:
+        """Sends what the writer holds, then ends this process's episode."""
+        self.send()
+        if self.writer is not None and self.writer_pid == os.getpid():
+            self.episode_.end()
 
     def send(self) -> None:
         """Sends the transitions the writer holds without waiting for the reply. Requests
@@ -104,3 +119,19 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
             if f"next_{name}" not in by_name:
                 fields.append((f"next_{name}", *by_name[name]))
     return fields
+
+
+MP_BACKENDS = ("sharedctypes", "SharedMemory")
+
+
+def check_mp_options(ctx: Any, backend: Any) -> None:
+    """Raises what cpprb's MP buffers raise for their `ctx` and `backend`: ValueError for
+    an unknown backend, multiprocessing.ProcessError for a SyncManager that was shut down
+    (an unstarted one is fine: cpprb would start it, replayd does not need it)."""
+    if backend not in MP_BACKENDS:
+        raise ValueError(f"Unknown backend: {backend} (cpprb's backends are "
+                         f"{', '.join(MP_BACKENDS)}; replayd uses neither)")
+    shutdown = getattr(managers, "State").SHUTDOWN  # not in typeshed's stubs
+    if isinstance(ctx, managers.SyncManager) and getattr(ctx, "_state").value == shutdown:
+        raise ProcessError(f"ctx: the SyncManager {ctx!r} was shut down, so cpprb could not "
+                           "create the buffer's shared state with it")

@@ -238,11 +238,13 @@ class Writer:
                        for f in self._schema.fields]
         priorities = self._priorities[:n] if self._with_priorities else None
         self._count = 0
-        future = self._client.send_insert(self._table, InsertBatch(n, columns, arrays,
-                                                                   priorities),
-                                          timeout=self._timeout)
+        future = self._submit(InsertBatch(n, columns, arrays, priorities))
         future.add_done_callback(self._note_failure)
         self._in_flight.append((future, n))
+
+    def _submit(self, batch: InsertBatch) -> Future[Any]:
+        """Sends one batch without waiting; the future holds its keys."""
+        return self._client.send_insert(self._table, batch, timeout=self._timeout)
 
     def _note_failure(self, future: Future[Any]) -> None:
         # Runs in the connection's reader thread: only raises a flag for the next call.

@@ -1,0 +1,109 @@
+"""How a replayd.cpprb buffer stores its transitions: as the steps of an episodic table
+(docs/TRAJECTORIES.md), because only an episodic table can be read back in insertion order
+(``read_steps``), which get_all_transitions, save_transitions and _encode_sample need.
+
+- Each buffer object appends, per process, to one open episode of its own; on_episode_end
+  ends it (a new one opens at the next add). The server knows the episode's writer by the
+  connection, which is the Client's connection of that process.
+- An episodic table needs a scalar float reward field; cpprb's scalars have shape (1,), so
+  the table has one more field, HIDDEN_REWARD (float32, always 0), that is never shown.
+- A sample is the server's 1-step sample (every stored step is a valid start); its extra
+  columns (the return in HIDDEN_REWARD, ``discount``, ``steps``) are dropped.
+
+Used by replayd.cpprb only.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+import numpy as np
+
+from . import requests
+from .columns import InsertBatch, decode_keys
+from .writer import Writer
+
+if TYPE_CHECKING:
+    from .client import Client
+
+HIDDEN_REWARD = "_cpprb_unused_reward"
+SAMPLE_EXTRAS = (HIDDEN_REWARD, "discount", "steps")  # columns a 1-step sample adds
+READ_EXTRAS = (HIDDEN_REWARD, "key", "episode", "position", "sequence")  # read_steps adds
+RESERVED = ("discount", "steps", "key", "episode", "position", "sequence", HIDDEN_REWARD)
+
+
+def send_steps(client: "Client", table: str, batch: InsertBatch, episode: int
+               ) -> "Future[np.ndarray[Any, Any]]":
+    """Sends ``append_steps`` of `batch` to `episode` on the process's connection without
+    waiting; the future holds the steps' keys."""
+    meta = requests.insert_meta(table, batch, None)
+    meta["op"] = "append_steps"
+    ids = np.full(batch.n, episode, dtype="<u8")
+    payload = [*batch.arrays, ids]  # the episode ids come before the priorities
+    if batch.priorities is not None:
+        payload.append(batch.priorities)
+    _, future = client.connection().submit(meta, payload, decode_keys)
+    return future
+
+
+class Episode:
+    """The episode a buffer object appends to in this process: opened on first use (one
+    round trip), ended by `end` (one round trip, after what was sent before it). The
+    server ends a connection's episodes when it closes, so after a reconnect the next
+    append opens a new episode on the new connection."""
+
+    def __init__(self, client: "Client", table: str) -> None:
+        self.client = client
+        self.table = table
+        self.id: Optional[int] = None
+        self.has_steps = False
+        self._conn: Any = None  # the connection that opened `id`
+
+    def current(self) -> int:
+        conn = self.client.connection()
+        if self.id is None or self._conn is not conn:
+            reply = self.client._call({"op": "open_episodes", "table": self.table, "n": 1})
+            self.id = int(reply["episodes"][0])
+            self.has_steps = False
+            self._conn = conn
+        return self.id
+
+    def end(self) -> None:
+        """Ends the episode (terminated) if it has steps; the next add opens a new one."""
+        if self.id is None or not self.has_steps:
+            return  # an empty episode stays open for the next add
+        if self._conn is self.client.connection():  # else the server ended it already
+            self.client._call({"op": "end_episode", "table": self.table,
+                               "episode": self.id, "terminated": True})
+        self.id = None
+
+
+class StepWriter(Writer):
+    """A Writer whose batches are appended to the buffer's current episode."""
+
+    def __init__(self, client: "Client", table: str, batch: int, episode: Episode) -> None:
+        super().__init__(client, table, batch)
+        self._episode = episode
+
+    def _submit(self, batch: InsertBatch) -> "Future[Any]":
+        future = send_steps(self._client, self._table, batch, self._episode.current())
+        self._episode.has_steps = True
+        return future
+
+
+def with_hidden(columns: Dict[str, "np.ndarray[Any, Any]"], n: int
+                ) -> Dict[str, "np.ndarray[Any, Any]"]:
+    out = dict(columns)
+    out[HIDDEN_REWARD] = np.zeros(n, dtype=np.float32)
+    return out
+
+
+def read_ordered(client: "Client", table: str) -> Dict[str, "np.ndarray[Any, Any]"]:
+    """Every stored step, oldest first: the fields (copied out of the replies)."""
+    pages: List[Dict[str, "np.ndarray[Any, Any]"]] = list(client.read_all(table))
+    schema = client.schema(table)
+    names = [f.name for f in schema.fields if f.name != HIDDEN_REWARD]
+    if not pages:
+        return {f.name: np.zeros((0, *f.shape), dtype=f.dtype)
+                for f in schema.fields if f.name != HIDDEN_REWARD}
+    return {name: np.concatenate([page[name] for page in pages]) for name in names}
