@@ -49,8 +49,9 @@ using Handler = Result<Outcome> (*)(Call& call);
 // What a command may wait on before it runs.
 enum class WaitsOn : std::uint8_t {
   nothing,
-  rate_limiter,  // the table's rate limiter and min size; in arrival order per table
-  snapshot,      // the end of a snapshot run
+  rate_limiter,     // the table's rate limiter and min size; in arrival order per table
+  snapshot,         // the end of a snapshot run
+  earlier_inserts,  // the table's inserts and appends that arrived before it and wait
 };
 
 // Who typically sends it, for scheduling (docs/ARCHITECTURE.md, "Scheduling"): a connection

@@ -18,6 +18,8 @@ const char* waits_on_name(WaitsOn waits_on) {
       return "rate_limiter";
     case WaitsOn::snapshot:
       return "snapshot";
+    case WaitsOn::earlier_inserts:
+      return "earlier_inserts";
   }
   return "nothing";
 }

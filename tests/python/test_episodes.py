@@ -204,3 +204,28 @@ def test_an_episode_writer_pickles_as_its_client_table_and_options(client, table
         clone.end_episode(env=2, terminated=False)
     assert client.size(table_name) == 1
     writer.close()
+
+
+def test_an_end_episode_pipelined_behind_held_appends_ends_the_whole_episode(client, table_name):
+    client.create_table(table_name, FIELDS, 64, episodic=True, seed=3,
+                        rate_limiter=replayd.Custom(samples_per_insert=1.0, min_size_to_sample=1,
+                                                    max_diff=3.0))
+    writer = client.episode_writer(table_name, batch=1, max_in_flight=16)
+    for i in range(6):
+        writer.append(**step(i))
+    writer.end_episode(terminated=True)  # returns at once, queued behind the held appends
+    time.sleep(0.2)
+    assert client.size(table_name) < 6  # the rate limiter holds the last appends
+    for _ in range(20):  # each sample lets one more append in
+        if client.size(table_name) == 6:
+            break
+        client.sample(table_name, 1, nstep=1, timeout=5)
+    writer.flush()  # the end ran after every append: no "episode is not open" error
+    (episode,) = list(client.episodes(table_name))
+    assert episode["position"].tolist() == list(range(6))
+    sample = client.sample(table_name, 64, nstep=2, gamma=0.5, timeout=5)
+    last = sample.data["obs"][:, 0] == 5
+    assert last.any()
+    assert (sample.data["discount"][last] == 0).all()  # it ended terminated, after step 5
+    assert (sample.data["steps"][last] == 1).all()
+    writer.close()

@@ -187,9 +187,9 @@ class Client {
                                        std::span<const std::uint64_t> episode_ids,
                                        InsertOptions options = {});
   // Ends an episode: terminated (nothing bootstrapped past its last step) or truncated (a
-  // time limit: its last step's bootstrap fields are the bootstrap). Send it only after the
-  // replies of the episode's append_steps arrived: an append waiting for the rate limiter
-  // may be overtaken. Returns the episode id.
+  // time limit: its last step's bootstrap fields are the bootstrap). The server runs it after
+  // the table's earlier appends, so it may follow them at once (pipelined). Returns the
+  // episode id.
   std::uint64_t end_episode(std::string_view table, std::uint64_t episode, bool terminated = true) {
     return end_episode_async(table, episode, terminated).get();
   }

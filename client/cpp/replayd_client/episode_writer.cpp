@@ -184,8 +184,7 @@ void EpisodeWriter::end_episode(std::size_t env, bool terminated) {
     invalid("table '" + table_ + "': env " + std::to_string(env) +
             " has no open episode (append a step first)");
   }
-  send_buffered();
-  collect_through(next_sequence_ - 1);
+  send_buffered();  // the server runs the end after these appends (docs/PROTOCOL.md)
   Pending pending;
   pending.end = client_->end_episode_async(table_, *episodes_[env], terminated);
   episodes_[env].reset();

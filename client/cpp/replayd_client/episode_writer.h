@@ -9,13 +9,13 @@
 // process dies or its connection is lost, the episodes it left open end as truncated with
 // their steps kept (episodes opened but never written are forgotten).
 //
-// What blocks: append() only when it sends a batch while max_in_flight requests await
-// their replies (it then waits for the oldest), or when an environment starts an episode
-// and no opened id is left (one open_episodes round trip); end_episode() until the replies
-// of the appends sent before it arrived (the protocol requires it: a waiting append may be
-// overtaken), its own reply is collected later; flush() and close() until every reply
-// arrived. A pipelined request's error (Error with the server's code and message) is
-// thrown by the call that collects its reply: a later append, end_episode, flush or close.
+// What blocks: append() and end_episode() only when they send a request while
+// max_in_flight requests await their replies (they then wait for the oldest), or when an
+// environment starts an episode and no opened id is left (one open_episodes round trip);
+// end_episode() is pipelined after the appends before it (the server runs it after them);
+// flush() and close() until every reply arrived. A pipelined request's error (Error with the
+// server's code and message) is thrown by the call that collects its reply: a later append,
+// end_episode, flush or close.
 // Threading: one thread uses a writer at a time.
 #pragma once
 
@@ -93,10 +93,9 @@ class EpisodeWriter {
     append(env, std::span<const StepValue>(step.begin(), step.size()));
   }
 
-  // Sends the buffered steps, waits for the replies of every append sent so far, then sends
-  // end_episode for env's episode: `terminated` (nothing bootstrapped past its last step)
-  // or truncated (a time limit). Throws Error(invalid_argument) when env has no step in its
-  // current episode.
+  // Sends the buffered steps, then end_episode for env's episode (pipelined): `terminated` (nothing
+  // bootstrapped past its last step) or truncated (a time limit). Throws Error(invalid_argument)
+  // when env has no step in its current episode.
   void end_episode(std::size_t env, bool terminated = true);
 
   // Sends the buffered steps and waits for every reply. Throws the first error among them.

@@ -451,11 +451,14 @@ class Client:
     # -- episodes ----------------------------------------------------------------------
 
     def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
-                       timeout: Any = DEFAULT) -> "EpisodeWriter":
+                       max_in_flight: int = 8, timeout: Any = DEFAULT,
+                       keep_keys: bool = True) -> "EpisodeWriter":
         """An EpisodeWriter that appends steps of `envs` concurrent episodes of an episodic
-        table, `batch` steps per request (see replayd.episodes)."""
+        table, `batch` steps per request, up to `max_in_flight` requests unacknowledged
+        (see replayd.episodes)."""
         from .episodes import EpisodeWriter
-        return EpisodeWriter(self, table, envs, batch, timeout=self._timeout_of(timeout))
+        return EpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
+                             timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 
     def sample_sequences(self, table: str, batch: int, length: int, *, stride: int = 1,
                          burn_in: int = 0, pad: bool = False, beta: float = 0.4,

@@ -1,11 +1,16 @@
 """Episodic tables (docs/TRAJECTORIES.md): an EpisodeWriter that appends steps of one or
 more environments' episodes, and the decoders of the episodic replies.
 
-EpisodeWriter buffers steps and sends them `batch` at a time (``append_steps``), so there
-is no round trip per step; it opens episodes as it needs them (``open_episodes``) and ends
-them on request (``end_episode``, after sending the episode's buffered steps). The server
-knows the writer by its connection: a writer whose process dies or whose connection is
-lost mid-episode leaves its open episodes ended as *truncated*, their steps kept.
+EpisodeWriter batches steps as `Writer` batches items (preallocated columns, `batch` steps
+per ``append_steps`` request, up to `max_in_flight` requests awaiting replies), so there is
+no round trip per step or per batch; ``end_episode`` is pipelined after the episode's steps
+(the server runs it after the appends that arrived before it). It opens episodes `envs` ids
+at a time (``open_episodes``, one round trip). The server knows the writer by its
+connection: a writer whose process dies or whose connection is lost mid-episode leaves its
+open episodes ended as *truncated*, their steps kept.
+
+Errors: a step is validated when appended (InvalidArgument naming the field); an error of a
+request already sent is raised by the next `append`, `end_episode`, `flush` or `close`.
 
 Threading: one thread uses a writer. It holds a private connection of its own (its
 identity as the episodes' writer), and pickles as its Client, table and options: an
@@ -13,20 +18,61 @@ unpickled writer opens new episodes in the process that uses it.
 """
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import requests
-from .columns import convert_item, decode_keys, prepare_insert
+from .columns import InsertBatch, decode_keys
 from .errors import InvalidArgument, ProtocolError
 from .sample import Sample
+from .writer import Writer
 
 if TYPE_CHECKING:
     from .client import Client
     from .connection import Connection
 
 __all__ = ["EpisodeWriter", "decode_columns", "decode_sequences"]
+
+
+def _no_keys(meta: Mapping[str, Any], payload: Any) -> np.ndarray[Any, Any]:
+    """The keys of a request that stores nothing (end_episode), for the writer's in-flight
+    bookkeeping."""
+    return np.zeros(0, np.uint64)
+
+
+class _StepBatches(Writer):
+    """The Writer machinery of an EpisodeWriter: its batches go out as ``append_steps``
+    with the episode id of each row, over the EpisodeWriter's own connection."""
+
+    def __init__(self, owner: "EpisodeWriter", client: "Client", table: str, batch: int,
+                 max_in_flight: int, timeout: Optional[float], keep_keys: bool) -> None:
+        super().__init__(client, table, batch, max_in_flight=max_in_flight, timeout=timeout,
+                         keep_keys=keep_keys)
+        self._owner = owner
+        self.row_episodes = np.zeros(batch, dtype="<u8")  # episode id of each buffered row
+
+    @property
+    def buffered(self) -> int:
+        return self._count
+
+    def _submit(self, batch: InsertBatch) -> Future[Any]:
+        meta = requests.insert_meta(self._table, batch, self._timeout)
+        meta["op"] = "append_steps"
+        buffers = [*batch.buffers(), self.row_episodes[:batch.n]]
+        return self._owner._connection().submit(meta, buffers, decode_keys)[1]
+
+    def send_request(self, meta: Dict[str, Any]) -> None:
+        """Sends a request that stores nothing after the buffered steps, pipelined like
+        them (its error is raised by a later call)."""
+        self._check_open()
+        self._send()
+        while len(self._in_flight) >= self._max_in_flight:
+            self._reap_oldest()
+        future = self._owner._connection().submit(meta, (), _no_keys)[1]
+        future.add_done_callback(self._note_failure)
+        self._in_flight.append((future, 0))
 
 
 class EpisodeWriter:
@@ -37,41 +83,42 @@ class EpisodeWriter:
         table: an episodic table.
         envs: environments written in parallel (env = 0 .. envs-1).
         batch: steps per ``append_steps`` request.
+        max_in_flight: requests sent but not yet acknowledged before `append` waits.
         timeout: seconds each request may wait (server-side, for the rate limiter).
+        keep_keys: collect the keys of the written steps (`keys`); they grow without bound.
 
     ``append(env=i, **step)`` buffers one step of env i's current episode (a new episode
     starts at the first step after `end_episode`); ``end_episode(env=i, terminated=...)``
-    sends the buffered steps and ends the episode; ``flush()`` sends what is buffered;
-    ``close()`` flushes, ends the episodes still open as truncated and closes the
-    connection. Use as a context manager.
+    sends the buffered steps and ends the episode (pipelined); ``flush()`` sends what is
+    buffered and waits for every reply; ``close()`` flushes, ends the episodes still open
+    as truncated and closes the connection. Use as a context manager.
     """
 
     def __init__(self, client: "Client", table: str, envs: int = 1, batch: int = 64, *,
-                 timeout: Optional[float] = None) -> None:
+                 max_in_flight: int = 8, timeout: Optional[float] = None,
+                 keep_keys: bool = True) -> None:
         if envs < 1:
             raise InvalidArgument(f"envs must be >= 1, got {envs}")
-        if batch < 1:
-            raise InvalidArgument(f"batch must be >= 1, got {batch}")
         self._client = client
         self._table = table
         self._envs = int(envs)
-        self._batch = int(batch)
-        self._timeout = timeout
-        self._schema = client.schema(table)
+        self._options = {"batch": int(batch), "max_in_flight": int(max_in_flight),
+                         "timeout": timeout, "keep_keys": bool(keep_keys)}
         self._conn: Optional["Connection"] = None
+        self._steps = _StepBatches(self, client, table, int(batch), int(max_in_flight),
+                                   timeout, bool(keep_keys))
         self._episode: List[Optional[int]] = [None] * self._envs
         self._has_steps = [False] * self._envs
-        self._rows: List[List[Any]] = []
-        self._row_episodes: List[int] = []
-        self.keys: List[int] = []  # keys of the steps sent so far, in append order
+        self._spare_episodes: List[int] = []  # opened, not yet given to an env
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"client": self._client, "table": self._table, "envs": self._envs,
-                "batch": self._batch, "timeout": self._timeout}
+                **self._options}
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.__init__(state["client"], state["table"], state["envs"],  # type: ignore[misc]
-                      state["batch"], timeout=state["timeout"])
+                      state["batch"], max_in_flight=state["max_in_flight"],
+                      timeout=state["timeout"], keep_keys=state["keep_keys"])
 
     def __enter__(self) -> "EpisodeWriter":
         return self
@@ -79,17 +126,26 @@ class EpisodeWriter:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    @property
+    def keys(self) -> np.ndarray[Any, Any]:
+        """uint64 keys of the steps whose appends the server confirmed, in append order
+        (after `flush`, every step sent)."""
+        return self._steps.keys
+
     def _connection(self) -> "Connection":
         if self._conn is None or not self._conn.alive:
+            # A new connection is a new writer: the old one's episodes are not ours now.
             self._conn = self._client.open_connection()
             self._episode = [None] * self._envs
             self._has_steps = [False] * self._envs
+            self._spare_episodes = []
         return self._conn
 
-    def _request(self, meta: Dict[str, Any], buffers: Any = (), decode: Any = None) -> Any:
+    def _request(self, meta: Dict[str, Any]) -> Any:
         conn = self._connection()
-        request_id, future = conn.submit(meta, buffers, decode, caller_waits=True)
-        local = None if self._timeout is None else self._timeout + 2.0
+        request_id, future = conn.submit(meta, (), None, caller_waits=True)
+        timeout = self._options["timeout"]
+        local = None if timeout is None else float(timeout) + 2.0
         return conn.wait(request_id, future, local)
 
     def _check_env(self, env: int) -> int:
@@ -98,74 +154,59 @@ class EpisodeWriter:
         return int(env)
 
     def _open(self, env: int) -> int:
+        self._connection()  # a lost connection forgets its episodes first
         episode = self._episode[env]
         if episode is None:
-            missing = [e for e in range(self._envs) if self._episode[e] is None]
-            reply = self._request({"op": "open_episodes", "table": self._table,
-                                   "n": len(missing)})
-            ids = reply.get("episodes")
-            if not isinstance(ids, list) or len(ids) != len(missing):
-                raise ProtocolError(f"open_episodes reply without its ids: {reply!r}")
-            for e, episode_id in zip(missing, ids):
-                self._episode[e] = int(episode_id)
-            episode = self._episode[env]
-        assert episode is not None
+            if not self._spare_episodes:
+                reply = self._request({"op": "open_episodes", "table": self._table,
+                                       "n": self._envs})
+                ids = reply.get("episodes")
+                if not isinstance(ids, list) or len(ids) != self._envs:
+                    raise ProtocolError(f"open_episodes reply without its ids: {reply!r}")
+                self._spare_episodes = [int(i) for i in reversed(ids)]
+            episode = self._spare_episodes.pop()
+            self._episode[env] = episode
         return episode
 
     def append(self, env: int = 0, **step: Any) -> None:
         """Buffers one step (every field of the table, without a batch dimension) of env's
-        current episode; sends a batch when `batch` steps are buffered."""
+        current episode; sends a batch when `batch` steps are buffered (waiting only while
+        `max_in_flight` requests await their replies)."""
         env = self._check_env(env)
-        row = convert_item(self._schema, step)  # InvalidArgument naming the field
-        self._row_episodes.append(self._open(env))
+        episode = self._open(env)
+        steps = self._steps
+        steps.row_episodes[steps.buffered] = episode
+        steps.append(step)  # InvalidArgument naming the field, nothing buffered
         self._has_steps[env] = True
-        self._rows.append(row)
-        if len(self._rows) >= self._batch:
-            self.flush()
 
     def end_episode(self, env: int = 0, terminated: bool = True) -> None:
-        """Sends the buffered steps, then ends env's episode: `terminated` (no bootstrap
-        past its last step) or truncated (a time limit). Raises InvalidArgument when the
-        episode has no steps."""
+        """Sends the buffered steps, then ends env's episode (pipelined, no round trip):
+        `terminated` (no bootstrap past its last step) or truncated (a time limit).
+        Raises InvalidArgument when the episode has no steps."""
         env = self._check_env(env)
         episode = self._episode[env]
-        if episode is None:
+        if episode is None or not self._has_steps[env]:
             raise InvalidArgument(f"table '{self._table}': env {env} has no open episode "
                                   "(append a step first)")
-        self.flush()
-        self._request({"op": "end_episode", "table": self._table, "episode": episode,
-                       "terminated": bool(terminated)})
+        self._steps.send_request({"op": "end_episode", "table": self._table,
+                                  "episode": episode, "terminated": bool(terminated)})
         self._episode[env] = None
         self._has_steps[env] = False
 
     def flush(self) -> None:
-        """Sends the buffered steps and waits for the server to store them."""
-        if not self._rows:
-            return
-        rows, episodes = self._rows, self._row_episodes
-        self._rows, self._row_episodes = [], []
-        data: Dict[str, np.ndarray[Any, Any]] = {}
-        for i, field in enumerate(self._schema.fields):
-            column = np.empty((len(rows), *field.shape), dtype=field.dtype)
-            for j, row in enumerate(rows):
-                column[j] = row[i]
-            data[field.name] = column
-        batch = prepare_insert(self._schema, data)
-        meta = requests.insert_meta(self._table, batch, self._timeout)
-        meta["op"] = "append_steps"
-        ids = np.asarray(episodes, dtype="<u8")
-        keys = self._request(meta, [*batch.buffers(), ids], decode_keys)
-        self.keys.extend(int(k) for k in keys)
+        """Sends the buffered steps and waits until the server confirmed every request;
+        raises the first error of a request sent earlier."""
+        self._steps.flush()
 
     def close(self) -> None:
         """Flushes, ends the episodes still open that have steps as truncated (they are
         done when this returns) and closes the connection."""
         try:
             if self._conn is not None and self._conn.alive:
-                self.flush()
                 for env in range(self._envs):
                     if self._episode[env] is not None and self._has_steps[env]:
                         self.end_episode(env, terminated=False)
+                self._steps.close()
         finally:
             if self._conn is not None:
                 self._conn.close()
