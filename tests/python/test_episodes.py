@@ -142,6 +142,14 @@ def test_read_all_pages_through_every_step_and_episodes_groups_them(client, tabl
         assert len(set(episode["episode"].tolist())) == 1
         assert np.all(np.diff(episode["position"].astype(np.int64)) == 1)
         assert len(set((episode["obs"][:, 0].astype(int) % 2).tolist())) == 1  # one env
+    # The same episodes at once, ragged: concatenated rows and offsets.
+    ragged = client.read_episodes(table_name, page=7)
+    assert len(ragged["offsets"]) == len(episodes) + 1
+    assert ragged["offsets"][0] == 0 and ragged["offsets"][-1] == 40
+    for i, episode in enumerate(episodes):
+        rows = slice(ragged["offsets"][i], ragged["offsets"][i + 1])
+        assert ragged["obs"][rows].tolist() == episode["obs"].tolist()
+        assert ragged["key"][rows].tolist() == episode["key"].tolist()
 
 
 def test_a_page_of_read_steps_never_exceeds_max_frame_bytes(make_server, tmp_path):

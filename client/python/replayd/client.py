@@ -513,6 +513,14 @@ class Client:
         from .episodes import group_episodes
         return group_episodes(self.read_all(table, page=page))
 
+    def read_episodes(self, table: str, *, page: int = 4096) -> Dict[str, Any]:
+        """Every stored episode of an episodic table at once, ragged: each field's steps
+        concatenated in (episode id, position) order, with ``key``, ``episode``,
+        ``position``, ``sequence`` and ``offsets`` (episode i is rows
+        ``offsets[i]:offsets[i + 1]``). Reads the whole table (`read_all`)."""
+        from .episodes import ragged_episodes
+        return ragged_episodes(self.read_all(table, page=page))
+
     def update_priorities(self, table: str, keys: Any, priorities: Any, *,
                           timeout: Any = DEFAULT) -> int:
         """Sets the priorities of the items with `keys`; returns how many keys were stale

@@ -285,15 +285,25 @@ def iterate_steps(client: "Client", table: str, page: int) -> Iterator[Dict[str,
 
 
 
+def ragged_episodes(pages: Iterator[Dict[str, Any]]) -> Dict[str, np.ndarray[Any, Any]]:
+    """Every step of `pages` ordered by episode id, then position, as one dict of
+    concatenated arrays (key, episode, position, sequence, the fields) plus ``offsets``:
+    episode i's rows are ``offsets[i]:offsets[i + 1]`` (len = episodes + 1)."""
+    collected = [page for page in pages]
+    if not collected:
+        return {"offsets": np.zeros(1, np.int64)}
+    steps = {name: np.concatenate([page[name] for page in collected]) for name in collected[0]}
+    order = np.lexsort((steps["position"], steps["episode"]))
+    ragged = {name: array[order] for name, array in steps.items()}
+    starts = np.flatnonzero(np.diff(ragged["episode"])) + 1
+    ragged["offsets"] = np.concatenate([[0], starts, [len(order)]]).astype(np.int64)
+    return ragged
+
+
 def group_episodes(pages: Iterator[Dict[str, Any]]) -> Iterator[Dict[str, Any]]:
     """Regroups pages of steps by episode: one dict of arrays per episode, in id order,
     its rows in position order."""
-    collected = [page for page in pages]
-    if not collected:
-        return
-    steps = {name: np.concatenate([page[name] for page in collected]) for name in collected[0]}
-    order = np.lexsort((steps["position"], steps["episode"]))
-    episodes = steps["episode"][order]
-    bounds = np.flatnonzero(np.diff(episodes)) + 1
-    for rows in np.split(order, bounds):
-        yield {name: array[rows] for name, array in steps.items()}
+    ragged = ragged_episodes(pages)
+    offsets = ragged.pop("offsets")
+    for begin, end in zip(offsets[:-1], offsets[1:]):
+        yield {name: array[begin:end] for name, array in ragged.items()}
