@@ -116,6 +116,7 @@ class EpisodeWriter:
         self._episode: List[Optional[int]] = [None] * self._envs
         self._has_steps = [False] * self._envs
         self._spare_episodes: List[int] = []  # opened, not yet given to an env
+        self._row_episodes = self._steps.row_episodes
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"client": self._client, "table": self._table, "envs": self._envs,
@@ -184,17 +185,20 @@ class EpisodeWriter:
         if type(env) is not int or not 0 <= env < self._envs:
             env = self._check_env(env)
         episode = self._episode[env]
+        opened = False
         if episode is None or self._conn is None:
             episode = self._open(env)
-        rows = self._steps.row_episodes
+            opened = self._has_steps[env] = True
+        rows = self._row_episodes
         rows.append(episode)
         try:
             self._steps.append(step if item is None else item)  # InvalidArgument naming the
             # field, nothing buffered
         except BaseException:
             rows.pop()
+            if opened:  # its first step was refused: the episode has none yet
+                self._has_steps[env] = False
             raise
-        self._has_steps[env] = True
 
     def end_episode(self, env: int = 0, terminated: bool = True) -> None:
         """Ends env's episode: `terminated` (no bootstrap past its last step) or truncated
