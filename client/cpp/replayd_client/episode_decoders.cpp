@@ -43,8 +43,10 @@ SequenceBatch decode_sequences(Reply&& reply, ReplyDecoder& decoder) {
     throw Error(ErrorCode::bad_reply, "a sample_sequences reply whose mask is not [n, " +
                                           std::to_string(burn_in + length) + "]");
   }
+  const std::optional<TableState> state = reply_state(meta);
   check_layout_fits(*layout, reply);
-  return SequenceBatch(ColumnSet(std::move(layout), std::move(reply.payload)), length, burn_in);
+  return SequenceBatch(ColumnSet(std::move(layout), std::move(reply.payload)), length, burn_in,
+                       state);
 }
 
 StepPage decode_step_page(Reply&& reply, ReplyDecoder& decoder) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -34,6 +35,9 @@ class ColumnSet {
   // The first column named `name` at or after position `first`; throws
   // Error(invalid_argument) naming it when there is none. O(columns).
   ColumnView column(std::string_view name, std::size_t first = 0) const;
+  // The layout (null for an empty set) and the whole payload the columns view.
+  const std::shared_ptr<const SampleLayout>& layout() const { return layout_; }
+  std::span<const std::byte> payload() const { return payload_.span(); }
 
  private:
   std::shared_ptr<const SampleLayout> layout_;
@@ -48,8 +52,9 @@ class ColumnSet {
 class SequenceBatch {
  public:
   SequenceBatch() = default;
-  SequenceBatch(ColumnSet columns, std::uint64_t length, std::uint64_t burn_in)
-      : columns_(std::move(columns)), length_(length), burn_in_(burn_in) {}
+  SequenceBatch(ColumnSet columns, std::uint64_t length, std::uint64_t burn_in,
+                std::optional<TableState> state = std::nullopt)
+      : columns_(std::move(columns)), length_(length), burn_in_(burn_in), state_(state) {}
 
   std::size_t size() const { return columns_.rows(); }
   std::uint64_t length() const { return length_; }
@@ -70,6 +75,13 @@ class SequenceBatch {
   ColumnView field(std::size_t index) const { return columns_.column(5 + index); }
   ColumnView field(std::string_view name) const { return columns_.column(name, 5); }
 
+  // The shard's window index for this request's sequence shape as the draws saw it (the
+  // reply's "state": valid starts, their mass and smallest positive mass); nullopt from a
+  // server that does not report it and for a batch combined from several shards.
+  const std::optional<TableState>& state() const { return state_; }
+  // Every column: key, probability, weight, times_sampled, mask, then the fields.
+  const ColumnSet& columns() const { return columns_; }
+
  private:
   static std::size_t size_or_zero(std::size_t count, std::size_t leading) {
     return count > leading ? count - leading : 0;
@@ -78,6 +90,7 @@ class SequenceBatch {
   ColumnSet columns_;
   std::uint64_t length_ = 0;
   std::uint64_t burn_in_ = 0;
+  std::optional<TableState> state_;
 };
 
 // One page of read_steps: stored steps in insertion order, each with its key, episode,
@@ -109,6 +122,8 @@ class StepPage {
   }
   ColumnView field(std::size_t index) const { return columns_.column(4 + index); }
   ColumnView field(std::string_view name) const { return columns_.column(name, 4); }
+  // Every column: key, episode, position, sequence, then the fields.
+  const ColumnSet& columns() const { return columns_; }
 
  private:
   ColumnSet columns_;

@@ -131,6 +131,13 @@ TableState state_of(const json::object& state) {
 
 }  // namespace
 
+std::optional<TableState> reply_state(const json::object& meta) {
+  const json::value* state = meta.if_contains("state");
+  if (!state) return std::nullopt;
+  if (!state->is_object()) bad_reply("a sample reply's state is not an object");
+  return state_of(state->get_object());
+}
+
 ReplyDecoder::ReplyDecoder() : arena_(arena_bytes_.data(), arena_bytes_.size()) {}
 
 const json::object& ReplyDecoder::parse_text(std::string_view text) {
@@ -158,8 +165,8 @@ const json::object& ReplyDecoder::parse(const Reply& reply) {
 
 std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> ReplyDecoder::sample_meta(
     const Reply& reply) {
-  // The server appends the state last: {"n":..,"columns":[..],"state":{..}}; an n-step
-  // reply has none. Any other spelling still decodes, through a full parse.
+  // The server appends the state last: {"n":..,"columns":[..],"state":{..}} (an n-step
+  // reply has "nstep":k before it). Any other spelling still decodes, through a full parse.
   constexpr std::string_view kStateKey = ",\"state\":";
   const std::string_view meta = reply.meta;
   const std::size_t state_at = meta.rfind(kStateKey);
@@ -182,10 +189,7 @@ std::pair<std::shared_ptr<const SampleLayout>, std::optional<TableState>> ReplyD
   if (!layout) {
     const json::object& parsed = parse(reply);
     layout = layout_of(parsed);
-    if (const json::value* table = parsed.if_contains("state")) {
-      if (!table->is_object()) bad_reply("a sample reply's state is not an object");
-      state = state_of(table->get_object());
-    }
+    state = reply_state(parsed);
     CachedLayout& slot = layouts_[next_layout_];
     next_layout_ = (next_layout_ + 1) % kCachedLayouts;
     slot.meta = columns_text;

@@ -57,6 +57,10 @@ class ReplyDecoder {
 // A non-negative integer of reply metadata; throws Error(bad_reply) naming the key.
 std::uint64_t reply_uint(const boost::json::object& meta, std::string_view key);
 
+// The reply's "state" (size, mass, min_mass of the table or window index sampled), nullopt
+// when it has none; throws Error(bad_reply) for a malformed one.
+std::optional<TableState> reply_state(const boost::json::object& meta);
+
 // A column the layout of some reply must start with.
 struct LeadingColumn {
   std::string_view name;

@@ -1,67 +1,11 @@
 #include "replayd_client/sharded_client.h"
 
-#include <map>
-#include <mutex>
-#include <random>
-
 #include "replayd_client/shard_keys.h"
+#include "replayd_client/shard_masses.h"
 #include "replayd_client/union_sample.h"
 
 namespace replayd::client {
 namespace json = boost::json;
-
-// What the client knows of each shard's tables, its draw-splitting generator and the
-// round-robin position. Thread-safe (one mutex); shared with deferred sample futures so
-// they may outlive a call but not the ShardedClient's shards.
-class ShardMasses {
- public:
-  ShardMasses(std::size_t shards, std::optional<std::uint64_t> seed)
-      : shards_(shards), random_(seed ? *seed : std::random_device{}()) {}
-
-  std::size_t next_shard() {
-    std::lock_guard lock(mutex_);
-    return next_shard_++ % shards_;
-  }
-  std::vector<std::uint64_t> split(std::uint64_t n, std::span<const double> shares) {
-    std::lock_guard lock(mutex_);
-    return split_draws(n, shares, random_);
-  }
-  // Every shard's state of `table` if each is known.
-  std::optional<std::vector<TableState>> known(std::string_view table) {
-    std::lock_guard lock(mutex_);
-    auto entry = tables_.find(table);
-    if (entry == tables_.end()) return std::nullopt;
-    std::vector<TableState> states;
-    for (const auto& state : entry->second) {
-      if (!state) return std::nullopt;
-      states.push_back(*state);
-    }
-    return states;
-  }
-  void remember(std::string_view table, std::size_t shard, const TableState& state) {
-    std::lock_guard lock(mutex_);
-    auto entry = tables_.find(table);
-    if (entry == tables_.end()) {
-      entry = tables_.emplace(std::string(table), std::vector<std::optional<TableState>>(shards_))
-                  .first;
-    }
-    entry->second[shard] = state;
-  }
-  // Our own update or delete changed the masses: read them afresh next time.
-  void forget(std::string_view table) {
-    std::lock_guard lock(mutex_);
-    if (auto entry = tables_.find(table); entry != tables_.end()) tables_.erase(entry);
-  }
-
- private:
-  std::mutex mutex_;
-  const std::size_t shards_;
-  std::mt19937_64 random_;
-  std::uint64_t next_shard_ = 0;
-  std::map<std::string, std::vector<std::optional<TableState>>, std::less<>> tables_;
-};
-
-namespace {
 
 TableState state_from_info(const json::object& info) {
   const json::object& table = info.at("tables").as_array().at(0).as_object();
@@ -69,10 +13,9 @@ TableState state_from_info(const json::object& info) {
           table.at("min_mass").to_number<double>()};
 }
 
-}  // namespace
-
 ShardedClient::ShardedClient(std::span<const std::string> addresses, ClientOptions options,
-                             std::optional<std::uint64_t> seed) {
+                             std::optional<std::uint64_t> seed)
+    : addresses_(addresses.begin(), addresses.end()), options_(options) {
   if (addresses.empty() || addresses.size() > kMaxShards) {
     throw Error(ErrorCode::invalid_argument, "a ShardedClient needs 1 to " +
                                                  std::to_string(kMaxShards) + " addresses, got " +
@@ -84,6 +27,10 @@ ShardedClient::ShardedClient(std::span<const std::string> addresses, ClientOptio
 }
 
 ShardedClient::~ShardedClient() = default;
+
+std::size_t ShardedClient::next_shard() {
+  return masses_->next_shard();
+}
 
 void ShardedClient::close() {
   for (auto& shard : shards_)
@@ -115,13 +62,13 @@ std::vector<json::object> ShardedClient::create_table(const json::object& descri
 void ShardedClient::drop_table(std::string_view table) {
   for (auto& shard : shards_)
     shard->drop_table(table);
-  masses_->forget(table);
+  masses_->forget(table, /*windows=*/true);
 }
 
 void ShardedClient::reset_table(std::string_view table) {
   for (auto& shard : shards_)
     shard->reset_table(table);
-  masses_->forget(table);
+  masses_->forget(table, /*windows=*/true);
 }
 
 std::uint64_t ShardedClient::size(std::string_view table) {
@@ -136,7 +83,7 @@ std::uint64_t ShardedClient::size(std::string_view table) {
 
 std::future<Keys> ShardedClient::insert_async(std::string_view table, const InsertBatch& batch,
                                               InsertOptions options) {
-  const std::size_t shard = masses_->next_shard();
+  const std::size_t shard = next_shard();
   return std::async(std::launch::deferred,
                     [shard, local = shards_[shard]->insert_async(table, batch, options)]() mutable {
                       const Keys keys = local.get();

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "replayd_client/frame_codec.h"
 #include "replayd_client/shard_keys.h"
@@ -17,12 +19,30 @@ bool same_item_shape(const ColumnSpec& a, const ColumnSpec& b) {
          std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1, b.shape.end());
 }
 
+// One part as the combination reads it: its layout, each column's bytes and its state
+// (Columns: a SampleBatch or a ColumnSet, anything with column(index).bytes()).
+struct PartView {
+  std::size_t shard = 0;
+  const SampleLayout* layout = nullptr;
+  std::vector<std::span<const std::byte>> columns;
+  std::optional<TableState> state;
+};
+
+template <typename Columns>
+PartView view_of(std::size_t shard, const Columns& columns, const SampleLayout* layout,
+                 const std::optional<TableState>& state) {
+  PartView view{shard, layout, {}, state};
+  for (std::size_t c = 0; c < layout->columns.size(); ++c)
+    view.columns.push_back(columns.column(c).bytes());
+  return view;
+}
+
 // The layout of the union: the first part's columns with n rows in all, offsets as the
 // protocol lays them out. Checks every part has the same columns.
-std::shared_ptr<SampleLayout> union_layout(std::span<const ShardSample> parts, std::uint64_t n) {
-  const SampleLayout& first = *parts.front().sample.layout();
+std::shared_ptr<SampleLayout> union_layout(std::span<const PartView> parts, std::uint64_t n) {
+  const SampleLayout& first = *parts.front().layout;
   for (const auto& part : parts) {
-    const SampleLayout& other = *part.sample.layout();
+    const SampleLayout& other = *part.layout;
     bool same = other.columns.size() == first.columns.size();
     for (std::size_t c = 0; same && c < first.columns.size(); ++c) {
       same = same_item_shape(first.columns[c], other.columns[c]);
@@ -95,13 +115,16 @@ std::vector<std::uint64_t> split_draws(std::uint64_t n, std::span<const double> 
   return counts;
 }
 
-SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
-                                  std::span<const double> shares, std::span<const TableState> known,
-                                  double beta) {
-  if (parts.empty()) return {};
+namespace {
+
+// The union of the parts (see combine_shard_samples): its layout and payload.
+std::pair<std::shared_ptr<SampleLayout>, Buffer> combine(std::span<const PartView> parts,
+                                                         std::span<const double> shares,
+                                                         std::span<const TableState> known,
+                                                         double beta) {
   std::uint64_t n = 0;
   for (const auto& part : parts)
-    n += part.sample.size();
+    n += part.layout->n;
   auto layout = union_layout(parts, n);
   Buffer payload(layout->payload_bytes);
   std::memset(payload.data(), 0, payload.size());  // padding goes out as zeros
@@ -112,18 +135,18 @@ SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
   auto* weights = reinterpret_cast<double*>(payload.data() + layout->columns[2].offset);
   std::uint64_t row = 0;
   for (const auto& part : parts) {
-    const auto local_keys = part.sample.keys();
-    const auto local_probabilities = part.sample.probabilities();
-    for (std::size_t i = 0; i < local_keys.size(); ++i, ++row) {
+    const auto* local_keys = reinterpret_cast<const std::uint64_t*>(part.columns[0].data());
+    const auto* local_probabilities = reinterpret_cast<const double*>(part.columns[1].data());
+    for (std::size_t i = 0; i < part.layout->n; ++i, ++row) {
       keys[row] = global_key(part.shard, local_keys[i]);
       probabilities[row] = shares[part.shard] * local_probabilities[i];
     }
   }
-  // Every other column (times_sampled and the fields) is the parts' bytes in part order.
+  // Every other column (times_sampled, mask, the fields...) is the parts' bytes in order.
   for (std::size_t c = 3; c < layout->columns.size(); ++c) {
     std::byte* out = payload.data() + layout->columns[c].offset;
     for (const auto& part : parts) {
-      const auto bytes = part.sample.column(c).bytes();
+      const auto bytes = part.columns[c];
       if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
       out += bytes.size();
     }
@@ -133,7 +156,7 @@ SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
   // draw saw it (shards that served no draw: as last known).
   std::vector<TableState> states(known.begin(), known.end());
   for (const auto& part : parts) {
-    if (part.sample.state()) states[part.shard] = *part.sample.state();
+    if (part.state) states[part.shard] = *part.state;
   }
   double smallest = std::numeric_limits<double>::infinity();
   for (std::size_t s = 0; s < states.size(); ++s) {
@@ -145,7 +168,35 @@ SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
   for (std::uint64_t i = 0; i < n; ++i) {
     weights[i] = weighted ? std::pow(probabilities[i] / smallest, -beta) : 1.0;
   }
+  return {std::move(layout), std::move(payload)};
+}
+
+}  // namespace
+
+SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
+                                  std::span<const double> shares, std::span<const TableState> known,
+                                  double beta) {
+  if (parts.empty()) return {};
+  std::vector<PartView> views;
+  for (const auto& part : parts)
+    views.push_back(view_of(part.shard, part.sample, part.sample.layout(), part.sample.state()));
+  auto [layout, payload] = combine(views, shares, known, beta);
   return SampleBatch(std::move(layout), std::move(payload));
+}
+
+SequenceBatch combine_shard_sequences(std::span<const ShardSequences> parts,
+                                      std::span<const double> shares,
+                                      std::span<const TableState> known, double beta) {
+  if (parts.empty()) return {};
+  std::vector<PartView> views;
+  for (const auto& part : parts) {
+    const ColumnSet& columns = part.sequences.columns();
+    views.push_back(view_of(part.shard, columns, columns.layout().get(), part.sequences.state()));
+  }
+  auto [layout, payload] = combine(views, shares, known, beta);
+  const SequenceBatch& first = parts.front().sequences;
+  return SequenceBatch(ColumnSet(std::move(layout), std::move(payload)), first.length(),
+                       first.burn_in());
 }
 
 }  // namespace replayd::client

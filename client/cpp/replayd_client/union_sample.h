@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "replayd_client/episode_results.h"
 #include "replayd_client/results.h"
 
 namespace replayd::client {
@@ -28,6 +29,10 @@ struct ShardSample {
   std::size_t shard = 0;
   SampleBatch sample;
 };
+struct ShardSequences {
+  std::size_t shard = 0;
+  SequenceBatch sequences;
+};
 
 // Concatenates the parts (in the given order) into one batch: global keys (shard index in
 // the top bits), probabilities P = share * p_shard and weights (P / min P)^-beta where min P
@@ -38,5 +43,10 @@ struct ShardSample {
 SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
                                   std::span<const double> shares, std::span<const TableState> known,
                                   double beta);
+// The same for sequence samples (every per-step column copied as is); the batch keeps the
+// first part's length and burn_in, which every part shares.
+SequenceBatch combine_shard_sequences(std::span<const ShardSequences> parts,
+                                      std::span<const double> shares,
+                                      std::span<const TableState> known, double beta);
 
 }  // namespace replayd::client
