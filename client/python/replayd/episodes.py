@@ -117,6 +117,9 @@ class EpisodeWriter:
         self._has_steps = [False] * self._envs
         self._spare_episodes: List[int] = []  # opened, not yet given to an env
         self._row_episodes = self._steps.row_episodes
+        # Bound once: append is the hot path (one call per environment step).
+        self._add_row_episode = self._row_episodes.append
+        self._add_step = self._steps.append
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"client": self._client, "table": self._table, "envs": self._envs,
@@ -189,13 +192,22 @@ class EpisodeWriter:
         if episode is None or self._conn is None:
             episode = self._open(env)
             opened = self._has_steps[env] = True
-        rows = self._row_episodes
-        rows.append(episode)
+        self._add_row_episode(episode)
+        values = step if item is None else item
+        steps = self._steps
+        row = steps._count
+        # Writer.append's fast path for an item without priority, inlined (the hot path:
+        # one call per environment step); anything else goes through Writer.append.
+        if (steps._with_priorities is False and not steps._failed and not steps._closed
+                and steps._write_fast(values, row)):
+            steps._count = row + 1
+            if steps._count == steps._batch:
+                steps._send()
+            return
         try:
-            self._steps.append(step if item is None else item)  # InvalidArgument naming the
-            # field, nothing buffered
+            self._add_step(values)  # InvalidArgument naming the field, nothing buffered
         except BaseException:
-            rows.pop()
+            self._row_episodes.pop()
             if opened:  # its first step was refused: the episode has none yet
                 self._has_steps[env] = False
             raise
