@@ -15,6 +15,8 @@ constexpr std::array<std::string_view, 1> kTableField{"table"};
 constexpr std::array<std::string_view, 2> kCreateFields{"table", "exist_ok"};
 constexpr std::array<std::string_view, 5> kInsertFields{"table", "n", "columns", "priorities",
                                                         "timeout_ms"};
+constexpr std::array<std::string_view, 6> kAppendStepsFields{"table",      "n",          "columns",
+                                                             "priorities", "timeout_ms", "end"};
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
 constexpr std::array<std::string_view, 6> kSampleNstepFields{"table",      "n",     "beta",
                                                              "timeout_ms", "nstep", "gamma"};
@@ -44,8 +46,8 @@ const std::array kCommands{
     Command{"snapshot", c::snapshot, {}, false, false, false, WaitsOn::snapshot},
     Command{"open_episodes", c::open_episodes, kOpenEpisodesFields, true, true, false,
             WaitsOn::nothing, Lane::explorer},
-    Command{"append_steps", c::append_steps, kInsertFields, true, true, true, WaitsOn::rate_limiter,
-            Lane::explorer},
+    Command{"append_steps", c::append_steps, kAppendStepsFields, true, true, true,
+            WaitsOn::rate_limiter, Lane::explorer},
     Command{"end_episode", c::end_episode, kEndEpisodeFields, true, false, false,
             WaitsOn::earlier_inserts, Lane::explorer},
     Command{"sample_sequences", c::sample_sequences, kSequenceFields, true, true, false,

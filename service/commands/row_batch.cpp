@@ -89,6 +89,17 @@ Reply RowBatchWork::run() {
                                                       priorities_, keys_out)
                         : table_->table->insert(columns_, n_, priorities_, keys_out);
   if (!status) return make_error_reply(request_id_, status.error());
+  for (const auto& end : ends_) {
+    const auto how = end.terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
+    if (auto ended = table_->table->end_episode(*writer_, end.episode, how); !ended) {
+      table_changed(*table_);
+      return make_error_reply(
+          request_id_,
+          make_error(ended.error().code, "the " + std::to_string(n_) +
+                                             " steps were stored, but ending an episode failed: " +
+                                             ended.error().message));
+    }
+  }
   table_changed(*table_);
   return make_reply(request_id_, "{\"n\":" + std::to_string(n_) + "}", std::move(keys));
 }

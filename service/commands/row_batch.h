@@ -17,6 +17,12 @@
 
 namespace replayd::service::commands {
 
+// An episode an append ends once its steps are stored.
+struct EpisodeEnding {
+  std::uint64_t episode = 0;
+  bool terminated = true;
+};
+
 // The rows of one insert or append, owning the request payload its spans view.
 class RowBatchWork final : public Deferred {
  public:
@@ -31,8 +37,12 @@ class RowBatchWork final : public Deferred {
   const HostedTable* table() const override { return table_.get(); }
   std::size_t held_bytes() const override { return payload_.size(); }
   std::string why_not_ready() const override;
-  // Stores the rows (Table::insert or Table::append_steps); replies {"n"} and the new keys.
+  // Stores the rows (Table::insert or Table::append_steps), then ends the episodes of
+  // end_after; replies {"n"} and the new keys. An end that fails leaves the rows stored and
+  // makes the reply an error that says so.
   Reply run() override;
+  // Episodes (of this append's writer) to end right after its rows are stored.
+  void end_after(std::vector<EpisodeEnding> ends) { ends_ = std::move(ends); }
 
  private:
   RowBatchWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
@@ -51,6 +61,7 @@ class RowBatchWork final : public Deferred {
   std::vector<std::span<const std::byte>> columns_;
   std::span<const std::uint64_t> episodes_;
   std::span<const double> priorities_;
+  std::vector<EpisodeEnding> ends_;
 };
 
 }  // namespace replayd::service::commands

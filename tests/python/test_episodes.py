@@ -237,3 +237,40 @@ def test_an_end_episode_pipelined_behind_held_appends_ends_the_whole_episode(cli
     assert (sample.data["discount"][last] == 0).all()  # it ended terminated, after step 5
     assert (sample.data["steps"][last] == 1).all()
     writer.close()
+
+
+def test_append_steps_ends_the_episodes_it_lists_after_storing_its_steps(client, table_name):
+    from replayd.columns import decode_keys, prepare_insert
+    from replayd.requests import insert_meta
+    make_table(client, table_name)
+    conn = client.open_connection()  # the writer
+    first, second = conn.wait(*conn.submit({"op": "open_episodes", "table": table_name,
+                                            "n": 2}, (), None, caller_waits=True),
+                              10)["episodes"]
+
+    def append(episodes, end):
+        rows = [step(i) for i in range(len(episodes))]
+        batch = prepare_insert(client.schema(table_name),
+                               {k: np.stack([r[k] for r in rows]) for k in FIELDS})
+        meta = insert_meta(table_name, batch, None)
+        meta.update({"op": "append_steps", "end": end})
+        ids = np.asarray(episodes, "<u8")
+        return conn.wait(*conn.submit(meta, [*batch.buffers(), ids], decode_keys,
+                                      caller_waits=True), 10)
+
+    keys = append([first, first, second], [{"episode": first, "terminated": False}])
+    with pytest.raises(replayd.InvalidArgument, match="is not open"):  # it ended
+        append([first], [])
+    with pytest.raises(replayd.InvalidArgument, match="the 1 steps were stored, but ending"):
+        append([second], [{"episode": first}])
+    for bad, why in [("x", "expected an array"), ([{"episode": second, "what": 1}], "what"),
+                     ([{"terminated": True}], "episode")]:
+        with pytest.raises(replayd.InvalidArgument, match=why):
+            append([second], bad)
+    assert client.size(table_name) == 4  # refused ends store nothing
+    # Only the ended (truncated) episode has 3-step windows: h = 2 and 1, bootstrapped.
+    sample = client.sample(table_name, 64, nstep=3, gamma=0.5, timeout=5)
+    assert set(sample.keys.tolist()) == set(keys[:2].tolist())
+    assert sorted(set(sample.data["steps"].tolist())) == [1, 2]
+    np.testing.assert_array_equal(sample.data["discount"], 0.5 ** sample.data["steps"])
+    conn.close()

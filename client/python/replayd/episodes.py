@@ -3,8 +3,8 @@ more environments' episodes, and the decoders of the episodic replies.
 
 EpisodeWriter batches steps as `Writer` batches items (preallocated columns, `batch` steps
 per ``append_steps`` request, up to `max_in_flight` requests awaiting replies), so there is
-no round trip per step or per batch; ``end_episode`` goes out with the next batch, after the
-episode's steps (the server runs it after the appends that arrived before it). It opens episodes `envs` ids
+no round trip per step or per batch; ``end_episode`` goes out in the next batch's request
+("end": ended right after its steps), or as a request of its own at `flush`. It opens episodes `envs` ids
 at a time (``open_episodes``, one round trip). The server knows the writer by its
 connection: a writer whose process dies or whose connection is lost mid-episode leaves its
 open episodes ended as *truncated*, their steps kept.
@@ -59,12 +59,16 @@ class _StepBatches(Writer):
         meta["op"] = "append_steps"
         ids = np.array(self.row_episodes[:batch.n], dtype="<u8")
         del self.row_episodes[:batch.n]
+        if self.pending_ends:  # ended right after these steps, in the same request
+            meta["end"] = [{"episode": m["episode"], "terminated": m["terminated"]}
+                           for m in self.pending_ends]
+            self.pending_ends = []
         return self._owner._connection().submit(meta, [*batch.buffers(), ids], decode_keys)[1]
 
     def end_after_steps(self, meta: Dict[str, Any]) -> None:
-        """Sends the request `meta` (one that stores nothing: end_episode) right after the
-        buffered steps: with the next batch, or now when none is buffered. Pipelined; its
-        error is raised by a later call."""
+        """Ends an episode (`meta`: an end_episode request) right after the buffered steps:
+        in the next batch's ``append_steps`` ("end"), or as its own request now when no
+        step is buffered. Pipelined; its error is raised by a later call."""
         self._check_open()
         self.pending_ends.append(meta)
         if self._count == 0:
@@ -72,7 +76,7 @@ class _StepBatches(Writer):
 
     def _send(self) -> None:
         super()._send()
-        while self.pending_ends:  # after the steps they follow (the server keeps the order)
+        while self.pending_ends:  # no batch carried them: their own requests, in order
             meta = self.pending_ends.pop(0)
             while len(self._in_flight) >= self._max_in_flight:
                 self._reap_oldest()
