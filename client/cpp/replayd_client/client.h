@@ -50,6 +50,12 @@ struct SampleOptions {
   std::optional<std::uint64_t> timeout_ms;
 };
 
+// An episode that an append_steps request ends right after its steps.
+struct EpisodeEnding {
+  std::uint64_t episode = 0;
+  bool terminated = true;  // false: truncated (a time limit)
+};
+
 // Options of sample_nstep (docs/PROTOCOL.md, "n-step samples").
 struct NStepOptions {
   std::uint64_t nstep = 1;  // k: steps summed into the return, 1 <= k <= capacity
@@ -176,16 +182,20 @@ class Client {
   std::future<std::vector<std::uint64_t>> open_episodes_async(std::string_view table,
                                                               std::uint64_t n);
   // Appends batch.size() steps, step i to episode_ids[i] (open episodes of this Client);
-  // rows of one episode in batch order. Returns their keys. The batch and the ids are sent
-  // before the call returns and may be reused then. May wait for the rate limiter. Throws
-  // Error(invalid_argument) before sending when there is not one id per step.
+  // rows of one episode in batch order, then ends the episodes of `ends` (the request's
+  // "end": no request of their own). Returns their keys. The batch, the ids and the ends
+  // are sent before the call returns and may be reused then. May wait for the rate limiter.
+  // Throws Error(invalid_argument) before sending when there is not one id per step; an end
+  // that fails is an error whose message says the steps were stored.
   Keys append_steps(std::string_view table, const InsertBatch& batch,
-                    std::span<const std::uint64_t> episode_ids, InsertOptions options = {}) {
-    return append_steps_async(table, batch, episode_ids, options).get();
+                    std::span<const std::uint64_t> episode_ids, InsertOptions options = {},
+                    std::span<const EpisodeEnding> ends = {}) {
+    return append_steps_async(table, batch, episode_ids, options, ends).get();
   }
   std::future<Keys> append_steps_async(std::string_view table, const InsertBatch& batch,
                                        std::span<const std::uint64_t> episode_ids,
-                                       InsertOptions options = {});
+                                       InsertOptions options = {},
+                                       std::span<const EpisodeEnding> ends = {});
   // Ends an episode: terminated (nothing bootstrapped past its last step) or truncated (a
   // time limit: its last step's bootstrap fields are the bootstrap). The server runs it after
   // the table's earlier appends, so it may follow them at once (pipelined). Returns the

@@ -42,7 +42,8 @@ std::future<std::vector<std::uint64_t>> Client::open_episodes_async(std::string_
 
 std::future<Keys> Client::append_steps_async(std::string_view table, const InsertBatch& batch,
                                              std::span<const std::uint64_t> episode_ids,
-                                             InsertOptions options) {
+                                             InsertOptions options,
+                                             std::span<const EpisodeEnding> ends) {
   if (episode_ids.size() != batch.size()) {
     throw Error(ErrorCode::invalid_argument,
                 "append_steps: " + std::to_string(batch.size()) + " steps but " +
@@ -50,6 +51,16 @@ std::future<Keys> Client::append_steps_async(std::string_view table, const Inser
   }
   std::string& meta = scratch_meta();
   batch.append_meta(meta, table, options.timeout_ms, "append_steps");
+  if (!ends.empty()) {
+    meta.pop_back();  // the object's closing brace
+    meta.append(",\"end\":[");
+    for (std::size_t i = 0; i < ends.size(); ++i) {
+      meta.append(i == 0 ? "{\"episode\":" : ",{\"episode\":");
+      append_json_uint(meta, ends[i].episode);
+      meta.append(ends[i].terminated ? ",\"terminated\":true}" : ",\"terminated\":false}");
+    }
+    meta.append("]}");
+  }
   // The fields, the episode ids (8-byte values: no padding), then the priorities.
   thread_local std::vector<PayloadPiece> payload;
   payload.clear();

@@ -147,9 +147,11 @@ void EpisodeWriter::send_buffered() {
   }
   // The request is written before append_steps_async returns: the buffers are free again.
   Pending pending;
-  pending.append = client_->append_steps_async(
-      table_, request_, std::span(row_episodes_).first(rows_), {.timeout_ms = options_.timeout_ms});
+  pending.append =
+      client_->append_steps_async(table_, request_, std::span(row_episodes_).first(rows_),
+                                  {.timeout_ms = options_.timeout_ms}, ends_);
   rows_ = 0;
+  ends_.clear();
   push(std::move(pending));
 }
 
@@ -184,7 +186,11 @@ void EpisodeWriter::end_episode(std::size_t env, bool terminated) {
     invalid("table '" + table_ + "': env " + std::to_string(env) +
             " has no open episode (append a step first)");
   }
-  send_buffered();  // the server runs the end after these appends (docs/PROTOCOL.md)
+  if (rows_ > 0) {  // ended by the request of the buffered steps, right after them
+    ends_.push_back({*episodes_[env], terminated});
+    episodes_[env].reset();
+    return;
+  }
   Pending pending;
   pending.end = client_->end_episode_async(table_, *episodes_[env], terminated);
   episodes_[env].reset();

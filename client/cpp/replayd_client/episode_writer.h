@@ -12,7 +12,8 @@
 // What blocks: append() and end_episode() only when they send a request while
 // max_in_flight requests await their replies (they then wait for the oldest), or when an
 // environment starts an episode and no opened id is left (one open_episodes round trip);
-// end_episode() is pipelined after the appends before it (the server runs it after them);
+// end_episode() goes with the next batch of steps, or on its own after the appends before
+// it (the server runs it after them);
 // flush() and close() until every reply arrived. A pipelined request's error (Error with the
 // server's code and message) is thrown by the call that collects its reply: a later append,
 // end_episode, flush or close.
@@ -93,9 +94,10 @@ class EpisodeWriter {
     append(env, std::span<const StepValue>(step.begin(), step.size()));
   }
 
-  // Sends the buffered steps, then end_episode for env's episode (pipelined): `terminated` (nothing
-  // bootstrapped past its last step) or truncated (a time limit). Throws Error(invalid_argument)
-  // when env has no step in its current episode.
+  // Ends env's episode: `terminated` (nothing bootstrapped past its last step) or
+  // truncated (a time limit). Pipelined: with steps buffered, the end goes in their
+  // append_steps request ("end", right after them), else as its own end_episode request.
+  // Throws Error(invalid_argument) when env has no step in its current episode.
   void end_episode(std::size_t env, bool terminated = true);
 
   // Sends the buffered steps and waits for every reply. Throws the first error among them.
@@ -141,6 +143,7 @@ class EpisodeWriter {
   std::vector<Field> fields_;
   std::size_t rows_ = 0;                                // steps buffered in fields_[*].rows
   std::vector<std::uint64_t> row_episodes_;             // episode of each buffered step
+  std::vector<EpisodeEnding> ends_;                     // sent with the buffered steps
   InsertBatch request_;                                 // reused for every append_steps
   std::vector<std::optional<std::uint64_t>> episodes_;  // per env
   std::vector<std::uint64_t> spare_ids_;                // opened, not yet used
