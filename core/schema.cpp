@@ -1,5 +1,6 @@
 #include "core/schema.h"
 
+#include <algorithm>
 #include <set>
 
 namespace replayd {
@@ -45,6 +46,16 @@ Status validate_field(const Field& field) {
     }
     bytes *= dim;
   }
+  if (field.stack < 1 || field.stack > Schema::kMaxStack) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + ": stack must be between 1 and " + std::to_string(Schema::kMaxStack) +
+                          ", got " + std::to_string(field.stack));
+  }
+  if (field.compression_level < 1 || field.compression_level > 19) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + ": compression level must be between 1 and 19, got " +
+                          std::to_string(field.compression_level));
+  }
   return Ok{};
 }
 
@@ -80,6 +91,26 @@ Result<Schema> Schema::create(std::vector<Field> fields) {
   }
   schema.fields_ = std::move(fields);
   return schema;
+}
+
+bool Schema::has_frames() const {
+  return std::any_of(fields_.begin(), fields_.end(), [](const Field& f) { return f.is_frame(); });
+}
+
+bool Schema::has_next_of() const {
+  return std::any_of(fields_.begin(), fields_.end(), [](const Field& f) { return f.next_of; });
+}
+
+bool Schema::has_compression() const {
+  return std::any_of(fields_.begin(), fields_.end(),
+                     [](const Field& f) { return f.compression != Compression::none; });
+}
+
+std::uint32_t Schema::max_stack() const {
+  std::uint32_t most = 1;
+  for (const auto& field : fields_)
+    most = std::max(most, field.stack);
+  return most;
 }
 
 int Schema::find(std::string_view name) const {

@@ -16,15 +16,29 @@
 
 namespace replayd {
 
+// How a field's values are stored and sent. zstd: each value is one zstd frame made by the
+// writer (docs/PIXELS.md); the server keeps and sends those bytes as they came.
+enum class Compression : std::uint8_t { none = 0, zstd = 1 };
+
 struct Field {
   std::string name;
   DType dtype = DType::float32;
   std::vector<std::uint64_t> shape;  // per item; empty for a scalar
+  // Frame options (episodic tables only; docs/PIXELS.md). stack: samples return the last
+  // `stack` values of the episode, (stack, *shape). next_of: samples also return
+  // next_<name>, the value of the following step. compression: see Compression;
+  // compression_level: what writers pass to zstd (1..19), kept for them.
+  std::uint32_t stack = 1;
+  bool next_of = false;
+  Compression compression = Compression::none;
+  int compression_level = 3;
 
   // Elements per item (product of shape; 1 for a scalar).
   std::uint64_t elements() const;
   // Bytes per item: elements() * dtype_size(dtype).
   std::uint64_t item_bytes() const;
+  // Whether samples send this field as frames (docs/PROTOCOL.md "Frame fields").
+  bool is_frame() const { return stack > 1 || next_of || compression != Compression::none; }
   bool operator==(const Field& other) const = default;
 };
 
@@ -33,6 +47,7 @@ class Schema {
   static constexpr std::size_t kMaxFields = 64;
   static constexpr std::size_t kMaxDims = 8;
   static constexpr std::size_t kMaxNameChars = 64;
+  static constexpr std::uint32_t kMaxStack = 64;
   static constexpr std::uint64_t kMaxItemBytes = std::uint64_t{1}
                                                  << 30;  // 1 GiB per field per item
 
@@ -46,6 +61,11 @@ class Schema {
   int find(std::string_view name) const;
   // Sum of item_bytes() over all fields.
   std::uint64_t item_bytes() const { return item_bytes_; }
+  // Whether any field is a frame field / has next_of / is compressed; the largest stack.
+  bool has_frames() const;
+  bool has_next_of() const;
+  bool has_compression() const;
+  std::uint32_t max_stack() const;
 
   bool operator==(const Schema& other) const { return fields_ == other.fields_; }
 

@@ -15,15 +15,22 @@ Storage::Storage(const Schema& schema, std::uint32_t capacity)
       occupied_(capacity, 0) {
   for (const auto& field : schema.fields()) {
     item_bytes_.push_back(field.item_bytes());
-    columns_.push_back(std::make_unique_for_overwrite<std::byte[]>(field.item_bytes() * capacity));
+    if (field.compression != Compression::none) {
+      columns_.emplace_back();
+      blobs_.push_back(std::make_unique<BlobColumn>(capacity));
+    } else {
+      columns_.push_back(
+          std::make_unique_for_overwrite<std::byte[]>(field.item_bytes() * capacity));
+      blobs_.emplace_back();
+    }
   }
   clear();
 }
 
 std::uint64_t Storage::allocated_bytes() const {
   std::uint64_t bytes = 0;
-  for (auto item_bytes : item_bytes_)
-    bytes += item_bytes * capacity_;
+  for (std::size_t f = 0; f < item_bytes_.size(); ++f)
+    bytes += blobs_[f] ? blobs_[f]->allocated_bytes() : item_bytes_[f] * capacity_;
   bytes += keys_.capacity() * sizeof(keys_[0]) + generations_.capacity() * sizeof(generations_[0]) +
            priorities_.capacity() * sizeof(priorities_[0]) +
            times_sampled_.capacity() * sizeof(times_sampled_[0]) +
@@ -62,12 +69,23 @@ void Storage::restore_layout(std::span<const std::uint32_t> free_stack) {
   }
 }
 
+std::uint64_t Storage::blob_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& blobs : blobs_)
+    if (blobs) bytes += blobs->stored_bytes();
+  return bytes;
+}
+
 void Storage::release(std::uint32_t slot) {
+  for (const auto& blobs : blobs_)
+    if (blobs) blobs->clear(slot);
   occupied_[slot] = 0;
   free_.push_back(slot);
 }
 
 void Storage::clear() {
+  for (const auto& blobs : blobs_)
+    if (blobs) blobs->clear_all();
   std::fill(occupied_.begin(), occupied_.end(), 0);
   free_.resize(capacity_);
   for (std::uint32_t i = 0; i < capacity_; ++i)

@@ -1,6 +1,7 @@
 // Storage: the columnar item store of one table. One contiguous array per field holds that
 // field for every slot (capacity * item_bytes, allocated once, never per item); beside it,
-// per-slot metadata: key, priority, times sampled. Not thread-safe.
+// per-slot metadata: key, priority, times sampled. A compressed field has no fixed array:
+// its values are variable-size byte strings in a BlobColumn. Not thread-safe.
 //
 // Keys: each acquire() gives the slot a key never used before in this Storage:
 //   key = (generation << slot_bits) | slot, generation = times this slot was acquired.
@@ -16,13 +17,14 @@
 #include <span>
 #include <vector>
 
+#include "core/blob_column.h"
 #include "core/schema.h"
 
 namespace replayd {
 
 class Storage {
  public:
-  // Allocates capacity * schema.item_bytes() bytes (untouched pages cost no memory until
+  // Allocates capacity * item_bytes of every uncompressed field (untouched pages cost no memory until
   // written). Precondition: 1 <= capacity <= kMaxCapacity.
   Storage(const Schema& schema, std::uint32_t capacity);
 
@@ -32,8 +34,11 @@ class Storage {
   static constexpr std::uint64_t kMetadataBytesPerSlot =
       sizeof(std::uint64_t) + sizeof(std::uint64_t) + sizeof(double) + sizeof(std::uint32_t) +
       sizeof(std::uint8_t) + sizeof(std::uint32_t);
-  // What this Storage holds: its data columns and every metadata vector's capacity.
+  // What this Storage holds: its data columns, its blob columns (stored values and index)
+  // and every metadata vector's capacity.
   std::uint64_t allocated_bytes() const;
+  // What the stored values of compressed fields cost (BlobColumn::stored_bytes, summed).
+  std::uint64_t blob_bytes() const;
 
   std::uint32_t capacity() const { return capacity_; }
   std::uint32_t size() const { return capacity_ - static_cast<std::uint32_t>(free_.size()); }
@@ -57,13 +62,19 @@ class Storage {
   void set_times_sampled(std::uint32_t slot, std::uint32_t n) { times_sampled_[slot] = n; }
 
   // Address of field `field`'s value for `slot`; valid while this Storage lives.
+  // Precondition: the field is not compressed (those live in blobs(field)).
   std::byte* cell(std::size_t field, std::uint32_t slot) {
     return columns_[field].get() + slot * item_bytes_[field];
   }
   const std::byte* cell(std::size_t field, std::uint32_t slot) const {
     return columns_[field].get() + slot * item_bytes_[field];
   }
+  // Bytes of one uncompressed value of the field (also of a compressed field's values once
+  // decompressed).
   std::uint64_t item_bytes(std::size_t field) const { return item_bytes_[field]; }
+  // The values of a compressed field; nullptr for other fields.
+  BlobColumn* blobs(std::size_t field) { return blobs_[field].get(); }
+  const BlobColumn* blobs(std::size_t field) const { return blobs_[field].get(); }
 
   // Snapshot support: the generation counter of each slot, and forcing a slot to hold a
   // given key (used only when restoring; the key's slot bits must name `slot`).
@@ -87,7 +98,8 @@ class Storage {
   std::uint32_t capacity_;
   std::uint64_t slot_bits_;
   std::vector<std::uint64_t> item_bytes_;
-  std::vector<std::unique_ptr<std::byte[]>> columns_;
+  std::vector<std::unique_ptr<std::byte[]>> columns_;  // null for compressed fields
+  std::vector<std::unique_ptr<BlobColumn>> blobs_;     // null for other fields
   std::vector<std::uint64_t> keys_;
   std::vector<std::uint64_t> generations_;
   std::vector<double> priorities_;

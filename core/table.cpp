@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/zstd_frame.h"
+
 namespace replayd {
 namespace {
 
@@ -61,7 +63,8 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
       rate_limiter_(rate_limiter),
       sampler_(std::move(sampler)),
       remover_(std::move(remover)),
-      rng_(config_.seed) {
+      rng_(config_.seed),
+      blob_budget_(compressed_budget(config_)) {
   if (!config_.episodes.enabled) return;
   episodes_ = std::make_unique<EpisodeIndex>(config_.capacity);
   WindowContext context;
@@ -70,6 +73,7 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
   context.prioritized = config_.sampler.kind == SelectorKind::prioritized;
   context.priority_exponent = config_.sampler.priority_exponent;
   context.max_times_sampled = config_.max_times_sampled;
+  context.next_of = config_.schema.has_next_of();
   windows_ = std::make_unique<WindowIndexSet>(context);
   complete_ = std::make_unique<CompleteEpisodes>(config_.capacity);
   step_log_ = std::make_unique<StepLog>(config_.capacity);
@@ -108,8 +112,63 @@ void Table::remove_item(std::uint32_t slot) {
   rate_limiter_.record_deletes(1);
 }
 
-Status Table::check_rows(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                         std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+Result<std::uint64_t> Table::check_frames(
+    std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+    std::span<const std::span<const std::uint32_t>> frame_sizes) {
+  const auto& fields = config_.schema.fields();
+  if (!frame_sizes.empty() && frame_sizes.size() != fields.size()) {
+    return invalid(name(), "frame sizes given for " + std::to_string(frame_sizes.size()) +
+                               " fields, schema has " + std::to_string(fields.size()));
+  }
+  std::uint64_t cost = 0;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const bool compressed = fields[f].compression != Compression::none;
+    const auto sizes = frame_sizes.empty() ? std::span<const std::uint32_t>{} : frame_sizes[f];
+    if (!compressed) {
+      if (!sizes.empty()) {
+        return invalid(name(), "field '" + fields[f].name + "' is not compressed but frame sizes "
+                                                            "were given");
+      }
+      continue;
+    }
+    if (sizes.size() != n) {
+      return invalid(name(), "field '" + fields[f].name + "' is compressed: " +
+                                 std::to_string(n) + " rows need " + std::to_string(n) +
+                                 " frame sizes, got " + std::to_string(sizes.size()));
+    }
+    std::uint64_t offset = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (sizes[i] > columns[f].size() - offset) {
+        return invalid(name(), "field '" + fields[f].name + "': frame sizes add up to more than "
+                                                            "the column's " +
+                                   std::to_string(columns[f].size()) + " bytes");
+      }
+      const auto frame = columns[f].subspan(offset, sizes[i]);
+      if (auto status = check_zstd_frame(frame, fields[f].item_bytes()); !status) {
+        return invalid(name(), "field '" + fields[f].name + "', row " + std::to_string(i) + ": " +
+                                   status.error().message);
+      }
+      offset += sizes[i];
+      cost += BlobColumn::cost(sizes[i]);
+    }
+    if (offset != columns[f].size()) {
+      return invalid(name(), "field '" + fields[f].name + "': frame sizes add up to " +
+                                 std::to_string(offset) + " bytes, the column holds " +
+                                 std::to_string(columns[f].size()));
+    }
+  }
+  if (cost > blob_budget_) {
+    return invalid(name(), "the batch's compressed values take " + std::to_string(cost) +
+                               " bytes, more than the table's max_compressed_bytes " +
+                               std::to_string(blob_budget_));
+  }
+  return cost;
+}
+
+Result<std::uint64_t> Table::check_rows(
+    std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+    std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+    std::span<const std::span<const std::uint32_t>> frame_sizes) {
   const auto& fields = config_.schema.fields();
   if (n == 0) return invalid(name(), "insert of 0 items");
   if (n > config_.capacity) {
@@ -121,6 +180,7 @@ Status Table::check_rows(std::span<const std::span<const std::byte>> columns, st
                                " columns, schema has " + std::to_string(fields.size()) + " fields");
   }
   for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (fields[f].compression != Compression::none) continue;  // check_frames
     if (columns[f].size() != n * fields[f].item_bytes()) {
       return invalid(name(), "field '" + fields[f].name + "': column holds " +
                                  std::to_string(columns[f].size()) + " bytes, " +
@@ -134,21 +194,34 @@ Status Table::check_rows(std::span<const std::span<const std::byte>> columns, st
   }
   if (keys_out.size() != n) return invalid(name(), "key output does not hold n keys");
   if (auto status = check_priorities(name(), *sampler_, *remover_, priorities); !status)
-    return status;
+    return status.error();
   if (auto status = rate_limiter_.check_insert_batch(n); !status) {
     return invalid(name(), status.error().message);
   }
-  return Ok{};
+  return check_frames(columns, n, frame_sizes);
 }
 
 std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
-                               std::span<const double> priorities) {
-  if (storage_.full()) {
+                               std::span<const double> priorities,
+                               std::span<const std::span<const std::uint32_t>> frame_sizes,
+                               std::span<std::uint64_t> frame_offsets) {
+  std::uint64_t cost = 0;
+  for (std::size_t f = 0; f < frame_sizes.size(); ++f)
+    if (!frame_sizes[f].empty()) cost += BlobColumn::cost(frame_sizes[f][i]);
+  // check_frames bounded a batch's cost by the budget, so emptying the table always fits.
+  while (storage_.full() || (cost != 0 && storage_.size() != 0 &&
+                             storage_.blob_bytes() + cost > blob_budget_)) {
     remove_item(remover_->sample(rng_, 0.0).slot);
     ++counters_.evictions;
   }
   const std::uint32_t slot = storage_.acquire();
   for (std::size_t f = 0; f < columns.size(); ++f) {
+    if (BlobColumn* blobs = storage_.blobs(f)) {
+      const std::uint32_t size = frame_sizes[f][i];
+      blobs->set(slot, columns[f].subspan(frame_offsets[f], size));
+      frame_offsets[f] += size;
+      continue;
+    }
     const std::uint64_t bytes = storage_.item_bytes(f);
     std::memcpy(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
   }

@@ -94,13 +94,38 @@ struct NStepRequest {
 // double). bootstrap: one span per config.episodes.bootstrap_fields entry, n * item_bytes,
 // the field's value at step t+h-1. discounts: gamma^h, or 0 when the episode terminated at
 // step t+h-1. steps: h = min(k, steps left in the episode).
+// Tables with next_of fields: the window walks to step t+h, the next observation, so h =
+// min(k, steps left before the episode's final observation).
+// Frame fields (Field::is_frame) are not copied: their base column is empty and frames[f]
+// receives, per draw, the slots whose values make its frames (appended; see frame_layout()).
+// frames holds one vector per field (others untouched), or is empty when the schema has no
+// frame field.
 struct NStepBuffers {
   SampleBuffers base;
   std::span<std::byte> returns;
   std::span<const std::span<std::byte>> bootstrap;
   std::span<double> discounts;
   std::span<std::uint32_t> steps;
+  std::span<std::vector<std::uint32_t>> frames = {};
 };
+
+// A frame that is all zeros (padding past an episode's end) in SequenceBuffers::frames.
+inline constexpr std::uint32_t kNoFrame = UINT32_MAX;
+
+// The frames an n-step draw of h steps sends for a field with `stack` s and `next_of`:
+// `count` frames, of which frames [0, s) make the stacked value of step t (steps t-s+1 .. t,
+// the episode's first step repeated before its start) and, with next_of, frames
+// [next_offset, next_offset + s) the stacked value of step t+h. Unique frames only: when
+// the two stacks overlap (h < s) they share frames.
+struct FrameLayout {
+  std::uint32_t count = 1;
+  std::uint32_t next_offset = 0;
+};
+inline FrameLayout frame_layout(std::uint32_t stack, bool next_of, std::uint32_t h) {
+  if (!next_of) return FrameLayout{stack, 0};
+  const std::uint32_t shift = h < stack ? h : stack;
+  return FrameLayout{stack + shift, shift};
+}
 
 // The valid starts of an n-step or sequence request's windows and their sampling mass.
 struct WindowState {
@@ -126,6 +151,11 @@ struct SequenceRequest {
 // Caller-owned destination of n sequences of T = burn_in + length steps each.
 // keys .. times_sampled: n values (of the start steps). columns: per field, n * T *
 // item_bytes, C order (n, T, ...). mask: n * T, 1 for a real step, 0 for padding.
+// Frame fields: as for NStepBuffers, per sequence T + stack - 1 frames, of steps
+// start - burn_in - stack + 1 .. start + length - 1 (the episode's first step repeated
+// before its start, kNoFrame past its end); the stacked value of row j is frames j .. j+s-1.
+// In a table with next_of fields, an ended episode's last step (its final observation) is
+// masked 0 but its frames are sent.
 struct SequenceBuffers {
   std::span<std::uint64_t> keys;
   std::span<double> probabilities;
@@ -133,17 +163,21 @@ struct SequenceBuffers {
   std::span<std::uint32_t> times_sampled;
   std::span<const std::span<std::byte>> columns;
   std::span<std::uint8_t> mask;
+  std::span<std::vector<std::uint32_t>> frames = {};
 };
 
 // Caller-owned destination of whole steps (whole-episode reads, reading everything). Every
 // span holds the same number of rows, except columns: one span per field, rows x item_bytes.
 // sequences: each step's insertion sequence number (the cursor of read_steps).
+// Compressed fields are not copied (their column is empty); slots receives each row's slot,
+// whose values the caller reads from storage().blobs(f).
 struct StepBuffers {
   std::span<std::uint64_t> keys;
   std::span<std::uint64_t> episodes;
   std::span<std::uint32_t> positions;
   std::span<std::uint64_t> sequences;
   std::span<const std::span<std::byte>> columns;
+  std::span<std::uint32_t> slots = {};  // required when the schema has a compressed field
 };
 
 class Table {
@@ -203,12 +237,24 @@ class Table {
   // steps already appended to it (rows of one episode in order). Other arguments, errors
   // and costs as insert(); also invalid_argument when an episode is not open for `writer`.
   // Costs O(forward + backward) more per step and window index.
+  // Compressed fields: columns[f] holds the n values' zstd frames back to back and
+  // frame_sizes[f] their n sizes (frame_sizes holds one span per field, empty for the
+  // others; it may be empty when no field is compressed). Each frame is checked
+  // (check_zstd_frame) before anything is stored; when the compressed values would exceed
+  // compressed_budget(), the remover evicts steps first, as when the table is full.
   Status append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
                       std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                      std::span<const double> priorities, std::span<std::uint64_t> keys_out);
+                      std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+                      std::span<const std::span<const std::uint32_t>> frame_sizes = {});
   // Ends the open episode `episode` of `writer`. Errors: invalid_argument when it is not
   // open for this writer or has no steps. O(forward^2) per window index at most.
-  Status end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how);
+  // Tables with next_of fields: `final_values` (one span per field: the value of each next_of
+  // field, one zstd frame when compressed; empty for the others) is the observation after the
+  // last step, stored as one more step of the episode whose other fields are zero. Without
+  // it (empty span), the last step appended serves as the final observation and is no
+  // transition of its own. Other tables: final_values must be empty.
+  Status end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how,
+                     std::span<const std::span<const std::byte>> final_values = {});
   // A writer left: its open episodes with steps end as truncated (their steps stay), its
   // empty ones are forgotten. Returns how many episodes were ended. O(episodes).
   std::uint64_t end_writer(std::uint64_t writer);
@@ -285,11 +331,31 @@ class Table {
         std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);
   std::uint64_t draws_left(std::uint32_t slot) const;
-  Status check_rows(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                    std::span<const double> priorities, std::span<std::uint64_t> keys_out);
-  // Stores row i of `columns` (evicting first when full) and returns its slot.
+  // Checks n rows; for compressed fields also every frame (check_frames), and returns the
+  // cost of the rows' compressed values (BlobColumn::cost, summed).
+  Result<std::uint64_t> check_rows(std::span<const std::span<const std::byte>> columns,
+                                   std::uint64_t n, std::span<const double> priorities,
+                                   std::span<std::uint64_t> keys_out,
+                                   std::span<const std::span<const std::uint32_t>> frame_sizes = {});
+  Result<std::uint64_t> check_frames(std::span<const std::span<const std::byte>> columns,
+                                     std::uint64_t n,
+                                     std::span<const std::span<const std::uint32_t>> frame_sizes);
+  // Stores row i of `columns` (evicting first when full, or while the compressed values
+  // would exceed their budget) and returns its slot. For compressed fields, row i's frame
+  // is frame_sizes[f][i] bytes at frame_offsets[f] of columns[f]; the caller advances
+  // frame_offsets past it.
   std::uint32_t store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
-                          std::span<const double> priorities);
+                          std::span<const double> priorities,
+                          std::span<const std::span<const std::uint32_t>> frame_sizes = {},
+                          std::span<std::uint64_t> frame_offsets = {});
+  // Appends the final-observation step of a next_of table's open episode.
+  Status append_final_values(std::uint64_t episode,
+                             std::span<const std::span<const std::byte>> final_values);
+  // Appends the frame slots of an n-step draw / a sequence to out[f] for each frame field.
+  void add_nstep_frames(const Episode& episode, std::uint32_t position, std::uint32_t h,
+                        std::span<std::vector<std::uint32_t>> out) const;
+  void add_sequence_frames(const Episode& episode, std::int64_t first, std::uint64_t steps,
+                           std::span<std::vector<std::uint32_t>> out) const;
   Status require_episodic(const char* operation) const;
   Result<WindowIndex*> window_index(const WindowSpec& spec);
   Result<WindowSpec> nstep_spec(const NStepRequest& request) const;
@@ -316,6 +382,7 @@ class Table {
   std::unique_ptr<WindowIndexSet> windows_;
   std::unique_ptr<CompleteEpisodes> complete_;
   std::unique_ptr<StepLog> step_log_;
+  std::uint64_t blob_budget_ = 0;  // compressed_budget(config_)
   int reward_field_ = -1;
   std::vector<int> bootstrap_fields_;
 };

@@ -1,6 +1,7 @@
 #include "core/table_config.h"
 
 #include "core/rng.h"
+#include "core/blob_column.h"
 #include "core/storage.h"
 
 namespace replayd {
@@ -20,15 +21,35 @@ Status validate_episode_config(const TableConfig& config) {
                                                        config.episodes.reward_field + "'");
   }
   const Field& field = config.schema.field(static_cast<std::size_t>(reward));
-  if (!field.shape.empty() || (field.dtype != DType::float32 && field.dtype != DType::float64)) {
+  if (!field.shape.empty() || field.is_frame() ||
+      (field.dtype != DType::float32 && field.dtype != DType::float64)) {
     return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: field '" +
                                                        field.name +
-                                                       "' must be a scalar float32 or float64");
+                                                       "' must be a scalar float32 or float64, no frame field");
   }
   for (const auto& name : config.episodes.bootstrap_fields) {
-    if (config.schema.find(name) < 0) {
+    const int found = config.schema.find(name);
+    if (found < 0) {
       return make_error(ErrorCode::invalid_argument,
                         who + "episodes.bootstrap_fields: no field named '" + name + "'");
+    }
+    if (config.schema.field(static_cast<std::size_t>(found)).is_frame()) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "episodes.bootstrap_fields: '" + name +
+                            "' is a frame field (stack, next_of or compression); its next value "
+                            "comes with next_of");
+    }
+  }
+  if (config.max_compressed_bytes != 0 && !config.schema.has_compression()) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "max_compressed_bytes: the table has no compressed field");
+  }
+  for (const auto& field : config.schema.fields()) {
+    if (field.next_of && config.schema.find("next_" + field.name) >= 0) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "field '" + field.name + "' is next_of, so samples name its next "
+                                                       "value 'next_" +
+                            field.name + "'; a field of that name exists already");
     }
   }
   return Ok{};
@@ -55,9 +76,25 @@ std::string to_string(uint128 value) {
 
 }  // namespace
 
+std::uint64_t compressed_budget(const TableConfig& config) {
+  if (config.max_compressed_bytes != 0) return config.max_compressed_bytes;
+  uint128 bytes = 0;
+  for (const auto& field : config.schema.fields())
+    if (field.compression != Compression::none)
+      bytes += static_cast<uint128>(config.capacity) * field.item_bytes();
+  return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
+}
+
 TableBytes table_bytes(const TableConfig& config) {
   TableBytes bytes;
-  bytes.data = static_cast<uint128>(config.capacity) * config.schema.item_bytes();
+  for (const auto& field : config.schema.fields()) {
+    if (field.compression == Compression::none) {
+      bytes.data += static_cast<uint128>(config.capacity) * field.item_bytes();
+    } else {
+      bytes.data += static_cast<uint128>(config.capacity) * BlobColumn::kIndexBytesPerSlot;
+    }
+  }
+  if (config.schema.has_compression()) bytes.data += compressed_budget(config);
   bytes.metadata = std::uint64_t{config.capacity} * Storage::kMetadataBytesPerSlot;
   bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
   bytes.remover = selector_bytes(config.remover, config.capacity);
@@ -106,6 +143,17 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           "): sampling could never start");
   }
   if (config.episodes.enabled) return validate_episode_config(config);
+  for (const auto& field : config.schema.fields()) {
+    if (field.is_frame()) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "field '" + field.name +
+                            "': stack, next_of and compression need an episodic table");
+    }
+  }
+  if (config.max_compressed_bytes != 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "max_compressed_bytes: the table has no compressed field");
+  }
   return Ok{};
 }
 

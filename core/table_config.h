@@ -42,13 +42,21 @@ struct TableConfig {
   RateLimiterConfig rate_limiter;             // default: min_size 1, no ratio
   std::uint64_t seed = 0;                     // RNG seed for sampling and uniform eviction
   EpisodeConfig episodes;                     // default: not episodic
+  // Bytes the values of compressed fields may take together (BlobColumn::cost each); past
+  // it, appends evict steps as a full table does. 0: what those fields would take
+  // uncompressed (capacity x their item bytes), so that compression never needs more.
+  std::uint64_t max_compressed_bytes = 0;
 };
+
+// The budget of a table's compressed values (max_compressed_bytes, or its default).
+std::uint64_t compressed_budget(const TableConfig& config);
 
 // What a table of this configuration allocates when created, in bytes, split by component.
 // Every part is derived from the structure that allocates it (Storage, selector_bytes), so
 // the total is never less than Table::allocated_bytes(). Precondition: capacity >= 1.
 struct TableBytes {
-  uint128 data = 0;            // capacity * schema.item_bytes()
+  uint128 data = 0;  // capacity * item bytes of uncompressed fields + compressed_budget()
+                     // + the compressed fields' per-slot index
   std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
   std::uint64_t sampler = 0;   // the sampler's trees and position maps
   std::uint64_t remover = 0;   // the remover's structures
@@ -64,7 +72,8 @@ TableBytes table_bytes(const TableConfig& config);
 // against `max_table_bytes` (everything the table allocates: table_bytes().total()), a
 // remover kind that can evict, and min_size_to_sample <= capacity; for an episodic table a
 // uniform or prioritized sampler and reward / bootstrap fields that exist with the right
-// shape. Errors name the key at fault; a table too large is resource_exhausted with its
+// shape; frame options (stack, next_of, compression) only in episodic tables. Errors name
+// the key at fault; a table too large is resource_exhausted with its
 // bytes per component.
 Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes);
 

@@ -7,6 +7,7 @@
 
 #include "core/nstep.h"
 #include "core/table.h"
+#include "core/zstd_frame.h"
 
 namespace replayd {
 namespace {
@@ -46,9 +47,10 @@ Result<std::uint64_t> Table::open_episode(std::uint64_t writer) {
 
 Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
                            std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                           std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+                           std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+                           std::span<const std::span<const std::uint32_t>> frame_sizes) {
   REPLAYD_RETURN_IF_ERROR(require_episodic("append_steps"));
-  REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out));
+  REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out, frame_sizes));
   if (episodes.size() != n) {
     return invalid(name(), std::to_string(episodes.size()) + " episode ids for " +
                                std::to_string(n) + " steps");
@@ -69,8 +71,10 @@ Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> 
     return make_error(ErrorCode::would_block,
                       "table '" + name() + "': insert held by rate limiter");
   }
+  std::array<std::uint64_t, Schema::kMaxFields> frame_offsets{};
   for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint32_t slot = store_row(columns, i, priorities);
+    const std::uint32_t slot = store_row(columns, i, priorities, frame_sizes,
+                                         std::span(frame_offsets).first(columns.size()));
     episodes_->append(episodes[i], slot);
     step_log_->on_store(slot);
     windows_->on_append(slot);
@@ -81,7 +85,68 @@ Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> 
   return Ok{};
 }
 
-Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how) {
+Status Table::append_final_values(std::uint64_t episode,
+                                  std::span<const std::span<const std::byte>> final_values) {
+  const auto& fields = config_.schema.fields();
+  if (!config_.schema.has_next_of()) {
+    return invalid(name(), "a final observation was given, but no field is next_of");
+  }
+  if (final_values.size() != fields.size()) {
+    return invalid(name(), "final observation: " + std::to_string(final_values.size()) +
+                               " values for " + std::to_string(fields.size()) + " fields");
+  }
+  // One row: the next_of fields' values, zeros (no frame) elsewhere.
+  std::uint64_t zero_bytes = 0;
+  for (const auto& field : fields)
+    zero_bytes = std::max(zero_bytes, field.item_bytes());
+  const std::vector<std::byte> zeros(zero_bytes);
+  std::vector<std::span<const std::byte>> columns(fields.size());
+  std::vector<std::uint32_t> sizes(fields.size(), 0);
+  std::vector<std::span<const std::uint32_t>> frame_sizes(fields.size());
+  std::uint64_t cost = 0;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const Field& field = fields[f];
+    const auto value = final_values[f];
+    const bool compressed = field.compression != Compression::none;
+    if (!field.next_of) {
+      if (!value.empty()) {
+        return invalid(name(), "final observation: field '" + field.name +
+                                   "' is not next_of, its value must be empty");
+      }
+      columns[f] = compressed ? value : std::span<const std::byte>(zeros).first(field.item_bytes());
+    } else if (compressed) {
+      if (auto status = check_zstd_frame(value, field.item_bytes()); !status) {
+        return invalid(name(), "final observation, field '" + field.name +
+                                   "': " + status.error().message);
+      }
+      columns[f] = value;
+      sizes[f] = static_cast<std::uint32_t>(value.size());
+      cost += BlobColumn::cost(value.size());
+    } else if (value.size() != field.item_bytes()) {
+      return invalid(name(), "final observation, field '" + field.name + "': " +
+                                 std::to_string(value.size()) + " bytes, the field holds " +
+                                 std::to_string(field.item_bytes()));
+    } else {
+      columns[f] = value;
+    }
+    if (compressed) frame_sizes[f] = std::span(sizes).subspan(f, 1);
+  }
+  if (cost > blob_budget_) {
+    return invalid(name(), "final observation: its compressed values exceed max_compressed_bytes");
+  }
+  std::array<std::uint64_t, Schema::kMaxFields> offsets{};
+  const std::uint32_t slot =
+      store_row(columns, 0, {}, frame_sizes, std::span(offsets).first(fields.size()));
+  episodes_->append(episode, slot);
+  step_log_->on_store(slot);
+  windows_->on_append(slot);
+  rate_limiter_.record_inserts(1);
+  counters_.inserts += 1;
+  return Ok{};
+}
+
+Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how,
+                          std::span<const std::span<const std::byte>> final_values) {
   REPLAYD_RETURN_IF_ERROR(require_episodic("end_episode"));
   const Episode* found = episodes_->find(episode);
   if (found == nullptr || found->ended() || found->writer != writer) {
@@ -89,6 +154,9 @@ Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEn
   }
   if (found->length == 0) {
     return invalid(name(), "episode " + std::to_string(episode) + " has no steps to end");
+  }
+  if (!final_values.empty()) {
+    REPLAYD_RETURN_IF_ERROR(append_final_values(episode, final_values));
   }
   const bool terminated = how == EpisodeEnd::terminated;
   episodes_->end(episode, terminated ? EpisodeState::terminated : EpisodeState::truncated);
@@ -145,7 +213,10 @@ Result<WindowSpec> Table::nstep_spec(const NStepRequest& request) const {
     return invalid(name(), "gamma must be in [0, 1], got " + std::to_string(request.gamma));
   }
   REPLAYD_RETURN_IF_ERROR(check_beta(name(), request.beta));
-  return WindowSpec{request.k, true, 1, 0};
+  // next_of: the window reaches the step after its last (the next observation); stacks: the
+  // frames before the start.
+  const std::uint32_t forward = request.k + (config_.schema.has_next_of() ? 1 : 0);
+  return WindowSpec{forward, true, 1, config_.schema.max_stack() - 1};
 }
 
 Result<WindowSpec> Table::sequence_spec(const SequenceRequest& request) const {
@@ -158,7 +229,8 @@ Result<WindowSpec> Table::sequence_spec(const SequenceRequest& request) const {
   }
   if (request.stride == 0) return invalid(name(), "sequence stride must be >= 1");
   REPLAYD_RETURN_IF_ERROR(check_beta(name(), request.beta));
-  return WindowSpec{request.length, request.pad, request.stride, request.burn_in};
+  return WindowSpec{request.length, request.pad, request.stride,
+                    request.burn_in + config_.schema.max_stack() - 1};
 }
 
 Status Table::admit_windows(std::uint64_t n, const WindowIndex& index) {
@@ -233,14 +305,17 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
                    base.weights.size() == n && base.times_sampled.size() == n &&
                    base.columns.size() == fields.size() && out.returns.size() == n * reward_bytes &&
                    out.bootstrap.size() == bootstrap_fields_.size() && out.discounts.size() == n &&
-                   out.steps.size() == n;
+                   out.steps.size() == n &&
+                   (out.frames.empty() ? !config_.schema.has_frames()
+                                       : out.frames.size() == fields.size());
   for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f)
-    shapes_ok = base.columns[f].size() == n * fields[f].item_bytes();
+    shapes_ok = base.columns[f].size() == (fields[f].is_frame() ? 0 : n * fields[f].item_bytes());
   for (std::size_t b = 0; shapes_ok && b < bootstrap_fields_.size(); ++b)
     shapes_ok = out.bootstrap[b].size() == n * fields[bootstrap_fields_[b]].item_bytes();
   if (!shapes_ok) return invalid(name(), "n-step output buffers do not match n and the schema");
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
+  const bool next_of = config_.schema.has_next_of();
 
   // Draws are picked a block ahead and their rows prefetched, so the cache misses of a
   // block overlap instead of following one another. Only when a draw cannot change the next
@@ -253,20 +328,38 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
       for (std::uint64_t j = 0; j < std::min(block, n - i); ++j) {
         picks[j] = index->sample(rng_, request.beta);
         episodes_->prefetch_following(picks[j].slot);
-        for (std::size_t f = 0; f < fields.size(); ++f)
-          __builtin_prefetch(storage_.cell(f, picks[j].slot));
+        for (std::size_t f = 0; f < fields.size(); ++f) {
+          if (!fields[f].is_frame()) __builtin_prefetch(storage_.cell(f, picks[j].slot));
+        }
       }
     }
     const Pick pick = picks[in_block];
     const std::uint32_t slot = pick.slot;
+    // A step's reward is added once the walk moves past it: with next_of the last step
+    // walked is the next observation, whose reward is not the window's.
     double total = 0.0;
     double scale = 1.0;
+    double pending = 0.0;
     std::uint32_t last = slot;
-    const NStepWindow window = walk_nstep(*episodes_, slot, request.k, [&](std::uint32_t step) {
-      total += scale * read_reward(storage_.cell(reward_field_, step), reward_dtype);
-      scale *= request.gamma;
-      last = step;
-    });
+    std::uint32_t before_last = slot;
+    const NStepWindow walked = walk_nstep(*episodes_, slot, request.k + (next_of ? 1 : 0),
+                                          [&](std::uint32_t step) {
+                                            if (step != slot) {
+                                              total += scale * pending;
+                                              scale *= request.gamma;
+                                            }
+                                            pending = read_reward(
+                                                storage_.cell(reward_field_, step), reward_dtype);
+                                            before_last = last;
+                                            last = step;
+                                          });
+    NStepWindow window = walked;
+    if (next_of) {
+      window.steps = walked.steps - 1;  // the window index guarantees a next observation
+      last = before_last;
+    } else {
+      total += scale * pending;
+    }
     write_reward(out.returns.data() + i * reward_bytes, reward_dtype, total);
     for (std::size_t b = 0; b < bootstrap_fields_.size(); ++b) {
       const std::uint64_t bytes = storage_.item_bytes(bootstrap_fields_[b]);
@@ -274,8 +367,13 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
                   bytes);
     }
     for (std::size_t f = 0; f < fields.size(); ++f) {
+      if (fields[f].is_frame()) continue;
       const std::uint64_t bytes = storage_.item_bytes(f);
       std::memcpy(base.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+    }
+    if (!out.frames.empty()) {
+      const StepRef ref = episodes_->step(slot);
+      add_nstep_frames(*episodes_->find(ref.episode), ref.position, window.steps, out.frames);
     }
     out.discounts[i] = nstep_discount(window, request.gamma);
     out.steps[i] = window.steps;
@@ -296,13 +394,18 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
   const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
   bool shapes_ok = out.keys.size() == n && out.probabilities.size() == n &&
                    out.weights.size() == n && out.times_sampled.size() == n &&
-                   out.columns.size() == fields.size() && out.mask.size() == n * steps;
-  for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f)
-    shapes_ok = out.columns[f].size() == n * steps * fields[f].item_bytes();
+                   out.columns.size() == fields.size() && out.mask.size() == n * steps &&
+                   (out.frames.empty() ? !config_.schema.has_frames()
+                                       : out.frames.size() == fields.size());
+  for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f) {
+    shapes_ok =
+        out.columns[f].size() == (fields[f].is_frame() ? 0 : n * steps * fields[f].item_bytes());
+  }
   if (!shapes_ok) return invalid(name(), "sequence output buffers do not match n and the schema");
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
 
+  const bool next_of = config_.schema.has_next_of();
   for (std::uint64_t i = 0; i < n; ++i) {
     const Pick pick = index->sample(rng_, request.beta);
     const std::uint32_t slot = pick.slot;
@@ -316,8 +419,11 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
           before ? EpisodeIndex::kNoSlot
                  : EpisodeIndex::slot_at(episode, shifted - request.burn_in);
       const std::uint64_t row = i * steps + j;
-      out.mask[row] = row_slot != EpisodeIndex::kNoSlot ? 1 : 0;
+      const bool final_observation = next_of && episode.ended() && row_slot != EpisodeIndex::kNoSlot &&
+                                     shifted - request.burn_in + 1 == episode.length;
+      out.mask[row] = row_slot != EpisodeIndex::kNoSlot && !final_observation ? 1 : 0;
       for (std::size_t f = 0; f < fields.size(); ++f) {
+        if (fields[f].is_frame()) continue;
         const std::uint64_t bytes = storage_.item_bytes(f);
         std::byte* to = out.columns[f].data() + row * bytes;
         if (row_slot == EpisodeIndex::kNoSlot) {
@@ -327,6 +433,9 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
         }
       }
     }
+    if (!out.frames.empty()) {
+      add_sequence_frames(episode, std::int64_t{ref.position} - request.burn_in, steps, out.frames);
+    }
     out.keys[i] = storage_.key(slot);
     out.probabilities[i] = pick.probability;
     out.weights[i] = pick.weight;
@@ -335,6 +444,46 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
   rate_limiter_.record_samples(n);
   counters_.samples += n;
   return Ok{};
+}
+
+void Table::add_nstep_frames(const Episode& episode, std::uint32_t position, std::uint32_t h,
+                             std::span<std::vector<std::uint32_t>> out) const {
+  const auto& fields = config_.schema.fields();
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const Field& field = fields[f];
+    if (!field.is_frame()) continue;
+    const std::int64_t t = position;
+    const std::int64_t s = field.stack;
+    // Steps t-s+1 .. t, the first step standing in for those before the episode began;
+    // then the next stack's steps that the first does not hold.
+    for (std::int64_t p = t - s + 1; p <= t; ++p)
+      out[f].push_back(EpisodeIndex::slot_at(episode, static_cast<std::uint64_t>(std::max<std::int64_t>(p, 0))));
+    if (!field.next_of) continue;
+    const FrameLayout layout = frame_layout(field.stack, true, h);
+    const std::int64_t next = t + h;
+    for (std::int64_t p = next - layout.next_offset + 1; p <= next; ++p)
+      out[f].push_back(EpisodeIndex::slot_at(episode, static_cast<std::uint64_t>(p)));
+  }
+}
+
+void Table::add_sequence_frames(const Episode& episode, std::int64_t first, std::uint64_t steps,
+                                std::span<std::vector<std::uint32_t>> out) const {
+  const auto& fields = config_.schema.fields();
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const Field& field = fields[f];
+    if (!field.is_frame()) continue;
+    const std::int64_t from = first - (std::int64_t{field.stack} - 1);
+    const std::int64_t to = first + static_cast<std::int64_t>(steps);  // exclusive
+    for (std::int64_t p = from; p < to; ++p) {
+      if (p >= std::int64_t{episode.length}) {
+        out[f].push_back(kNoFrame);
+        continue;
+      }
+      const std::uint32_t slot =
+          EpisodeIndex::slot_at(episode, static_cast<std::uint64_t>(std::max<std::int64_t>(p, 0)));
+      out[f].push_back(slot == EpisodeIndex::kNoSlot ? kNoFrame : slot);
+    }
+  }
 }
 
 }  // namespace replayd

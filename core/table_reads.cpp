@@ -11,9 +11,12 @@ Status Table::check_step_buffers(const StepBuffers& out, std::uint64_t rows) con
   const auto& fields = config_.schema.fields();
   bool ok = out.keys.size() == rows && out.episodes.size() == rows &&
             out.positions.size() == rows && out.sequences.size() == rows &&
-            out.columns.size() == fields.size();
-  for (std::size_t f = 0; ok && f < fields.size(); ++f)
-    ok = out.columns[f].size() == rows * fields[f].item_bytes();
+            out.columns.size() == fields.size() &&
+            (out.slots.size() == rows || !config_.schema.has_compression());
+  for (std::size_t f = 0; ok && f < fields.size(); ++f) {
+    const bool compressed = fields[f].compression != Compression::none;
+    ok = out.columns[f].size() == (compressed ? 0 : rows * fields[f].item_bytes());
+  }
   if (ok) return Ok{};
   return make_error(ErrorCode::invalid_argument, "table '" + name() +
                                                      "': step output buffers do not hold " +
@@ -26,7 +29,9 @@ void Table::copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& 
   out.episodes[row] = ref.episode;
   out.positions[row] = ref.position;
   out.sequences[row] = step_log_->sequence(slot);
+  if (!out.slots.empty()) out.slots[row] = slot;
   for (std::size_t f = 0; f < out.columns.size(); ++f) {
+    if (storage_.blobs(f) != nullptr) continue;
     const std::uint64_t bytes = storage_.item_bytes(f);
     std::memcpy(out.columns[f].data() + row * bytes, storage_.cell(f, slot), bytes);
   }

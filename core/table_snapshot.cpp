@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/episode_snapshot.h"
+#include "core/zstd_frame.h"
 
 namespace replayd {
 namespace {
@@ -14,6 +15,8 @@ constexpr std::uint32_t kGenerations = section_tag("TGEN");
 constexpr std::uint32_t kFreeSlots = section_tag("TFRE");
 constexpr std::uint32_t kItems = section_tag("TITM");
 constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
+constexpr std::uint32_t kBlobs = section_tag("TBLB");
+constexpr std::uint8_t kFrameOptionsTail = 2;
 
 // Codes in the file, by position: independent of the enums' order in the code.
 constexpr DType kDTypes[] = {DType::boolean, DType::int8,    DType::int16,   DType::int32,
@@ -31,8 +34,15 @@ std::uint8_t code_of(const T (&codes)[N], T value) {
   return 0xff;
 }
 
-// Bytes per item row in the items stream: key, priority, times sampled, then the fields.
+// Bytes per item row in the items stream: key, priority, times sampled, then the fields
+// (a compressed field: its value's size, the value itself in the blob stream).
 constexpr std::uint64_t kRowHeaderBytes = 8 + 8 + 4;
+std::uint64_t row_bytes(const Schema& schema) {
+  std::uint64_t bytes = kRowHeaderBytes;
+  for (const auto& field : schema.fields())
+    bytes += field.compression != Compression::none ? 4 : field.item_bytes();
+  return bytes;
+}
 
 Error bad(const std::string& what) {
   return make_error(ErrorCode::invalid_argument, what);
@@ -87,6 +97,16 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
     cfg.u32(static_cast<std::uint32_t>(config.episodes.bootstrap_fields.size()));
     for (const auto& name : config.episodes.bootstrap_fields)
       cfg.str(name);
+    if (config.schema.has_frames()) {  // absent in tables without frame fields
+      cfg.u8(kFrameOptionsTail);
+      for (const Field& field : config.schema.fields()) {
+        cfg.u32(field.stack);
+        cfg.u8(field.next_of ? 1 : 0);
+        cfg.u8(static_cast<std::uint8_t>(field.compression));
+        cfg.u8(static_cast<std::uint8_t>(field.compression_level));
+      }
+      cfg.u64(config.max_compressed_bytes);
+    }
   }
   REPLAYD_RETURN_IF_ERROR(writer.section(kTableConfig, cfg.data()));
 
@@ -126,11 +146,26 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
     if (status) status = writer.append_value(storage.priority(slot));
     if (status) status = writer.append_value(storage.times_sampled(slot));
     for (std::size_t f = 0; status && f < config.schema.size(); ++f) {
-      status = writer.append({storage.cell(f, slot), storage.item_bytes(f)});
+      if (const BlobColumn* blobs = storage.blobs(f)) {
+        status = writer.append_value(static_cast<std::uint32_t>(blobs->get(slot).size()));
+      } else {
+        status = writer.append({storage.cell(f, slot), storage.item_bytes(f)});
+      }
     }
   });
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+
+  if (config.schema.has_compression()) {  // the compressed values, in the items' order
+    writer.begin_stream(kBlobs);
+    table.remover_->for_each_in_order([&](std::uint32_t slot) {
+      for (std::size_t f = 0; status && f < config.schema.size(); ++f) {
+        if (const BlobColumn* blobs = storage.blobs(f)) status = writer.append(blobs->get(slot));
+      }
+    });
+    REPLAYD_RETURN_IF_ERROR(status);
+    REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+  }
 
   writer.begin_stream(kSamplerOrder);
   table.sampler_->for_each_in_order([&](std::uint32_t slot) {
@@ -173,9 +208,6 @@ Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> 
       if (!in.u64(dim)) return truncated();
     }
   }
-  auto schema = Schema::create(std::move(fields));
-  if (!schema) return bad("section TCFG: " + schema.error().message);
-  config.schema = std::move(schema).value();
   std::uint8_t sampler = 0;
   std::uint8_t remover = 0;
   std::uint64_t min_size = 0;
@@ -204,8 +236,29 @@ Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> 
     for (auto& name : config.episodes.bootstrap_fields) {
       if (!in.str(name, Schema::kMaxNameChars)) return truncated();
     }
+    if (in.remaining() != 0) {  // the frame options tail
+      std::uint8_t tail = 0;
+      if (!in.u8(tail) || tail != kFrameOptionsTail)
+        return bad("section TCFG: unexpected bytes after the configuration");
+      for (Field& field : fields) {
+        std::uint8_t next_of = 0;
+        std::uint8_t compression = 0;
+        std::uint8_t level = 0;
+        if (!in.u32(field.stack) || !in.u8(next_of) || !in.u8(compression) || !in.u8(level))
+          return truncated();
+        if (next_of > 1 || compression > 1)
+          return bad("section TCFG: unknown frame option of field '" + field.name + "'");
+        field.next_of = next_of == 1;
+        field.compression = static_cast<Compression>(compression);
+        field.compression_level = level;
+      }
+      if (!in.u64(config.max_compressed_bytes)) return truncated();
+    }
     if (in.remaining() != 0) return bad("section TCFG: unexpected bytes after the configuration");
   }
+  auto schema = Schema::create(std::move(fields));
+  if (!schema) return bad("section TCFG: " + schema.error().message);
+  config.schema = std::move(schema).value();
   config.sampler.kind = kSelectorKinds[sampler];
   config.remover = kSelectorKinds[remover];
   config.rate_limiter.min_size_to_sample = static_cast<std::int64_t>(min_size);
@@ -256,7 +309,15 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
   const TableConfig& config = table.config_;
   const std::uint32_t size = storage.size();
   const std::uint64_t mask = (std::uint64_t{1} << storage.slot_bits()) - 1;
-  reader.begin_stream(kItems, std::uint64_t{size} * (kRowHeaderBytes + config.schema.item_bytes()));
+  reader.begin_stream(kItems, std::uint64_t{size} * row_bytes(config.schema));
+  // (slot, field, size) of each compressed value, in the blob stream's order.
+  struct PendingBlob {
+    std::uint32_t slot;
+    std::uint32_t field;
+    std::uint32_t size;
+  };
+  std::vector<PendingBlob> blobs;
+  std::uint64_t blob_total = 0;
   std::vector<bool> seen(storage.capacity(), false);
   table.draws_left_ = 0;
   for (std::uint32_t i = 0; i < size; ++i) {
@@ -290,6 +351,13 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     const auto s = static_cast<std::uint32_t>(slot);
     seen[s] = true;
     for (std::size_t f = 0; f < config.schema.size(); ++f) {
+      if (storage.blobs(f) != nullptr) {
+        std::uint32_t blob_size = 0;
+        REPLAYD_RETURN_IF_ERROR(reader.read_value(blob_size));
+        blob_total += blob_size;
+        blobs.push_back({s, static_cast<std::uint32_t>(f), blob_size});
+        continue;
+      }
       REPLAYD_RETURN_IF_ERROR(reader.read({storage.cell(f, s), storage.item_bytes(f)}));
     }
     storage.set_priority(s, priority);
@@ -297,6 +365,31 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     table.remover_->insert(s, priority);
     if (config.max_times_sampled != 0 && !table.episodes_)
       table.draws_left_ += config.max_times_sampled - times_sampled;
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  if (!config.schema.has_compression()) return Ok{};
+  // Every value is checked as an append checks it, and together they keep to the budget.
+  const std::uint64_t budget = compressed_budget(config);
+  if (blob_total > budget) {
+    return bad("compressed values take " + std::to_string(blob_total) +
+               " bytes, more than max_compressed_bytes " + std::to_string(budget));
+  }
+  reader.begin_stream(kBlobs, blob_total);
+  std::vector<std::byte> value;
+  for (const PendingBlob& blob : blobs) {
+    value.resize(blob.size);
+    REPLAYD_RETURN_IF_ERROR(reader.read(value));
+    const Field& field = config.schema.field(blob.field);
+    if (blob.size != 0) {  // 0: no value (a final observation's fields that are not next_of)
+      if (auto status = check_zstd_frame(value, field.item_bytes()); !status) {
+        return bad("compressed value of field '" + field.name + "' in slot " +
+                   std::to_string(blob.slot) + ": " + status.error().message);
+      }
+    }
+    storage.blobs(blob.field)->set(blob.slot, value);
+  }
+  if (storage.blob_bytes() > budget) {
+    return bad("compressed values exceed max_compressed_bytes " + std::to_string(budget));
   }
   return reader.end_stream();
 }

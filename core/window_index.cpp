@@ -48,6 +48,7 @@ bool WindowIndex::is_valid(std::uint32_t slot) const {
   const Episode* episode = context_.episodes->find(ref.episode);
   const std::uint64_t p = ref.position;
   if (p % spec_.stride != 0) return false;
+  if (context_.next_of && episode->ended() && p + 1 == episode->length) return false;
   const std::uint64_t back_from = p >= spec_.backward ? p - spec_.backward : 0;
   for (std::uint64_t q = back_from; q < p; ++q) {
     if (EpisodeIndex::slot_at(*episode, q) == EpisodeIndex::kNoSlot) return false;
@@ -95,7 +96,12 @@ void WindowIndex::on_append(std::uint32_t slot) {
 
 void WindowIndex::on_end(const Episode& episode) {
   // Ending makes short windows valid: starts p in [length - forward + 1, length - 1].
-  if (!spec_.allow_short || episode.length == 0) return;
+  if (episode.length == 0) return;
+  if (context_.next_of) {  // the last step becomes the final observation: no start
+    const std::uint32_t last = EpisodeIndex::slot_at(episode, episode.length - 1);
+    if (last != EpisodeIndex::kNoSlot) refresh(last);
+  }
+  if (!spec_.allow_short) return;
   const std::uint64_t n = episode.length;
   const std::uint64_t lowest = n >= spec_.forward ? n - spec_.forward + 1 : 0;
   for (std::uint64_t p = n; p-- > lowest;) {

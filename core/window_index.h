@@ -9,7 +9,9 @@
 //   - the steps at positions max(0, p - w.backward) .. p - 1 of e are stored;
 //   - forward: the steps p .. p + w.forward - 1 of e are stored; or, when w.allow_short and
 //     e has ended with length n < p + w.forward, the steps p .. n - 1 are stored;
-//   - it has been sampled fewer than max_times_sampled times (when that is not 0).
+//   - it has been sampled fewer than max_times_sampled times (when that is not 0);
+//   - in a table with next_of fields, it is not the last step of an ended episode (that
+//     step holds the episode's final observation, not a transition: docs/PIXELS.md).
 // Draws: in a uniform table every valid start has P = 1/N, drawn in O(1) from a dense set
 // whose order follows history; in a prioritized table P = priority^alpha / total from a sum
 // tree laid out by slot (uniform over the dense member order when every mass is 0). The
@@ -45,6 +47,7 @@ struct WindowContext {
   bool prioritized = false;
   double priority_exponent = 1.0;       // prioritized only
   std::uint32_t max_times_sampled = 0;  // 0 = never retire a start
+  bool next_of = false;                 // an ended episode's last step is no start
 };
 
 class WindowIndex {
@@ -68,6 +71,7 @@ class WindowIndex {
   // the step in `slot` was stored (as the newest step of its episode). O(forward + backward).
   void on_append(std::uint32_t slot);
   // The episode `episode` ended. O(forward * (1 + backward)).
+  // (Ending drops the last step as a start where next_of says so.)
   void on_end(const Episode& episode);
   // The step `ref`, stored in `slot`, is about to be removed (call before the EpisodeIndex
   // forgets it): every start whose window holds it is dropped. O(forward + backward).

@@ -15,16 +15,17 @@ constexpr std::array<std::string_view, 1> kTableField{"table"};
 constexpr std::array<std::string_view, 2> kCreateFields{"table", "exist_ok"};
 constexpr std::array<std::string_view, 5> kInsertFields{"table", "n", "columns", "priorities",
                                                         "timeout_ms"};
-constexpr std::array<std::string_view, 6> kAppendStepsFields{"table",      "n",          "columns",
-                                                             "priorities", "timeout_ms", "end"};
+constexpr std::array<std::string_view, 7> kAppendStepsFields{
+    "table", "n", "columns", "priorities", "timeout_ms", "end", "final_columns"};
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
-constexpr std::array<std::string_view, 6> kSampleNstepFields{"table",      "n",     "beta",
-                                                             "timeout_ms", "nstep", "gamma"};
+constexpr std::array<std::string_view, 7> kSampleNstepFields{
+    "table", "n", "beta", "timeout_ms", "nstep", "gamma", "raw"};
 constexpr std::array<std::string_view, 2> kOpenEpisodesFields{"table", "n"};
-constexpr std::array<std::string_view, 3> kEndEpisodeFields{"table", "episode", "terminated"};
-constexpr std::array<std::string_view, 8> kSequenceFields{"table",   "n",   "length", "stride",
-                                                          "burn_in", "pad", "beta",   "timeout_ms"};
-constexpr std::array<std::string_view, 3> kReadStepsFields{"table", "n", "after"};
+constexpr std::array<std::string_view, 4> kEndEpisodeFields{"table", "episode", "terminated",
+                                                           "columns"};
+constexpr std::array<std::string_view, 9> kSequenceFields{
+    "table", "n", "length", "stride", "burn_in", "pad", "beta", "timeout_ms", "raw"};
+constexpr std::array<std::string_view, 4> kReadStepsFields{"table", "n", "after", "raw"};
 
 // name, handler, fields, needs_table, batch, takes_payload, waits_on, lane
 const std::array kCommands{
@@ -48,7 +49,7 @@ const std::array kCommands{
             WaitsOn::nothing, Lane::explorer},
     Command{"append_steps", c::append_steps, kAppendStepsFields, true, true, true,
             WaitsOn::rate_limiter, Lane::explorer},
-    Command{"end_episode", c::end_episode, kEndEpisodeFields, true, false, false,
+    Command{"end_episode", c::end_episode, kEndEpisodeFields, true, false, true,
             WaitsOn::earlier_inserts, Lane::explorer},
     Command{"sample_sequences", c::sample_sequences, kSequenceFields, true, true, false,
             WaitsOn::rate_limiter, Lane::learner},

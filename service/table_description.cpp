@@ -36,6 +36,23 @@ Result<Field> parse_field(const json::value& value, const std::string& path) {
       field.shape.push_back(*n);
     }
   }
+  // Frame options (docs/PIXELS.md); Schema::create and the table's checks bound them.
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t stack, reader.uint_or("stack", 1));
+  if (stack < 1 || stack > Schema::kMaxStack) {
+    return reader.error("stack", "must be between 1 and " + std::to_string(Schema::kMaxStack));
+  }
+  field.stack = static_cast<std::uint32_t>(stack);
+  REPLAYD_ASSIGN_OR_RETURN(field.next_of, reader.boolean_or("next_of", false));
+  REPLAYD_ASSIGN_OR_RETURN(auto compression, reader.optional_string("compression"));
+  if (compression && *compression == "zstd") {
+    field.compression = Compression::zstd;
+  } else if (compression && *compression != "none") {
+    return reader.error("compression", "unknown compression '" + *compression +
+                                           "': expected \"zstd\" or \"none\"");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t level, reader.uint_or("compression_level", 3));
+  if (level < 1 || level > 19) return reader.error("compression_level", "must be between 1 and 19");
+  field.compression_level = static_cast<int>(level);
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return field;
 }
@@ -161,6 +178,8 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
     if (!config.episodes.enabled) return reader.error("reward", "needs \"episodic\": true");
     config.episodes.reward_field = *reward;
   }
+  // Without "bootstrap", next_obs is the bootstrap field if the table has one.
+  if (config.schema.find("next_obs") < 0) config.episodes.bootstrap_fields.clear();
   if (const json::value* bootstrap = reader.value("bootstrap");
       bootstrap && !bootstrap->is_null()) {
     if (!config.episodes.enabled) return reader.error("bootstrap", "needs \"episodic\": true");
@@ -172,6 +191,7 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
       config.episodes.bootstrap_fields.emplace_back(name.get_string());
     }
   }
+  REPLAYD_ASSIGN_OR_RETURN(config.max_compressed_bytes, reader.uint_or("max_compressed_bytes", 0));
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
 }
@@ -182,8 +202,15 @@ json::object describe_table(const TableConfig& config) {
     json::array shape;
     for (auto dim : field.shape)
       shape.push_back(dim);
-    fields.push_back(json::object{
-        {"name", field.name}, {"dtype", dtype_name(field.dtype)}, {"shape", std::move(shape)}});
+    json::object described{
+        {"name", field.name}, {"dtype", dtype_name(field.dtype)}, {"shape", std::move(shape)}};
+    if (field.is_frame()) {
+      described["stack"] = field.stack;
+      described["next_of"] = field.next_of;
+      described["compression"] = field.compression == Compression::zstd ? "zstd" : "none";
+      described["compression_level"] = field.compression_level;
+    }
+    fields.push_back(std::move(described));
   }
   json::object sampler{{"kind", selector_kind_name(config.sampler.kind)}};
   if (config.sampler.kind == SelectorKind::prioritized) {
@@ -211,6 +238,9 @@ json::object describe_table(const TableConfig& config) {
     for (const auto& name : config.episodes.bootstrap_fields)
       bootstrap.emplace_back(name);
     description["bootstrap"] = std::move(bootstrap);
+  }
+  if (config.schema.has_compression()) {
+    description["max_compressed_bytes"] = compressed_budget(config);
   }
   return description;
 }
@@ -249,6 +279,11 @@ void compare_fields(std::vector<std::string>& out, const Schema& a, const Schema
     compare(out, who + " dtype", std::string(dtype_name(field.dtype)),
             std::string(dtype_name(theirs.dtype)));
     compare(out, who + " shape", shape_text(field.shape), shape_text(theirs.shape));
+    if (field.stack != theirs.stack || field.next_of != theirs.next_of ||
+        field.compression != theirs.compression ||
+        field.compression_level != theirs.compression_level) {
+      out.push_back(who + " frame options (stack, next_of, compression)");
+    }
   }
   for (const Field& field : b.fields()) {
     if (a.find(field.name) < 0) out.push_back("field '" + field.name + "' only in the request");
@@ -281,6 +316,8 @@ std::vector<std::string> table_differences(const TableConfig& a, const TableConf
           std::to_string(rb.min_size_to_sample));
   compare(out, "rate_limiter min_diff", number_text(ra.min_diff), number_text(rb.min_diff));
   compare(out, "rate_limiter max_diff", number_text(ra.max_diff), number_text(rb.max_diff));
+  compare(out, "max_compressed_bytes", std::to_string(compressed_budget(a)),
+          std::to_string(compressed_budget(b)));
   compare(out, "episodic", a.episodes.enabled ? "true" : "false",
           b.episodes.enabled ? "true" : "false");
   if (a.episodes.enabled && b.episodes.enabled && !(a.episodes == b.episodes)) {

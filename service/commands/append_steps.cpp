@@ -44,7 +44,7 @@ Result<Outcome> append_steps(Call& call) {
                           "\"episodic\": true (use insert)");
   }
   REPLAYD_ASSIGN_OR_RETURN(auto ends, decode_ends(call));
-  REPLAYD_ASSIGN_OR_RETURN(auto work, RowBatchWork::decode(call, call.writer));
+  REPLAYD_ASSIGN_OR_RETURN(auto work, RowBatchWork::decode(call, call.writer, ends.size()));
   work->end_after(std::move(ends));
   return Outcome(std::unique_ptr<Deferred>(std::move(work)));
 }

@@ -4,6 +4,7 @@
 // empty. Not rate limited and never waits.
 #include <algorithm>
 
+#include "service/commands/frame_columns.h"
 #include "service/commands/handlers.h"
 #include "service/commands/sample_reply.h"
 
@@ -19,6 +20,7 @@ std::vector<ReplyColumn> step_columns(const Schema& schema) {
                                    {"position", "uint32", {}, 4, {}},
                                    {"sequence", "uint64", {}, 8, {}}};
   for (const auto& field : schema.fields()) {
+    if (field.compression != Compression::none) continue;  // frame columns (frame_columns.h)
     columns.push_back({field.name,
                        std::string(dtype_name(field.dtype)),
                        {field.shape.begin(), field.shape.end()},
@@ -28,19 +30,41 @@ std::vector<ReplyColumn> step_columns(const Schema& schema) {
   return columns;
 }
 
-// Reads up to `rows` steps after `after` into a reply of exactly that many rows.
+// Reads up to `rows` steps after `after` into a reply of exactly that many rows; compressed
+// fields' values follow as frame columns, and `frame_meta` receives their description.
 Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint64_t rows,
-                              std::uint64_t& got) {
+                              bool raw, std::uint64_t& got, std::string& frame_meta) {
   REPLAYD_ASSIGN_OR_RETURN(ColumnReply page,
                            ColumnReply::create(step_columns(table.schema()), {rows}));
   got = 0;
-  if (rows == 0) return page;
+  frame_meta.clear();
+  if (rows == 0) {  // an empty page still describes the frame columns it has (none)
+    if (!table.schema().has_compression()) return page;
+    const std::vector<std::vector<std::uint32_t>> none(table.schema().size());
+    REPLAYD_ASSIGN_OR_RETURN(frame_meta, add_frame_columns(page, table, none, raw, false));
+    return page;
+  }
+  const Schema& schema = table.schema();
   std::vector<std::span<std::byte>> columns;
-  for (std::size_t f = 0; f < table.schema().size(); ++f)
-    columns.push_back(page.column(4 + f));
+  std::size_t next_column = 4;
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    if (schema.field(f).compression != Compression::none) {
+      columns.emplace_back();
+    } else {
+      columns.push_back(page.column(next_column++));
+    }
+  }
+  std::vector<std::uint32_t> slots(schema.has_compression() ? rows : 0);
   StepBuffers buffers{page.as<std::uint64_t>(0), page.as<std::uint64_t>(1),
-                      page.as<std::uint32_t>(2), page.as<std::uint64_t>(3), columns};
+                      page.as<std::uint32_t>(2), page.as<std::uint64_t>(3), columns, slots};
   REPLAYD_ASSIGN_OR_RETURN(got, table.read_steps(after, buffers));
+  if (slots.empty()) return page;
+  std::vector<std::vector<std::uint32_t>> frames(schema.size());
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    if (schema.field(f).compression != Compression::none)
+      frames[f].assign(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(got));
+  }
+  REPLAYD_ASSIGN_OR_RETURN(frame_meta, add_frame_columns(page, table, frames, raw, false));
   return page;
 }
 
@@ -54,10 +78,14 @@ Result<Outcome> read_steps(Call& call) {
         "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
   }
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t after, call.args.uint_or("after", 0));
+  REPLAYD_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   const auto columns = step_columns(table.schema());
   std::uint64_t row_bytes = 0;
   for (const auto& column : columns)
     row_bytes += column.item_bytes;
+  for (const auto& field : table.schema().fields()) {
+    if (field.compression != Compression::none) row_bytes += frame_columns_bound(field, 1);
+  }
   const std::uint64_t limit = call.service.limits.max_frame_bytes;
   const std::uint64_t overhead = kHeaderBytes + kPageMetaBytes + 8 * columns.size();
   const std::uint64_t fit = limit > overhead ? (limit - overhead) / row_bytes : 0;
@@ -69,15 +97,17 @@ Result<Outcome> read_steps(Call& call) {
   }
   const std::uint64_t rows = std::min({call.n, fit, std::uint64_t{table.size()}});
   std::uint64_t got = 0;
-  REPLAYD_ASSIGN_OR_RETURN(ColumnReply page, read_page(table, after, rows, got));
+  std::string frame_meta;
+  REPLAYD_ASSIGN_OR_RETURN(ColumnReply page, read_page(table, after, rows, raw, got, frame_meta));
   if (got < rows) {
     // The last page: read again into a reply of exactly the rows there are.
     const std::uint64_t last = got;
-    REPLAYD_ASSIGN_OR_RETURN(page, read_page(table, after, last, got));
+    REPLAYD_ASSIGN_OR_RETURN(page, read_page(table, after, last, raw, got, frame_meta));
   }
   std::uint64_t next = after;
   if (got > 0) next = page.as<std::uint64_t>(3)[got - 1];
-  return Outcome(page.finish(call.request_id, ",\"next\":" + std::to_string(next)));
+  return Outcome(
+      page.finish(call.request_id, ",\"next\":" + std::to_string(next) + frame_meta));
 }
 
 }  // namespace replayd::service::commands

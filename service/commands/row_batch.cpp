@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include "core/batch_layout.h"
+#include "service/commands/column_decoding.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;
@@ -11,42 +12,6 @@ namespace {
 
 Error invalid(const std::string& message) {
   return make_error(ErrorCode::invalid_argument, message);
-}
-
-// Checks one entry of "columns" against field `index` of the schema.
-Status check_column(const json::value& column, std::size_t index, const Field& field,
-                    std::uint64_t n, const std::string& table) {
-  const std::string where = "table '" + table + "': columns[" + std::to_string(index) + "]";
-  if (!column.is_object()) return invalid(where + ": expected an object");
-  JsonReader reader(column.get_object(), "columns[" + std::to_string(index) + "]");
-  REPLAYD_ASSIGN_OR_RETURN(std::string name, reader.string("name"));
-  if (name != field.name) {
-    return invalid(where + ": column '" + name + "' where the table's field " +
-                   std::to_string(index) + " is '" + field.name +
-                   "' (send every field, in the table's order)");
-  }
-  const std::string who = "table '" + table + "': field '" + field.name + "'";
-  REPLAYD_ASSIGN_OR_RETURN(std::string dtype, reader.string("dtype"));
-  if (dtype != dtype_name(field.dtype)) {
-    return invalid(who + ": dtype " + dtype + " does not match the table's " +
-                   std::string(dtype_name(field.dtype)));
-  }
-  const json::value* shape = reader.value("shape");
-  json::array expected{n};
-  for (auto dim : field.shape)
-    expected.push_back(dim);
-  const std::string expected_text = json::serialize(expected);
-  if (!shape || !shape->is_array() || shape->get_array().size() != expected.size()) {
-    return invalid(who + ": shape must be " + expected_text + " ([n] + the field's shape)");
-  }
-  for (std::size_t d = 0; d < expected.size(); ++d) {
-    const auto dim = as_uint(shape->get_array()[d]);
-    if (!dim || *dim != expected[d].as_uint64()) {
-      return invalid(who + ": shape " + json::serialize(*shape) + " does not match " +
-                     expected_text + " ([n] + the field's shape)");
-    }
-  }
-  return reader.finish();
 }
 
 // Names the fields that are missing from, or unknown to, a column list of the wrong length.
@@ -85,13 +50,17 @@ std::string RowBatchWork::why_not_ready() const {
 Reply RowBatchWork::run() {
   ByteBuffer keys(n_ * sizeof(std::uint64_t));
   std::span<std::uint64_t> keys_out{keys.as<std::uint64_t>(0), n_};
-  auto status = writer_ ? table_->table->append_steps(*writer_, episodes_, columns_, n_,
-                                                      priorities_, keys_out)
-                        : table_->table->insert(columns_, n_, priorities_, keys_out);
+  auto status = writer_ ? table_->table->append_steps(*writer_, episodes_, rows_.values, n_,
+                                                      priorities_, keys_out, rows_.frame_sizes)
+                        : table_->table->insert(rows_.values, n_, priorities_, keys_out);
   if (!status) return make_error_reply(request_id_, status.error());
-  for (const auto& end : ends_) {
+  for (std::size_t e = 0; e < ends_.size(); ++e) {
+    const EpisodeEnding& end = ends_[e];
     const auto how = end.terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
-    if (auto ended = table_->table->end_episode(*writer_, end.episode, how); !ended) {
+    std::vector<std::span<const std::byte>> final_values;
+    if (!finals_.values.empty()) final_values = row_values(finals_, table_->table->schema(), e);
+    if (auto ended = table_->table->end_episode(*writer_, end.episode, how, final_values);
+        !ended) {
       table_changed(*table_);
       return make_error_reply(
           request_id_,
@@ -105,25 +74,43 @@ Reply RowBatchWork::run() {
 }
 
 Result<std::unique_ptr<RowBatchWork>> RowBatchWork::decode(Call& call,
-                                                           std::optional<std::uint64_t> writer) {
+                                                           std::optional<std::uint64_t> writer,
+                                                           std::uint64_t ends) {
   REPLAYD_ASSIGN_OR_RETURN(bool with_priorities, call.args.boolean_or("priorities", false));
   const json::value* columns = call.args.value("columns");
   const Table& table = *call.table->table;
-  const auto& fields = table.schema().fields();
+  const Schema& schema = table.schema();
   if (!columns || !columns->is_array()) {
     return invalid("table '" + table.name() +
                    "': columns: expected an array describing every field");
   }
   const auto& list = columns->get_array();
-  if (list.size() != fields.size()) return column_count_error(list, table);
-  std::vector<std::uint64_t> bytes_per_item;
-  for (std::size_t i = 0; i < fields.size(); ++i) {
-    REPLAYD_RETURN_IF_ERROR(check_column(list[i], i, fields[i], call.n, table.name()));
-    bytes_per_item.push_back(fields[i].item_bytes());
+  if (list.size() != schema.size()) return column_count_error(list, table);
+  std::vector<std::size_t> every_field(schema.size());
+  for (std::size_t f = 0; f < schema.size(); ++f)
+    every_field[f] = f;
+  std::vector<std::uint64_t> column_bytes;
+  REPLAYD_ASSIGN_OR_RETURN(auto encodings,
+                           decode_columns(list, every_field, table, call.n, column_bytes));
+  if (writer) column_bytes.push_back(call.n * sizeof(std::uint64_t));
+  if (with_priorities) column_bytes.push_back(call.n * sizeof(double));
+  // The final observations of the episodes "end" lists (next_of fields only), one row each.
+  std::vector<ColumnEncoding> final_encodings;
+  if (const json::value* finals = call.args.value("final_columns"); finals && !finals->is_null()) {
+    const auto fields = next_of_fields(schema);
+    if (!writer || fields.empty() || ends == 0) {
+      return call.args.error("final_columns",
+                             "only an append to a table with next_of fields that ends episodes "
+                             "(\"end\") carries final observations");
+    }
+    if (!finals->is_array() || finals->get_array().size() != fields.size()) {
+      return call.args.error("final_columns", "expected one column per next_of field, in the "
+                                              "table's order");
+    }
+    REPLAYD_ASSIGN_OR_RETURN(final_encodings, decode_columns(finals->get_array(), fields, table,
+                                                             ends, column_bytes));
   }
-  if (writer) bytes_per_item.push_back(sizeof(std::uint64_t));
-  if (with_priorities) bytes_per_item.push_back(sizeof(double));
-  REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(bytes_per_item, call.n));
+  REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
   if (layout.total_bytes != call.frame.payload.size()) {
     return invalid("table '" + table.name() + "': payload holds " +
                    std::to_string(call.frame.payload.size()) + " bytes, the columns need " +
@@ -132,13 +119,13 @@ Result<std::unique_ptr<RowBatchWork>> RowBatchWork::decode(Call& call,
 
   std::unique_ptr<RowBatchWork> work(
       new RowBatchWork(call.table, call.request_id, call.n, std::move(call.frame.payload), writer));
-  std::byte* data = work->payload_.data();
-  for (std::size_t i = 0; i < fields.size(); ++i)
-    work->columns_.emplace_back(data + layout.offsets[i], call.n * bytes_per_item[i]);
-  std::size_t next = fields.size();
+  const std::span<const std::byte> payload = work->payload_.span();
+  std::size_t next = view_columns(payload, layout, 0, encodings, schema, call.n, work->rows_);
   if (writer) work->episodes_ = {work->payload_.as<std::uint64_t>(layout.offsets[next++]), call.n};
   if (with_priorities)
-    work->priorities_ = {work->payload_.as<double>(layout.offsets[next]), call.n};
+    work->priorities_ = {work->payload_.as<double>(layout.offsets[next++]), call.n};
+  if (!final_encodings.empty())
+    view_columns(payload, layout, next, final_encodings, schema, ends, work->finals_);
   return work;
 }
 

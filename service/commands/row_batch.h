@@ -1,6 +1,7 @@
 // A batch of rows in a request payload, as `insert` and `append_steps` send them
-// (docs/PROTOCOL.md, "insert"): the schema's fields as columns, then for `append_steps` one
-// uint64 episode id per row, then optionally one float64 priority per row. Decoding checks
+// (docs/PROTOCOL.md, "insert"): the schema's fields as columns (column_decoding.h), then for
+// `append_steps` one uint64 episode id per row, then optionally one float64 priority per
+// row, then the final observations of the episodes it ends ("final_columns"). Decoding checks
 // every column against the schema and the payload's size before anything is stored; the work
 // owns the payload and stores the rows once the rate limiter admits them.
 // Threading: io_context thread only.
@@ -14,6 +15,7 @@
 
 #include "service/admission.h"
 #include "service/command.h"
+#include "service/commands/column_decoding.h"
 
 namespace replayd::service::commands {
 
@@ -26,11 +28,13 @@ struct EpisodeEnding {
 // The rows of one insert or append, owning the request payload its spans view.
 class RowBatchWork final : public Deferred {
  public:
-  // Decodes call.args ("columns", "priorities") and takes call.frame.payload. `writer`: the
-  // episode writer of an append (the connection), whose rows carry episode ids; nullopt for
-  // an insert. Errors: invalid_argument naming the column or size at fault.
+  // Decodes call.args ("columns", "priorities", "final_columns") and takes
+  // call.frame.payload. `writer`: the episode writer of an append (the connection), whose
+  // rows carry episode ids; nullopt for an insert. `ends`: how many episodes the append ends
+  // (rows of "final_columns"). Errors: invalid_argument naming the column or size at fault.
   static Result<std::unique_ptr<RowBatchWork>> decode(Call& call,
-                                                      std::optional<std::uint64_t> writer);
+                                                      std::optional<std::uint64_t> writer,
+                                                      std::uint64_t ends = 0);
 
   WaitQueue& queue() override { return table_->insert_waiters; }
   bool ready() const override { return table_->table->may_insert(n_); }
@@ -58,7 +62,8 @@ class RowBatchWork final : public Deferred {
   std::uint64_t n_;
   ByteBuffer payload_;
   std::optional<std::uint64_t> writer_;
-  std::vector<std::span<const std::byte>> columns_;
+  ColumnViews rows_;
+  ColumnViews finals_;  // the ended episodes' final observations, one row per end
   std::span<const std::uint64_t> episodes_;
   std::span<const double> priorities_;
   std::vector<EpisodeEnding> ends_;

@@ -1,23 +1,26 @@
 // `sample` with "nstep" (docs/PROTOCOL.md, "n-step samples"): n draws of start steps of an
 // episodic table, each with its k-step return in place of the reward field and the bootstrap
 // fields' values h steps on. Runs once the table holds a valid start and the rate limiter
-// admits it; a malformed request (k, gamma) is refused at once, never parked.
+// admits it; a malformed request (k, gamma) is refused at once, never parked. Frame fields
+// (stacks, next_of, compressed values) follow the other columns (frame_columns.h).
 #include <algorithm>
 
 #include "service/admission.h"
+#include "service/commands/frame_columns.h"
 #include "service/commands/handlers.h"
 #include "service/commands/sample_reply.h"
 
 namespace replayd::service::commands {
 namespace {
 
-// The per-draw columns, the schema's fields, then discount and steps.
+// The per-draw columns, the schema's fields but frame fields, then discount and steps.
 std::vector<ReplyColumn> nstep_columns(const Schema& schema) {
   std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {}},
                                    {"probability", "float64", {}, 8, {}},
                                    {"weight", "float64", {}, 8, {}},
                                    {"times_sampled", "uint32", {}, 4, {}}};
   for (const auto& field : schema.fields()) {
+    if (field.is_frame()) continue;
     columns.push_back({field.name,
                        std::string(dtype_name(field.dtype)),
                        {field.shape.begin(), field.shape.end()},
@@ -32,8 +35,8 @@ std::vector<ReplyColumn> nstep_columns(const Schema& schema) {
 class NStepWork final : public Deferred {
  public:
   NStepWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
-            NStepRequest request)
-      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request) {}
+            NStepRequest request, bool raw)
+      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request), raw_(raw) {}
 
   WaitQueue& queue() override { return table_->sample_waiters; }
   bool ready() const override { return table_->table->may_sample_nstep(n_, request_); }
@@ -49,39 +52,53 @@ class NStepWork final : public Deferred {
     if (!reply) return make_error_reply(request_id_, reply.error());
     // Step t's own fields go straight into the reply, except the reward and bootstrap fields,
     // whose reply columns receive the return and the bootstrap values instead.
+    // Reply column of each field that is not a frame field.
+    std::vector<std::size_t> column_of(schema.size(), 0);
+    std::size_t next_column = 4;
+    for (std::size_t f = 0; f < schema.size(); ++f)
+      if (!schema.field(f).is_frame()) column_of[f] = next_column++;
     const int reward = schema.find(episodes.reward_field);
     std::vector<std::vector<std::byte>> scratch;
     std::vector<std::span<std::byte>> columns;
     std::vector<std::span<std::byte>> bootstrap;
     for (const auto& name : episodes.bootstrap_fields)
-      bootstrap.push_back(reply->column(4 + static_cast<std::size_t>(schema.find(name))));
+      bootstrap.push_back(reply->column(column_of[static_cast<std::size_t>(schema.find(name))]));
     scratch.reserve(schema.size());
     for (std::size_t f = 0; f < schema.size(); ++f) {
       const bool replaced =
           static_cast<int>(f) == reward ||
           std::find(episodes.bootstrap_fields.begin(), episodes.bootstrap_fields.end(),
                     schema.field(f).name) != episodes.bootstrap_fields.end();
-      if (replaced) {
+      if (schema.field(f).is_frame()) {
+        columns.emplace_back();
+      } else if (replaced) {
         scratch.emplace_back(n_ * schema.field(f).item_bytes());
         columns.emplace_back(scratch.back());
       } else {
-        columns.push_back(reply->column(4 + f));
+        columns.push_back(reply->column(column_of[f]));
       }
     }
-    const std::size_t extra = 4 + schema.size();
+    std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
     NStepBuffers buffers{{reply->as<std::uint64_t>(0), reply->as<double>(1), reply->as<double>(2),
                           reply->as<std::uint32_t>(3), columns},
-                         reply->column(4 + static_cast<std::size_t>(reward)),
+                         reply->column(column_of[static_cast<std::size_t>(reward)]),
                          bootstrap,
-                         reply->as<double>(extra),
-                         reply->as<std::uint32_t>(extra + 1)};
+                         reply->as<double>(next_column),
+                         reply->as<std::uint32_t>(next_column + 1),
+                         frames};
     auto state = table.nstep_state(request_);
     if (!state) return make_error_reply(request_id_, state.error());
     auto status = table.sample_nstep(n_, request_, buffers);
     if (!status) return make_error_reply(request_id_, status.error());
     table_changed(*table_);
+    std::string frame_meta;
+    if (!frames.empty()) {
+      auto added = add_frame_columns(*reply, table, frames, raw_, true);
+      if (!added) return make_error_reply(request_id_, added.error());
+      frame_meta = std::move(added).value();
+    }
     return reply->finish(request_id_, ",\"nstep\":" + std::to_string(request_.k) +
-                                          sampled_state(state->starts, state->mass));
+                                          sampled_state(state->starts, state->mass) + frame_meta);
   }
 
  private:
@@ -89,6 +106,7 @@ class NStepWork final : public Deferred {
   std::uint64_t request_id_;
   std::uint64_t n_;
   NStepRequest request_;
+  bool raw_;
 };
 
 }  // namespace
@@ -96,6 +114,7 @@ class NStepWork final : public Deferred {
 Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
   Table& table = *call.table->table;
   REPLAYD_ASSIGN_OR_RETURN(double gamma, call.args.number_or("gamma", 1.0));
+  REPLAYD_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   if (!table.episodic()) {
     return call.args.error("nstep", "table '" + table.name() +
                                         "' is not episodic (create it with \"episodic\": true)");
@@ -108,8 +127,14 @@ Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
   NStepRequest request{static_cast<std::uint32_t>(k), gamma, beta};
   // Validates gamma and beta, and builds the window index of k (O(capacity * k), once).
   if (auto starts = table.nstep_starts(request); !starts) return starts.error();
-  const std::uint64_t reply_bytes =
-      ColumnReply::frame_bytes(nstep_columns(table.schema()), {call.n});
+  std::uint64_t reply_bytes = ColumnReply::frame_bytes(nstep_columns(table.schema()), {call.n});
+  for (const auto& field : table.schema().fields()) {
+    // At most stack + min(k, stack) frames per draw (frame_layout).
+    if (!field.is_frame()) continue;
+    const std::uint64_t per_draw =
+        field.stack + (field.next_of ? std::min<std::uint64_t>(k, field.stack) : 0);
+    reply_bytes += frame_columns_bound(field, call.n * per_draw);
+  }
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     return make_error(ErrorCode::resource_exhausted,
                       "table '" + table.name() + "': an n-step sample of n = " +
@@ -118,7 +143,7 @@ Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
                           std::to_string(call.service.limits.max_frame_bytes) +
                           "; sample fewer items per request");
   }
-  return Outcome(std::make_unique<NStepWork>(call.table, call.request_id, call.n, request));
+  return Outcome(std::make_unique<NStepWork>(call.table, call.request_id, call.n, request, raw));
 }
 
 }  // namespace replayd::service::commands

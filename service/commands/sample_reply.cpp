@@ -262,6 +262,19 @@ Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
   return reply;
 }
 
+Result<std::size_t> ColumnReply::extend(std::vector<ReplyColumn> columns) {
+  const std::size_t first = columns_.size();
+  std::vector<ReplyColumn> all = columns_;
+  all.insert(all.end(), std::make_move_iterator(columns.begin()),
+             std::make_move_iterator(columns.end()));
+  REPLAYD_ASSIGN_OR_RETURN(ColumnReply grown, create(std::move(all), leading_));
+  for (std::size_t i = 0; i < first; ++i) {
+    if (bytes_[i] > 0) std::memcpy(grown.column(i).data(), column(i).data(), bytes_[i]);
+  }
+  *this = std::move(grown);
+  return first;
+}
+
 std::span<std::byte> ColumnReply::column(std::size_t i) {
   return {payload_.data() + offsets_[i], bytes_[i]};
 }

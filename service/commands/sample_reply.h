@@ -70,7 +70,10 @@ class ColumnReply {
   // its rows.
   static Result<ColumnReply> create(std::vector<ReplyColumn> columns,
                                     std::vector<std::uint64_t> leading);
-  // Column i's bytes: its rows * item_bytes. Valid until finish().
+  // Adds columns after the existing ones (whose contents are kept) and returns the index of
+  // the first. Costs a copy of the existing columns.
+  Result<std::size_t> extend(std::vector<ReplyColumn> columns);
+  // Column i's bytes: its rows * item_bytes. Valid until finish() or extend().
   std::span<std::byte> column(std::size_t i);
   template <typename T>
   std::span<T> as(std::size_t i) {

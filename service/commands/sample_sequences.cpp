@@ -1,17 +1,20 @@
 // `sample_sequences` (docs/PROTOCOL.md): n sequences of burn_in + length steps of one episode
 // each, as (n, T, ...) columns with a mask. Runs once the table holds a valid start and the
 // rate limiter admits it; a malformed request is refused at once, never parked, and so is a
-// reply larger than max_frame_bytes, before anything is drawn.
+// reply larger than max_frame_bytes, before anything is drawn. Frame fields go out as each
+// sequence's unique frames (frame_columns.h).
 #include <cmath>
 
 #include "service/admission.h"
+#include "service/commands/frame_columns.h"
 #include "service/commands/handlers.h"
 #include "service/commands/sample_reply.h"
 
 namespace replayd::service::commands {
 namespace {
 
-// The per-sequence columns (leading dims [n]), the mask and the schema's fields ([n, T]).
+// The per-sequence columns (leading dims [n]), the mask and the schema's fields but frame
+// fields ([n, T]).
 std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n) {
   std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {n}},
                                    {"probability", "float64", {}, 8, {n}},
@@ -19,6 +22,7 @@ std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n)
                                    {"times_sampled", "uint32", {}, 4, {n}}};
   columns.push_back({"mask", "uint8", {}, 1, {}});
   for (const auto& field : schema.fields()) {
+    if (field.is_frame()) continue;
     columns.push_back({field.name,
                        std::string(dtype_name(field.dtype)),
                        {field.shape.begin(), field.shape.end()},
@@ -31,8 +35,8 @@ std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n)
 class SequenceWork final : public Deferred {
  public:
   SequenceWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
-               SequenceRequest request)
-      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request) {}
+               SequenceRequest request, bool raw)
+      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request), raw_(raw) {}
 
   WaitQueue& queue() override { return table_->sample_waiters; }
   bool ready() const override { return table_->table->may_sample_sequences(n_, request_); }
@@ -45,23 +49,38 @@ class SequenceWork final : public Deferred {
     const std::uint64_t steps = std::uint64_t{request_.burn_in} + request_.length;
     auto reply = ColumnReply::create(sequence_columns(table.schema(), n_), {n_, steps});
     if (!reply) return make_error_reply(request_id_, reply.error());
+    const Schema& schema = table.schema();
     std::vector<std::span<std::byte>> columns;
-    for (std::size_t f = 0; f < table.schema().size(); ++f)
-      columns.push_back(reply->column(5 + f));
+    std::size_t next_column = 5;
+    for (std::size_t f = 0; f < schema.size(); ++f) {
+      if (schema.field(f).is_frame()) {
+        columns.emplace_back();
+      } else {
+        columns.push_back(reply->column(next_column++));
+      }
+    }
+    std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
     SequenceBuffers buffers{reply->as<std::uint64_t>(0),
                             reply->as<double>(1),
                             reply->as<double>(2),
                             reply->as<std::uint32_t>(3),
                             columns,
-                            reply->as<std::uint8_t>(4)};
+                            reply->as<std::uint8_t>(4),
+                            frames};
     auto state = table.sequence_state(request_);
     if (!state) return make_error_reply(request_id_, state.error());
     auto status = table.sample_sequences(n_, request_, buffers);
     if (!status) return make_error_reply(request_id_, status.error());
     table_changed(*table_);
+    std::string frame_meta;
+    if (!frames.empty()) {
+      auto added = add_frame_columns(*reply, table, frames, raw_, true);
+      if (!added) return make_error_reply(request_id_, added.error());
+      frame_meta = std::move(added).value();
+    }
     return reply->finish(request_id_, ",\"length\":" + std::to_string(request_.length) +
                                           ",\"burn_in\":" + std::to_string(request_.burn_in) +
-                                          sampled_state(state->starts, state->mass));
+                                          sampled_state(state->starts, state->mass) + frame_meta);
   }
 
  private:
@@ -69,6 +88,7 @@ class SequenceWork final : public Deferred {
   std::uint64_t request_id_;
   std::uint64_t n_;
   SequenceRequest request_;
+  bool raw_;
 };
 
 }  // namespace
@@ -85,6 +105,7 @@ Result<Outcome> sample_sequences(Call& call) {
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t burn_in, call.args.uint_or("burn_in", 0));
   REPLAYD_ASSIGN_OR_RETURN(bool pad, call.args.boolean_or("pad", false));
   REPLAYD_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
+  REPLAYD_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   const std::uint64_t capacity = table.config().capacity;
   if (length == 0 || burn_in > capacity || length > capacity - burn_in) {
     return call.args.error(
@@ -99,8 +120,12 @@ Result<Outcome> sample_sequences(Call& call) {
                           static_cast<std::uint32_t>(burn_in), pad, beta};
   // Validates beta, and builds the window index of this request (once).
   if (auto starts = table.sequence_starts(request); !starts) return starts.error();
-  const std::uint64_t reply_bytes = ColumnReply::frame_bytes(
-      sequence_columns(table.schema(), call.n), {call.n, burn_in + length});
+  std::uint64_t reply_bytes = ColumnReply::frame_bytes(sequence_columns(table.schema(), call.n),
+                                                       {call.n, burn_in + length});
+  for (const auto& field : table.schema().fields()) {
+    if (field.is_frame())  // T + stack - 1 frames per sequence
+      reply_bytes += frame_columns_bound(field, call.n * (burn_in + length + field.stack - 1));
+  }
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     return make_error(ErrorCode::resource_exhausted,
                       "table '" + table.name() + "': " + std::to_string(call.n) + " sequences of " +
@@ -109,7 +134,8 @@ Result<Outcome> sample_sequences(Call& call) {
                           std::to_string(call.service.limits.max_frame_bytes) +
                           "; sample fewer or shorter sequences per request");
   }
-  return Outcome(std::make_unique<SequenceWork>(call.table, call.request_id, call.n, request));
+  return Outcome(
+      std::make_unique<SequenceWork>(call.table, call.request_id, call.n, request, raw));
 }
 
 }  // namespace replayd::service::commands
