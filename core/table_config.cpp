@@ -3,6 +3,7 @@
 #include "core/rng.h"
 #include "core/blob_column.h"
 #include "core/storage.h"
+#include "core/zstd_frame.h"
 
 namespace replayd {
 namespace {
@@ -81,7 +82,8 @@ std::uint64_t compressed_budget(const TableConfig& config) {
   uint128 bytes = 0;
   for (const auto& field : config.schema.fields())
     if (field.compression != Compression::none)
-      bytes += static_cast<uint128>(config.capacity) * field.item_bytes();
+      bytes += static_cast<uint128>(config.capacity) *
+               BlobColumn::cost(max_zstd_frame_bytes(field.item_bytes()));
   return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
 }
 

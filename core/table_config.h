@@ -43,8 +43,9 @@ struct TableConfig {
   std::uint64_t seed = 0;                     // RNG seed for sampling and uniform eviction
   EpisodeConfig episodes;                     // default: not episodic
   // Bytes the values of compressed fields may take together (BlobColumn::cost each); past
-  // it, appends evict steps as a full table does. 0: what those fields would take
-  // uncompressed (capacity x their item bytes), so that compression never needs more.
+  // it, appends evict steps as a full table does. 0: as much as a full table of the largest
+  // frames accepted (max_zstd_frame_bytes) takes, so that only the capacity evicts; set it
+  // to the expected compressed size to reserve less of max_table_bytes.
   std::uint64_t max_compressed_bytes = 0;
 };
 

@@ -58,7 +58,12 @@ Result<std::string> add_frame_columns(ColumnReply& reply, const Table& table,
     if (!framed(field)) continue;
     const std::uint64_t count = frames[f].size();
     const bool zstd = sends_zstd(field, raw);
+    boost::json::array shape;
+    for (auto dim : field.shape)
+      shape.push_back(dim);
     described.push_back(boost::json::object{{"name", field.name},
+                                            {"dtype", dtype_name(field.dtype)},
+                                            {"shape", std::move(shape)},
                                             {"stack", stacked ? field.stack : 1},
                                             {"next_of", stacked && field.next_of},
                                             {"encoding", zstd ? "zstd" : "raw"}});
@@ -106,7 +111,8 @@ Result<std::string> add_frame_columns(ColumnReply& reply, const Table& table,
       }
     }
   }
-  return ",\"frames\":" + boost::json::serialize(described);
+  return ",\"table\":" + boost::json::serialize(boost::json::string(table.name())) +
+         ",\"frames\":" + boost::json::serialize(described);
 }
 
 }  // namespace replayd::service::commands

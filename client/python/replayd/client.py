@@ -214,6 +214,9 @@ class Client:
                      seed: Optional[int] = None, exist_ok: bool = False,
                      episodic: bool = False, reward: Optional[str] = None,
                      bootstrap: Optional[Sequence[str]] = None,
+                     next_of: Sequence[str] = (), stack: Optional[Mapping[str, int]] = None,
+                     compression: Optional[Mapping[str, Any]] = None,
+                     max_compressed_bytes: Optional[int] = None,
                      timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Creates a table and returns its INFO object.
 
@@ -238,6 +241,10 @@ class Client:
                 `sample_sequences`, read it with `read_all` / `episodes`.
             reward: the episodic table's scalar float reward field (server default "rew").
             bootstrap: fields an n-step sample takes h steps on (default ["next_obs"]).
+            next_of, stack, compression, max_compressed_bytes: frame options of an
+                episodic table's fields (docs/PIXELS.md), e.g. ``next_of=["obs"],
+                stack={"obs": 4}, compression={"obs": "zstd"}``: each frame stored once,
+                compressed by the writer; samples return ``obs`` and ``next_obs`` stacked.
         Raises AlreadyExists, InvalidArgument (with the server's message).
         """
         description = table_description(name, fields, capacity, sampler=sampler,
@@ -246,7 +253,9 @@ class Client:
                                          max_times_sampled=max_times_sampled,
                                          rate_limiter=rate_limiter, seed=seed,
                                          episodic=episodic, reward=reward,
-                                         bootstrap=bootstrap)
+                                         bootstrap=bootstrap, next_of=next_of, stack=stack,
+                                         compression=compression,
+                                         max_compressed_bytes=max_compressed_bytes)
         reply = self._call({"op": "create_table", "table": description,
                             "exist_ok": bool(exist_ok)}, timeout=timeout)
         info = reply.get("table")
@@ -395,12 +404,21 @@ class Client:
         `nstep` (episodic tables): draw n-step transitions of k = nstep steps discounted
         by `gamma` in [0, 1]; the Sample's data then holds the return in place of the
         reward field, the bootstrap fields h steps on, ``discount`` and ``steps`` (see
-        Sample and docs/TRAJECTORIES.md for which steps are drawn)."""
+        Sample and docs/TRAJECTORIES.md for which steps are drawn). A table with frame
+        fields (docs/PIXELS.md) is sampled as n-step transitions, k = 1 unless given."""
+        nstep = self._nstep_for(table, nstep)
         meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, None))
         sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
                                     server_timeout=True, allocate=allocate)
         return sample
+
+    def _nstep_for(self, table: str, nstep: Optional[int]) -> Optional[int]:
+        """The n-step k of a sample: a table with frame fields serves transitions as
+        n-step samples only, k = 1 by default."""
+        if nstep is None and any(f.is_frame for f in self.schema(table).fields):
+            return 1
+        return nstep
 
     def sample_into(self, table: str, out: Any, batch_size: int, *, beta: float = 0.4,
                     timeout: Any = DEFAULT) -> Sample:
@@ -433,6 +451,7 @@ class Client:
                      allocate: Optional[Allocator] = None) -> "Future[Sample]":
         """Like `sample` (also with `nstep`) but returns a Future at once."""
         seconds = self._timeout_of(timeout)
+        nstep = self._nstep_for(table, nstep)
         meta = (requests.sample_meta(table, batch_size, beta, seconds) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, seconds))
         return self.connection().submit(meta, (), decode_sample, allocate=allocate)[1]
@@ -445,6 +464,7 @@ class Client:
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
         with `nstep`, over n-step samples of an episodic table (see `sample`)."""
         from .sampler import Sampler
+        nstep = self._nstep_for(table, nstep)
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
                        gamma=gamma, timeout=timeout, transform=transform, allocate=allocate)
 

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .errors import InvalidArgument, ProtocolError
+from .frame_fields import add_nstep_frames, frame_specs, split_frame_columns
 from .frames import padded
 from .sample import Sample
 from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype
@@ -360,6 +361,9 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sam
     columns = meta.get("columns")
     if not isinstance(columns, list) or len(columns) < len(SAMPLE_INFO_COLUMNS):
         raise ProtocolError(f"sample reply without its columns: {dict(meta)!r}")
+    specs = frame_specs(meta)
+    if specs:  # frame fields (docs/PIXELS.md): their columns end the list
+        columns, frame_columns = split_frame_columns(columns, specs)
     nbytes = payload.nbytes
     views = []
     for name, dtype, shape, count, offset, end in _sample_plan(columns):
@@ -369,6 +373,8 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sam
         views.append((name, np.frombuffer(payload, dtype, count, offset).reshape(shape)))
     info = [array for _, array in views[:len(SAMPLE_INFO_COLUMNS)]]
     data = {name: array for name, array in views[len(SAMPLE_INFO_COLUMNS):]}
+    if specs:
+        add_nstep_frames(data, meta, payload, specs, frame_columns, info[0])
     return Sample(data=data, keys=info[0], probabilities=info[1], weights=info[2],
                   times_sampled=info[3], state=meta.get("state"))
 

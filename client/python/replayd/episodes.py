@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, 
 import numpy as np
 
 from . import requests
-from .columns import InsertBatch, decode_keys
+from .columns import InsertBatch, convert_value, decode_keys
 from .errors import InvalidArgument, ProtocolError
+from .frame_fields import (add_row_frames, add_sequence_frames, compress_column, frame_specs,
+                           split_frame_columns)
 from .sample import Sample
 from .writer import Writer
 
@@ -52,35 +54,78 @@ class _StepBatches(Writer):
                          keep_keys=keep_keys)
         self._owner = owner
         self.row_episodes: List[int] = []  # episode id of each buffered row
-        self.pending_ends: List[Dict[str, Any]] = []  # sent after the buffered rows
+        # End requests sent after the buffered rows; with next_of fields, each may carry its
+        # final observation (`final`: name -> value), all of them or none.
+        self.pending_ends: List[Tuple[Dict[str, Any], Optional[Mapping[str, Any]]]] = []
+        fields = self._schema.fields
+        self.compressed = [(i, f.compression_level) for i, f in enumerate(fields)
+                           if f.compression is not None]
+        self.next_of = [f for f in fields if f.next_of]
 
     def _submit(self, batch: InsertBatch) -> Future[Any]:
-        meta = requests.insert_meta(self._table, batch, self._timeout)
+        columns, arrays = compressed_columns(batch.columns, batch.arrays, self.compressed)
+        meta = requests.insert_meta(self._table, InsertBatch(batch.n, columns, arrays, None),
+                                    self._timeout)
         meta["op"] = "append_steps"
         ids = np.array(self.row_episodes[:batch.n], dtype="<u8")
         del self.row_episodes[:batch.n]
+        buffers = [*arrays, ids]
         if self.pending_ends:  # ended right after these steps, in the same request
             meta["end"] = [{"episode": m["episode"], "terminated": m["terminated"]}
-                           for m in self.pending_ends]
+                           for m, _ in self.pending_ends]
+            if self.pending_ends[0][1] is not None:
+                final_meta, final_arrays = self.final_columns(
+                    [final for _, final in self.pending_ends])
+                meta["final_columns"] = final_meta
+                buffers += final_arrays
             self.pending_ends = []
-        return self._owner._connection().submit(meta, [*batch.buffers(), ids], decode_keys)[1]
+        return self._owner._connection().submit(meta, buffers, decode_keys)[1]
 
-    def end_after_steps(self, meta: Dict[str, Any]) -> None:
+    def final_columns(self, finals: List[Any]) -> Tuple[List[Dict[str, Any]], List[Any]]:
+        """The next_of fields' final observations of ended episodes as wire columns (one
+        row per end), compressed where the field is."""
+        columns: List[Dict[str, Any]] = []
+        arrays: List[Any] = []
+        for field in self.next_of:
+            values = np.stack([self._final_value(field, final[field.name]) for final in finals])
+            columns.append({"name": field.name, "dtype": field.dtype.name,
+                            "shape": [len(finals), *field.shape]})
+            arrays.append(values)
+        order = [i for i, f in enumerate(self.next_of) if f.compression is not None]
+        return compressed_columns(columns, arrays,
+                                  [(i, self.next_of[i].compression_level) for i in order])
+
+    def _final_value(self, field: Any, value: Any) -> np.ndarray[Any, Any]:
+        array, converted = convert_value(field.name, value, field.dtype, table=self._table)
+        if not converted or array.shape != field.shape:
+            raise InvalidArgument(f"table '{self._table}': final value of field "
+                                  f"'{field.name}' must be {field.dtype.name}"
+                                  f"{list(field.shape)}, got {array.dtype}{list(array.shape)}")
+        return array
+
+    def end_after_steps(self, meta: Dict[str, Any],
+                        final: Optional[Mapping[str, Any]] = None) -> None:
         """Ends an episode (`meta`: an end_episode request) right after the buffered steps:
         in the next batch's ``append_steps`` ("end"), or as its own request now when no
         step is buffered. Pipelined; its error is raised by a later call."""
         self._check_open()
-        self.pending_ends.append(meta)
+        if self.pending_ends and (self.pending_ends[0][1] is None) != (final is None):
+            self._send()  # one request carries final observations for all its ends or none
+        self.pending_ends.append((meta, final))
         if self._count == 0:
             self._send()
 
     def _send(self) -> None:
         super()._send()
         while self.pending_ends:  # no batch carried them: their own requests, in order
-            meta = self.pending_ends.pop(0)
+            meta, final = self.pending_ends.pop(0)
+            buffers: List[Any] = []
+            if final is not None:
+                meta = dict(meta)
+                meta["columns"], buffers = self.final_columns([final])
             while len(self._in_flight) >= self._max_in_flight:
                 self._reap_oldest()
-            future = self._owner._connection().submit(meta, (), _no_keys)[1]
+            future = self._owner._connection().submit(meta, buffers, _no_keys)[1]
             future.add_done_callback(self._note_failure)
             self._in_flight.append((future, 0))
 
@@ -216,18 +261,32 @@ class EpisodeWriter:
                 self._has_steps[env] = False
             raise
 
-    def end_episode(self, env: int = 0, terminated: bool = True) -> None:
+    def end_episode(self, env: int = 0, terminated: bool = True, **final: Any) -> None:
         """Ends env's episode: `terminated` (no bootstrap past its last step) or truncated
         (a time limit). Pipelined, no round trip: the end goes out right after the buffered
         steps, with the next batch (or `flush`), so batches stay full. Raises
-        InvalidArgument when the episode has no steps."""
+        InvalidArgument when the episode has no steps.
+
+        In a table with next_of fields, `final` gives each next_of field's value after the
+        last step (``end_episode(env, obs=final_obs)``): the ``next_obs`` of the last step.
+        Without it the last step appended serves as the final observation (it is then no
+        transition of its own)."""
         env = self._check_env(env)
         episode = self._episode[env]
         if episode is None or not self._has_steps[env]:
             raise InvalidArgument(f"table '{self._table}': env {env} has no open episode "
                                   "(append a step first)")
+        if final:
+            wanted = sorted(f.name for f in self._steps.next_of)
+            if sorted(final) != wanted:
+                raise InvalidArgument(f"table '{self._table}': end_episode takes the final "
+                                      f"value of each next_of field ({', '.join(wanted) or 'none'}"
+                                      f"), got {', '.join(sorted(final))}")
+            final = {f.name: self._steps._final_value(f, final[f.name])
+                     for f in self._steps.next_of}
         self._steps.end_after_steps({"op": "end_episode", "table": self._table,
-                                     "episode": episode, "terminated": bool(terminated)})
+                                     "episode": episode, "terminated": bool(terminated)},
+                                    final or None)
         self._episode[env] = None
         self._has_steps[env] = False
 
@@ -249,6 +308,27 @@ class EpisodeWriter:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def compressed_columns(columns: List[Dict[str, Any]], arrays: List[Any],
+                       compressed: List[Tuple[int, int]]
+                       ) -> Tuple[List[Dict[str, Any]], List[Any]]:
+    """`columns` and their `arrays` with the columns `compressed` lists ((index, level))
+    replaced by their wire form: one zstd frame per row, sizes then frames."""
+    if not compressed:
+        return columns, arrays
+    levels = dict(compressed)
+    out_columns: List[Dict[str, Any]] = []
+    out_arrays: List[Any] = []
+    for i, (column, array) in enumerate(zip(columns, arrays)):
+        if i not in levels:
+            out_columns.append(column)
+            out_arrays.append(array)
+            continue
+        sizes, frames = compress_column(array, levels[i])
+        out_columns.append({**column, "compression": "zstd", "bytes": int(frames.nbytes)})
+        out_arrays += [sizes, frames]
+    return out_columns, out_arrays
 
 
 def decode_columns(meta: Mapping[str, Any],
@@ -276,11 +356,18 @@ def decode_columns(meta: Mapping[str, Any],
 def decode_sequences(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sample:
     """A ``sample_sequences`` reply as a Sample: `data` holds (n, T, ...) arrays of the
     fields, `mask` (n, T) uint8 (1: a real step), keys etc. of the start steps."""
-    columns = decode_columns(meta, payload)
-    names = [str(c["name"]) for c in meta["columns"]]
+    specs = frame_specs(meta)
+    listed, frame_columns = split_frame_columns(list(meta.get("columns") or []), specs)
+    columns = decode_columns({"columns": listed}, payload)
+    names = [str(c["name"]) for c in listed]
     if names[:5] != ["key", "probability", "weight", "times_sampled", "mask"]:
         raise ProtocolError(f"sample_sequences reply with columns {names}")
-    return Sample(data={name: columns[name] for name in names[5:]}, keys=columns["key"],
+    data = {name: columns[name] for name in names[5:]}
+    if specs:
+        mask = columns["mask"]
+        add_sequence_frames(data, meta, payload, specs, frame_columns, columns["key"],
+                            int(mask.shape[1]) if mask.ndim == 2 else 0)
+    return Sample(data=data, keys=columns["key"],
                   probabilities=columns["probability"], weights=columns["weight"],
                   times_sampled=columns["times_sampled"], mask=columns["mask"],
                   state=meta.get("state"))
@@ -288,9 +375,15 @@ def decode_sequences(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> 
 
 def decode_page(meta: Mapping[str, Any],
                 payload: np.ndarray[Any, Any]) -> Tuple[Dict[str, np.ndarray[Any, Any]], int]:
-    """A ``read_steps`` page: its columns (key, episode, position, sequence, the fields)
-    and the cursor of the next page."""
-    return decode_columns(meta, payload), int(meta["next"])
+    """A ``read_steps`` page: its columns (key, episode, position, sequence, the fields,
+    compressed ones decompressed) and the cursor of the next page."""
+    specs = frame_specs(meta)
+    if not specs:
+        return decode_columns(meta, payload), int(meta["next"])
+    listed, frame_columns = split_frame_columns(list(meta.get("columns") or []), specs)
+    columns = decode_columns({"columns": listed}, payload)
+    add_row_frames(columns, meta, payload, specs, frame_columns, columns["key"])
+    return columns, int(meta["next"])
 
 
 def iterate_steps(client: "Client", table: str, page: int) -> Iterator[Dict[str, Any]]:

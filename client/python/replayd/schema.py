@@ -6,7 +6,7 @@ Plain immutable data and pure functions; thread-safe.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -52,11 +52,23 @@ def normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Field:
-    """One field of a table: a name, a dtype and a per-item shape (() for a scalar)."""
+    """One field of a table: a name, a dtype and a per-item shape (() for a scalar); in an
+    episodic table also its frame options (docs/PIXELS.md): `stack` (samples return the
+    last `stack` values), `next_of` (samples also return ``next_<name>``), `compression`
+    (None or ``"zstd"``) and the `compression_level` writers use."""
 
     name: str
     dtype: np.dtype[Any]
     shape: Tuple[int, ...]
+    stack: int = 1
+    next_of: bool = False
+    compression: Optional[str] = None
+    compression_level: int = 3
+
+    @property
+    def is_frame(self) -> bool:
+        """Whether samples carry this field as frames (stacked, next_of or compressed)."""
+        return self.stack > 1 or self.next_of or self.compression is not None
 
     @property
     def item_elements(self) -> int:
@@ -69,7 +81,13 @@ class Field:
         return self.item_elements * self.dtype.itemsize
 
     def to_json(self) -> Dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype.name, "shape": list(self.shape)}
+        described: Dict[str, Any] = {"name": self.name, "dtype": self.dtype.name,
+                                     "shape": list(self.shape)}
+        if self.is_frame:
+            described.update(stack=self.stack, next_of=self.next_of,
+                             compression=self.compression or "none",
+                             compression_level=self.compression_level)
+        return described
 
 
 @dataclass(frozen=True)
@@ -95,7 +113,11 @@ class TableSchema:
     def from_description(cls, description: Mapping[str, Any]) -> "TableSchema":
         """Builds a schema from a table description (``info``'s ``description``)."""
         fields = tuple(Field(str(f["name"]), wire_dtype(f["dtype"]),
-                             normalize_shape(f.get("shape")))
+                             normalize_shape(f.get("shape")), int(f.get("stack", 1)),
+                             bool(f.get("next_of", False)),
+                             None if f.get("compression", "none") == "none"
+                             else str(f["compression"]),
+                             int(f.get("compression_level", 3)))
                        for f in description["fields"])
         return cls(str(description["name"]), fields)
 
@@ -135,12 +157,24 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       rate_limiter: Union[None, RateLimiter, Mapping[str, Any]] = None,
                       seed: Optional[int] = None, episodic: bool = False,
                       reward: Optional[str] = None,
-                      bootstrap: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+                      bootstrap: Optional[Sequence[str]] = None,
+                      next_of: Sequence[str] = (),
+                      stack: Optional[Mapping[str, int]] = None,
+                      compression: Optional[Mapping[str, Any]] = None,
+                      max_compressed_bytes: Optional[int] = None) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
 
     `episodic`, `reward` and `bootstrap` describe an episodic table (docs/TRAJECTORIES.md):
     steps of episodes, n-step and sequence samples; the server's defaults are ``"rew"`` and
-    ``["next_obs"]``.
+    ``["next_obs"]`` (none when there is no such field).
+
+    Frame options of an episodic table's fields (docs/PIXELS.md): `next_of` names fields
+    whose next step's value samples return as ``next_<name>`` (stored once per step, the
+    final one given to ``end_episode``); `stack` maps a field to k, the values of steps
+    t-k+1..t that samples return as (k, *shape); `compression` maps a field to ``"zstd"``
+    or ``("zstd", level)``: writers compress each value, the server stores and sends it
+    compressed, samples decompress it. `max_compressed_bytes` bounds the compressed
+    values' bytes (default: their uncompressed size).
 
     `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
     ``"max_heap"``, ``"min_heap"``) or
@@ -158,7 +192,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     description: Dict[str, Any] = {
         "name": name,
         "capacity": int(capacity),
-        "fields": [f.to_json() for f in normalize_fields(fields)],
+        "fields": [f.to_json() for f in
+                   with_frame_options(normalize_fields(fields), next_of, stack, compression)],
         "sampler": sampler_json,
         "remover": remover,
         "max_times_sampled": int(max_times_sampled),
@@ -174,4 +209,34 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
         description["bootstrap"] = list(bootstrap)
     if seed is not None:
         description["seed"] = int(seed)
+    if max_compressed_bytes is not None:
+        description["max_compressed_bytes"] = int(max_compressed_bytes)
     return description
+
+
+def with_frame_options(fields: Tuple[Field, ...], next_of: Sequence[str],
+                       stack: Optional[Mapping[str, int]],
+                       compression: Optional[Mapping[str, Any]]) -> Tuple[Field, ...]:
+    """`fields` with the frame options of `table_description` applied; ValueError naming an
+    option for a field the table does not have, or a compression it does not know."""
+    if isinstance(next_of, str):
+        next_of = [next_of]
+    names = {f.name for f in fields}
+    options: Dict[str, Dict[str, Any]] = {}
+    for name in next_of:
+        options.setdefault(name, {})["next_of"] = True
+    for name, k in (stack or {}).items():
+        options.setdefault(name, {})["stack"] = int(k)
+    for name, codec in (compression or {}).items():
+        level = 3
+        if isinstance(codec, (tuple, list)):
+            codec, level = codec
+        if codec not in ("zstd", None, "none"):
+            raise ValueError(f"field {name!r}: unknown compression {codec!r} (expected 'zstd')")
+        options.setdefault(name, {}).update(
+            compression=None if codec in (None, "none") else "zstd", compression_level=int(level))
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise ValueError(f"frame options name field {unknown[0]!r}, which the table does not "
+                         f"have ({', '.join(sorted(names))})")
+    return tuple(replace(f, **options[f.name]) if f.name in options else f for f in fields)
