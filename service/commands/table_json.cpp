@@ -30,6 +30,8 @@ json::object table_info_json(const HostedTable& hosted) {
                                {"samples", hosted.sample_waiters.size()}}},
       {"mass", mass.total},
       {"min_mass", mass.min_positive},
+      {"bytes", table.allocated_bytes()},
+      {"compressed_bytes", table.storage().blob_bytes()},
   };
 }
 

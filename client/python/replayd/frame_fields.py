@@ -140,21 +140,20 @@ def frame_arrays(specs: Sequence[FrameSpec], columns: List[Any], payload: np.nda
         flat = memoryview(out.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
         data = memoryview(blob)  # type: ignore[arg-type]
         decompress = _decompressor().decompress
-        offset = 0
-        for i, size in enumerate(sizes.tolist()):
-            target = flat[i * item_bytes:(i + 1) * item_bytes]
-            if size == 0:
-                target[:] = bytes(item_bytes)
+        ends = np.cumsum(sizes, dtype=np.int64).tolist()
+        begin = 0
+        for i, end in enumerate(ends):  # the hot loop: one zstd call per frame
+            at = i * item_bytes
+            if end == begin:
+                flat[at:at + item_bytes] = bytes(item_bytes)
                 continue
             try:
-                raw = decompress(data[offset:offset + size])
+                flat[at:at + item_bytes] = decompress(data[begin:end])
+            except ValueError:  # decompressed to another size than the field's
+                raise _corrupt(table, spec, owner(spec, i), "wrong decompressed size") from None
             except Exception as exc:  # zstandard.ZstdError: checksum, corrupt block
                 raise _corrupt(table, spec, owner(spec, i), str(exc)) from None
-            if len(raw) != item_bytes:
-                raise _corrupt(table, spec, owner(spec, i),
-                               f"{len(raw)} bytes where the field holds {item_bytes}")
-            target[:] = raw
-            offset += size
+            begin = end
         arrays[spec.name] = out
     return arrays
 
