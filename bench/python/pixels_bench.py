@@ -18,8 +18,9 @@ one in four truncated. FIFO remover; capacity = --steps, filled exactly once.
 - sample: items/s of `sampler(batch 32)` (n-step k = 1: stacked obs and next_obs,
   decompressed in the sampler's thread) on a uniform and a prioritized table, and steps/s of
   sequences (64 x 80, stacked obs); medians of --reps runs of --seconds.
-- wire: bytes the server reads from its sockets per step inserted (/proc/PID/io rchar):
-  W3 through the episode writer against W2 through the writer (batch 64 both).
+- wire: bytes the client sends per step inserted (every frame's header, metadata and
+  payload, counted where the client encodes them): W3 through the episode writer against W2
+  through the writer (batch 64 both).
 """
 from __future__ import annotations
 
@@ -66,12 +67,6 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS")
-
-    def bytes_read(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/io").read_text().splitlines():
-            if line.startswith("rchar:"):
-                return int(line.split()[1])
-        raise RuntimeError("no rchar")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -203,26 +198,42 @@ def sample(args: argparse.Namespace) -> None:
         server.stop()
 
 
+SENT = [0]  # bytes of every request frame encoded since the start
+
+
+def count_sent_bytes() -> None:
+    """Counts the bytes of each request frame the client encodes (all of them go out)."""
+    from replayd import connection
+    encode = connection.encode_frame
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pieces = encode(*args, **kwargs)
+        SENT[0] += sum(memoryview(p).nbytes for p in pieces)
+        return pieces
+    connection.encode_frame = counted  # type: ignore[assignment]
+
+
 def wire(args: argparse.Namespace) -> None:
+    count_sent_bytes()
     server = Server(args.server)
     try:
         client = replayd.Client(server.address)
         create_w3(client, "w3", 200_000)
         client.create_table("w2", W2_FIELDS, 10_000, seed=1)
-        before = server.bytes_read()
+        before = SENT[0]
         rows = fill_w3(client, "w3", 50_000)
-        w3_bytes = (server.bytes_read() - before) / rows
+        w3_bytes = (SENT[0] - before) / rows
         steps = 5_000
         frames = w3_frames.episode_frames(7, steps + STACK)
-        before = server.bytes_read()
+        before = SENT[0]
         with client.writer("w2", batch=64) as writer:
             for t in range(steps):
                 stack = frames[t:t + STACK]
                 writer.append(obs=stack, act=0, rew=0.0, next_obs=frames[t + 1:t + 1 + STACK],
                               done=0)
-        w2_bytes = (server.bytes_read() - before) / steps
+        w2_bytes = (SENT[0] - before) / steps
         print(f"nproc {os.cpu_count()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-        print("| workload | bytes read by the server per step | vs W2 |")
+        print("| workload | bytes on the socket per step inserted | vs W2 |")
         print("|---|---:|---:|")
         print(f"| W2 (writer, batch 64) | {w2_bytes:,.0f} | 1 |")
         print(f"| W3 (episode_writer, zstd {LEVEL[0]}, batch 64) | {w3_bytes:,.0f} | "
