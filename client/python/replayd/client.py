@@ -416,9 +416,13 @@ class Client:
     def _nstep_for(self, table: str, nstep: Optional[int]) -> Optional[int]:
         """The n-step k of a sample: a table with frame fields serves transitions as
         n-step samples only, k = 1 by default."""
-        if nstep is None and any(f.is_frame for f in self.schema(table).fields):
-            return 1
-        return nstep
+        if nstep is not None:
+            return nstep
+        try:
+            schema = self.schema(table)
+        except NotFound:
+            return None  # the sample itself says so
+        return 1 if any(f.is_frame for f in schema.fields) else None
 
     def sample_into(self, table: str, out: Any, batch_size: int, *, beta: float = 0.4,
                     timeout: Any = DEFAULT) -> Sample:
