@@ -1,7 +1,7 @@
 // `sample` (docs/PROTOCOL.md): n draws with the table's selector; runs once the table holds
 // enough items and the rate limiter admits it. A reply larger than max_frame_bytes is refused
 // before anything is drawn. With "nstep" it draws n-step transitions of an episodic table
-// (service/commands/sample_nstep.cpp).
+// (service/commands/sample_nstep.cpp); without, so does a table with frame fields (k = 1).
 #include <cmath>
 
 #include "service/admission.h"
@@ -43,6 +43,8 @@ Result<Outcome> sample(Call& call) {
   if (!std::isfinite(beta) || beta < 0) return call.args.error("beta", "must be finite and >= 0");
   REPLAYD_ASSIGN_OR_RETURN(auto nstep, call.args.optional_uint("nstep"));
   if (nstep) return sample_nstep(call, *nstep, beta);
+  // A table with frame fields holds steps whose transitions only n-step samples assemble.
+  if (call.table->table->schema().has_frames()) return sample_nstep(call, 1, beta);
   if (call.args.value("gamma")) return call.args.error("gamma", "needs \"nstep\"");
   if (call.table->table->episodic()) {
     return call.args.error("nstep", "table '" + call.table->table->name() +

@@ -404,25 +404,13 @@ class Client:
         `nstep` (episodic tables): draw n-step transitions of k = nstep steps discounted
         by `gamma` in [0, 1]; the Sample's data then holds the return in place of the
         reward field, the bootstrap fields h steps on, ``discount`` and ``steps`` (see
-        Sample and docs/TRAJECTORIES.md for which steps are drawn). A table with frame
-        fields (docs/PIXELS.md) is sampled as n-step transitions, k = 1 unless given."""
-        nstep = self._nstep_for(table, nstep)
+        Sample and docs/TRAJECTORIES.md for which steps are drawn). The server samples a
+        table with frame fields (docs/PIXELS.md) as n-step transitions, k = 1 unless given."""
         meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, None))
         sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
                                     server_timeout=True, allocate=allocate)
         return sample
-
-    def _nstep_for(self, table: str, nstep: Optional[int]) -> Optional[int]:
-        """The n-step k of a sample: a table with frame fields serves transitions as
-        n-step samples only, k = 1 by default."""
-        if nstep is not None:
-            return nstep
-        try:
-            schema = self.schema(table)
-        except NotFound:
-            return None  # the sample itself says so
-        return 1 if any(f.is_frame for f in schema.fields) else None
 
     def sample_into(self, table: str, out: Any, batch_size: int, *, beta: float = 0.4,
                     timeout: Any = DEFAULT) -> Sample:
@@ -455,7 +443,6 @@ class Client:
                      allocate: Optional[Allocator] = None) -> "Future[Sample]":
         """Like `sample` (also with `nstep`) but returns a Future at once."""
         seconds = self._timeout_of(timeout)
-        nstep = self._nstep_for(table, nstep)
         meta = (requests.sample_meta(table, batch_size, beta, seconds) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, seconds))
         return self.connection().submit(meta, (), decode_sample, allocate=allocate)[1]
@@ -468,7 +455,6 @@ class Client:
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
         with `nstep`, over n-step samples of an episodic table (see `sample`)."""
         from .sampler import Sampler
-        nstep = self._nstep_for(table, nstep)
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
                        gamma=gamma, timeout=timeout, transform=transform, allocate=allocate)
 
