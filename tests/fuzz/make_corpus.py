@@ -65,6 +65,49 @@ SEEDS = {
     "bad_magic": b"XPLY" + frame(1, {"op": "ping"})[4:],
     "frame_too_large": frame(1, {"op": "ping"})[:24] + struct.pack("<Q", 1 << 40),
 }
+def zstd_frame(values: bytes) -> bytes:
+    """One zstd frame of `values` (single segment, content size, checksum), as writers make
+    it; made by the zstandard module, spelled out so the corpus needs no module."""
+    import zstandard
+    return zstandard.ZstdCompressor(level=3, write_checksum=True).compress(values)
+
+
+def append_pixels(request_id: int, values: list, end: bool) -> bytes:
+    """append_steps of one obs u8[4] frame per value to the pixels table's episode 1, with
+    its end and final observation when `end`."""
+    frames = [zstd_frame(bytes([v] * 4)) for v in values]
+    n = len(values)
+    meta = {"op": "append_steps", "table": "pixels", "n": n,
+            "columns": [{"name": "obs", "dtype": "uint8", "shape": [n, 4],
+                         "compression": "zstd", "bytes": sum(map(len, frames))},
+                        {"name": "rew", "dtype": "float32", "shape": [n]}]}
+    cols = [np.array([len(f) for f in frames], "<u4").tobytes(), b"".join(frames),
+            np.ones(n, np.float32).tobytes(), keys(*([1] * n))]
+    if end:
+        final = zstd_frame(bytes([99] * 4))
+        meta["end"] = [{"episode": 1, "terminated": False}]
+        meta["final_columns"] = [{"name": "obs", "dtype": "uint8", "shape": [1, 4],
+                                  "compression": "zstd", "bytes": len(final)}]
+        cols += [np.array([len(final)], "<u4").tobytes(), final]
+    return frame(request_id, meta, *cols)
+
+
+SEEDS["pixels_session"] = (
+    frame(20, {"op": "open_episodes", "table": "pixels", "n": 1})
+    + append_pixels(21, [1, 2, 3], end=False) + append_pixels(22, [4, 5], end=True)
+    + frame(23, {"op": "sample", "table": "pixels", "n": 4, "timeout_ms": 0})
+    + frame(24, {"op": "sample", "table": "pixels", "n": 4, "nstep": 2, "raw": True,
+                 "timeout_ms": 0})
+    + frame(25, {"op": "sample_sequences", "table": "pixels", "n": 2, "length": 2,
+                 "pad": True, "timeout_ms": 0})
+    + frame(26, {"op": "read_steps", "table": "pixels", "n": 8, "after": 0}))
+SEEDS["pixels_end"] = (
+    frame(20, {"op": "open_episodes", "table": "pixels", "n": 1})
+    + append_pixels(21, [7], end=False)
+    + frame(22, {"op": "end_episode", "table": "pixels", "episode": 1,
+                 "columns": [{"name": "obs", "dtype": "uint8", "shape": [1, 4],
+                              "compression": "zstd", "bytes": len(zstd_frame(b"abcd"))}]},
+            np.array([len(zstd_frame(b"abcd"))], "<u4").tobytes(), zstd_frame(b"abcd")))
 SEEDS["session"] = (insert(1, 3, priorities=True) + insert(2, 4) + SEEDS["sample"]
                     + SEEDS["update_priorities"] + SEEDS["delete"] + SEEDS["sample"])
 SEEDS["queue_session"] = (SEEDS["queue_insert"] + SEEDS["queue_insert"] + SEEDS["queue_insert"]
@@ -101,7 +144,7 @@ def main() -> None:
         old.unlink()
     for name, data in SEEDS.items():
         (CORPUS / name).write_bytes(with_parity(data, odd=False))
-    for name in ("ping", "session", "queue_session", "create_table"):
+    for name in ("ping", "session", "queue_session", "create_table", "pixels_session"):
         (CORPUS / f"tcp_{name}").write_bytes(with_parity(SEEDS[name], odd=True))
     (CORPUS / "tcp_no_hello").write_bytes(SEEDS["ping"])  # odd length: must authenticate
 

@@ -109,6 +109,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 "fields": [{"name": "x", "dtype": "uint8", "shape": [3]}],
                 "sampler": "fifo", "max_times_sampled": 1,
                 "rate_limiter": {"kind": "queue", "size": 4}, "seed": 2})");
+  add_table(context,
+            R"({"name": "pixels", "capacity": 8, "episodic": true,
+                "fields": [{"name": "obs", "dtype": "uint8", "shape": [4], "stack": 2,
+                            "next_of": true, "compression": "zstd"},
+                           {"name": "rew", "dtype": "float32"}],
+                "seed": 3})");
 
   // Inputs whose size is odd play a TCP connection that must authenticate first.
   bool authenticated = size % 2 == 0;
