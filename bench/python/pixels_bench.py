@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import replayd  # noqa: E402
 import w3_frames  # noqa: E402
+from episodes_bench import timed  # noqa: E402
 
 W3_FIELDS = {"obs": (np.uint8, (84, 84)), "act": (np.int32, ()), "rew": (np.float32, ())}
 W2_FIELDS = {"obs": (np.uint8, (4, 84, 84)), "act": (np.int32, ()), "rew": (np.float32, ()),
@@ -146,16 +147,6 @@ def memory(args: argparse.Namespace) -> None:
         print(f"RSS / account: {rss / account:.3f}; RSS / unique frames: {rss / frames:.3f}")
     finally:
         server.stop()
-
-
-def timed(seconds: float, body: Callable[[], int]) -> float:
-    items = 0
-    start = time.perf_counter()
-    while True:
-        items += body()
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return items / elapsed
 
 
 def sample_rate(sampler: Any, items: int, seconds: float) -> float:

@@ -27,7 +27,7 @@ from . import requests
 from .columns import InsertBatch, convert_value, decode_keys
 from .errors import InvalidArgument, ProtocolError
 from .frame_fields import (add_row_frames, add_sequence_frames, compress_column, frame_specs,
-                           split_frame_columns)
+                           split_frame_columns, view_column)
 from .sample import Sample
 from .writer import Writer
 
@@ -339,17 +339,8 @@ def decode_columns(meta: Mapping[str, Any],
         raise ProtocolError(f"reply without its columns: {dict(meta)!r}")
     out: Dict[str, np.ndarray[Any, Any]] = {}
     for column in columns:
-        try:
-            name = str(column["name"])
-            dtype = np.dtype(str(column["dtype"]).replace("bool", "?")).newbyteorder("<")
-            shape = tuple(int(d) for d in column["shape"])
-            offset = int(column["offset"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ProtocolError(f"bad column description {column!r}: {exc}") from None
-        count = int(np.prod(shape)) if shape else 1
-        if offset + count * dtype.itemsize > payload.nbytes:
-            raise ProtocolError(f"reply column '{name}' runs past the payload")
-        out[name] = np.frombuffer(payload, dtype, count, offset).reshape(shape)
+        array = view_column(column, payload)  # ProtocolError for a malformed description
+        out[str(column.get("name"))] = array
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from .errors import ProtocolError, ReplayError
 
 __all__ = ["FrameSpec", "frame_specs", "split_frame_columns", "frame_arrays", "nstep_views",
+           "view_column",
            "sequence_views", "compress_column", "CorruptFrame"]
 
 
@@ -101,7 +102,10 @@ def split_frame_columns(columns: List[Any],
     return columns[:len(columns) - count], columns[len(columns) - count:]
 
 
-def _view(column: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def view_column(column: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """One reply column ({"name", "dtype", "shape", "offset"}) viewed in the payload."""
+    if not isinstance(column, Mapping):
+        raise ProtocolError(f"bad column description {column!r}")
     try:
         dtype = np.dtype(str(column["dtype"]).replace("bool", "?")).newbyteorder("<")
         shape = tuple(int(d) for d in column["shape"])
@@ -126,11 +130,11 @@ def frame_arrays(specs: Sequence[FrameSpec], columns: List[Any], payload: np.nda
     at = 0
     for spec in specs:
         if not spec.zstd:
-            arrays[spec.name] = _view(columns[at], payload)
+            arrays[spec.name] = view_column(columns[at], payload)
             at += 1
             continue
-        sizes = _view(columns[at], payload)
-        blob = _view(columns[at + 1], payload)
+        sizes = view_column(columns[at], payload)
+        blob = view_column(columns[at + 1], payload)
         at += 2
         dtype, shape = spec.dtype, spec.shape
         item_bytes = int(np.prod(shape)) * dtype.itemsize if shape else dtype.itemsize
