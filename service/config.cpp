@@ -36,6 +36,8 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      limits.max_waiting_per_connection, 1, 1u << 20));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_queued_reply_bytes",
                                      limits.max_queued_reply_bytes, 4096, std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_buffered_bytes", limits.max_buffered_bytes,
+                                     4096, std::uint64_t{1} << 44));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_connections", limits.max_connections, 1, 1u << 20));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_unauthenticated_connections",

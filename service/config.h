@@ -18,6 +18,9 @@ struct Limits {
   std::uint64_t max_batch_items = 65536;                           // items per insert/sample/update
   std::uint32_t max_waiting_per_connection = 1024;                 // parked requests
   std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
+  // Queued replies and parked payloads of all connections together: past it, every
+  // connection that holds any stops being read until they drain (docs/OPERATIONS.md).
+  std::uint64_t max_buffered_bytes = std::uint64_t{1} << 30;
   std::uint32_t max_connections = 4096;  // open client connections per listener (Unix, TCP)
   // TCP connections (when a token is required) whose first request is not complete yet;
   // a new one closes the oldest. They hold no session and none of max_connections.

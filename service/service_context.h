@@ -35,6 +35,9 @@ struct ServiceContext {
   // open episodes are ended at startup (TableRegistry::end_all_writers), so ids may restart.
   std::uint64_t next_connection_id = 1;
   bool shutting_down = false;
+  // Bytes of queued replies and parked payloads of every session (limits.max_buffered_bytes);
+  // sessions add and remove theirs (Session::hold / release).
+  std::uint64_t buffered_bytes = 0;
   // Bumped for each request handled and each reply write finished: the memory trimmer
   // (service/memory_trimmer.h) trims only after a period without a change.
   std::uint64_t activity = 0;

@@ -46,6 +46,9 @@ Session::Session(Socket socket, ServiceContext& context)
 Session::~Session() {
   if (lane_ == Lane::learner) context_.scheduler.remove_learner(this);
   context_.sessions.erase(this);
+  // What it still held leaves the server-wide count (waking readers paused by it).
+  release(outbox_bytes_, outbox_bytes_);
+  release(parked_bytes_, parked_bytes_);
   // The connection was the writer of its open episodes: they end as truncated, steps kept.
   context_.tables.end_writer(id_);
   context_.metrics.connection_closed();
@@ -83,8 +86,28 @@ void Session::begin_shutdown() {
 }
 
 bool Session::reading_paused() const {
+  // Over the server-wide budget, only connections that hold some of it wait: one that holds
+  // nothing (a learner that reads its replies) keeps going, so the buffers can drain.
+  const bool server_full = context_.buffered_bytes > context_.limits.max_buffered_bytes &&
+                           outbox_bytes_ + parked_bytes_ > 0;
   return outbox_bytes_ > context_.limits.max_queued_reply_bytes ||
-         parked_bytes_ > context_.limits.max_frame_bytes;
+         parked_bytes_ > context_.limits.max_frame_bytes || server_full;
+}
+
+void Session::hold(std::size_t& counter, std::size_t bytes) {
+  counter += bytes;
+  context_.buffered_bytes += bytes;
+}
+
+void Session::release(std::size_t& counter, std::size_t bytes) {
+  counter -= bytes;
+  const bool was_full = context_.buffered_bytes > context_.limits.max_buffered_bytes;
+  context_.buffered_bytes -= bytes;
+  read_resume_.wake_front();
+  if (was_full && context_.buffered_bytes <= context_.limits.max_buffered_bytes) {
+    for (Session* session : context_.sessions)  // readers paused by the server-wide budget
+      session->read_resume_.wake_front();
+  }
 }
 
 bool Session::waits_for_server() const {
@@ -278,7 +301,7 @@ void Session::answer(std::size_t op, std::chrono::steady_clock::time_point recei
 asio::awaitable<void> Session::wait_then_answer(Waiting waiting, std::size_t op,
                                                 std::chrono::steady_clock::time_point received_at) {
   const std::size_t held = waiting.work->held_bytes();
-  parked_bytes_ += held;
+  hold(parked_bytes_, held);
   const auto parked_at = std::chrono::steady_clock::now();
   std::optional<Reply> reply;
   try {
@@ -288,11 +311,10 @@ asio::awaitable<void> Session::wait_then_answer(Waiting waiting, std::size_t op,
                              "the server is out of memory for this request; nothing was changed");
   }
   waiting.work.reset();  // frees the payload before the reply is queued
-  parked_bytes_ -= held;
+  release(parked_bytes_, held);
   context_.metrics.rate_limiter_waited(op, std::chrono::steady_clock::now() - parked_at);
   if (reply) answer(op, received_at, std::move(*reply));
   last_activity_ = std::chrono::steady_clock::now();
-  read_resume_.wake_front();
   outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
 }
 
@@ -305,7 +327,7 @@ void Session::send(Reply reply) {
     reply.settle(written);  // no other handler has run: the rows are as sampled
   }
   if (outbox_.empty()) write_waiting_since_ = std::chrono::steady_clock::now();
-  outbox_bytes_ += reply.wire_bytes();
+  hold(outbox_bytes_, reply.wire_bytes());
   outbox_.push_back(std::move(reply));
   outbox_ready_.wake_all();
 }
@@ -372,14 +394,13 @@ asio::awaitable<void> Session::write_loop() {
     context_.metrics.bytes_sent(written);
     moved(written);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
-    outbox_bytes_ -= bytes;
+    release(outbox_bytes_, bytes);
     ++context_.activity;
     last_activity_ = write_waiting_since_ = std::chrono::steady_clock::now();
-    read_resume_.wake_front();
     if (ec) {
       write_failed_ = true;
       outbox_.clear();
-      outbox_bytes_ = 0;
+      release(outbox_bytes_, outbox_bytes_);
       stop_reading();
       break;
     }

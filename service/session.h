@@ -96,6 +96,10 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   std::size_t write_now(const Reply& reply);
   void stop_reading();
   bool reading_paused() const;
+  // Adds / removes `bytes` of this session's buffers (outbox_bytes_ or parked_bytes_) and
+  // of the server's (ServiceContext::buffered_bytes); release wakes paused readers.
+  void hold(std::size_t& counter, std::size_t bytes);
+  void release(std::size_t& counter, std::size_t bytes);
   // The first request of a connection that must authenticate; false when it was refused.
   bool authenticate(const Frame& frame);
 

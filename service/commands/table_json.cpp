@@ -48,6 +48,7 @@ json::object limits_json(const Limits& limits) {
                       {"max_batch_items", limits.max_batch_items},
                       {"max_waiting_per_connection", limits.max_waiting_per_connection},
                       {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
+                      {"max_buffered_bytes", limits.max_buffered_bytes},
                       {"max_connections", limits.max_connections},
                       {"max_table_bytes", limits.max_table_bytes},
                       {"max_tables", limits.max_tables},

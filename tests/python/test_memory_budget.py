@@ -139,3 +139,35 @@ def test_an_allocation_failure_is_answered_and_the_connection_keeps_working(make
         with pytest.raises(replayd.ResourceExhausted, match="out of memory"):
             client.sample("t", 1 << 22)
         assert client.sample("t", 4).data["x"].shape == (4, 1024)
+
+
+def test_buffers_of_all_connections_together_are_bounded_by_max_buffered_bytes(make_server,
+                                                                               tmp_path):
+    # Each connection alone could queue 64 MiB of replies; together they may hold 16 MiB.
+    server = make_server(extra_args=write_config(
+        tmp_path, {"max_queued_reply_bytes": 64 * MiB, "max_buffered_bytes": 16 * MiB,
+                   "socket_send_buffer_bytes": 1 * MiB}))
+    with replayd.Client(server.unix_address) as client:
+        create(client, "big", (1024,), 4096)
+        client.insert("big", {"x": np.zeros((4096, 1024), np.uint8)})
+    before = rss_bytes(server.proc.pid)
+    request = frame({"op": "sample", "table": "big", "n": 4096})  # a 4 MiB reply
+    connections = [RawConnection(server.unix_address) for _ in range(6)]
+    try:
+        sent = [send_without_reading(raw, request * 40, seconds=2) for raw in connections]
+        grown = settle_rss(server.proc.pid) - before
+        # Budget: 16 MiB, plus per connection the reply that crossed it (4 MiB) and what
+        # its socket and reader hold. Without the server-wide budget: 6 x 68 MiB.
+        assert grown < 90 * MiB, f"the server grew by {grown / MiB:.0f} MiB"
+        # A connection that holds nothing is still read: a learner is not locked out.
+        with replayd.Client(server.unix_address) as client:
+            assert len(client.sample("big", 16)) == 16
+        # Readers drain the replies; every request sent is answered.
+        for raw, nbytes in zip(connections, sent):
+            raw.sock.setblocking(True)
+            for _ in range(nbytes // len(request)):
+                reply = raw.read_reply(timeout=30)
+                assert reply is not None and "error" not in reply[1], reply and reply[1]
+    finally:
+        for raw in connections:
+            raw.close()

@@ -52,7 +52,7 @@ TEST_CASE("every key is read") {
     "snapshot_keep": 5,
     "limits": {"max_frame_bytes": 8192, "max_meta_bytes": 1024, "max_batch_items": 10,
                "max_waiting_per_connection": 3, "max_queued_reply_bytes": 10000,
-               "max_connections": 7, "max_table_bytes": 123456, "max_tables": 4,
+               "max_buffered_bytes": 20000, "max_connections": 7, "max_table_bytes": 123456, "max_tables": 4,
                "idle_timeout_ms": 0, "write_timeout_ms": 5, "socket_send_buffer_bytes": 0,
                "requests_per_turn": 2, "learner_share": 0.75},
     "tables": [{"name": "t", "capacity": 4, "fields": [{"name": "x", "dtype": "int8"}]}]
@@ -74,6 +74,7 @@ TEST_CASE("every key is read") {
   CHECK(l.max_batch_items == 10);
   CHECK(l.max_waiting_per_connection == 3);
   CHECK(l.max_queued_reply_bytes == 10000);
+  CHECK(l.max_buffered_bytes == 20000);
   CHECK(l.max_connections == 7);
   CHECK(l.max_table_bytes == 123456);
   CHECK(l.max_tables == 4);
