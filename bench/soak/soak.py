@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import random
 import shutil
 import signal
 import subprocess
@@ -105,6 +106,28 @@ class Server:
         self.incarnations.append(incarnation)
         return incarnation
 
+    def idle_rss(self, limits: Dict[str, int]) -> int:
+        """VmRSS of this binary serving no table and no client: code, libraries, stacks
+        (what the memory formula leaves out)."""
+        config = self.workdir / "idle.json"
+        config.write_text(json.dumps({"log_level": "warn", "limits": limits}))
+        ready_file = self.workdir / "ready-idle.json"
+        proc = subprocess.Popen(["taskset", "-c", str(SERVER_CPU), str(self.binary),
+                                 "--config", str(config), "--unix",
+                                 str(self.workdir / "idle.sock"), "--tcp", "", "--metrics", "",
+                                 "--ready-file", str(ready_file)], stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not ready_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.5)
+            with open(f"/proc/{proc.pid}/status") as status:
+                return next(int(line.split()[1]) * 1024 for line in status
+                            if line.startswith("VmRSS:"))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
     def kill(self) -> float:
         assert self.proc is not None
         killed_s = time.time()
@@ -190,12 +213,8 @@ class Soak:
     def run(self) -> int:
         args = self.args
         soak_roles.pin_to(CLIENT_CPU)
+        baseline_rss = self.server.idle_rss(self.config["limits"])
         self.server.start()
-        baseline_rss = 0
-        time.sleep(0.5)
-        with open(f"/proc/{self.server.pid()}/status") as status:
-            baseline_rss = next(int(line.split()[1]) * 1024 for line in status
-                                if line.startswith("VmRSS:"))
         rss_stop = threading.Event()
         sampler = threading.Thread(target=soak_roles.rss_sampler,
                                    args=(self.server.pid, self.rss, rss_stop), daemon=True)
@@ -219,7 +238,14 @@ class Soak:
             worker.start()
         began = time.time()
         end = began + args.minutes * 60
-        next_kill = self.server.ready_s[0] + args.kill_every_s
+        # Kills drift against the snapshot timer (+-20% of its interval), so they land
+        # before, during and after snapshot writes.
+        jitter = random.Random(7)
+
+        def kill_after(ready_s: float) -> float:
+            return ready_s + args.kill_every_s + \
+                jitter.uniform(-0.2, 0.2) * args.snapshot_interval_s
+        next_kill = kill_after(self.server.ready_s[0])
         print(f"soak: {args.minutes} min, kill every {args.kill_every_s} s, workdir "
               f"{self.workdir}", flush=True)
         while True:
@@ -233,7 +259,7 @@ class Soak:
             self.server.start()
             self.kills.append((killed_at, self.server.ready_s[-1]))
             self.check_restart()
-            next_kill = self.server.ready_s[-1] + args.kill_every_s
+            next_kill = kill_after(self.server.ready_s[-1])
         stop.set()
         reports = [results.get(timeout=120) for _ in workers]
         for worker in workers:
@@ -283,6 +309,10 @@ class Soak:
             for line in incarnation.log_path.read_text(errors="replace").splitlines():
                 if "] [error] " in line or "] [critical] " in line:
                     self.failures.append(f"server log {incarnation.log_path.name}: {line}")
+        for incarnation in self.server.incarnations:
+            incarnation.parse_log(TABLE)
+        snapshots = sum(len(i.snapshots) for i in self.server.incarnations)
+        restoring = sum(1 for c in self.checked if "after" not in c and c["restored_from"])
         mib = 1 << 20
         lines = [
             f"### Soak: {self.args.minutes:g} min, SIGKILL every {self.args.kill_every_s:g} s",
@@ -294,7 +324,8 @@ class Soak:
             f"| inserts acknowledged | {sum(r['acked'] for r in explorers):,} "
             f"(of {sum(r['appended'] for r in explorers):,} appended) |",
             f"| writers created (after errors) | {sum(r['writers'] for r in explorers)} |",
-            f"| restarts after SIGKILL | {len(self.kills)} |",
+            f"| restarts after SIGKILL | {len(self.kills)} ({restoring} restored a snapshot) |",
+            f"| periodic snapshots completed | {snapshots} |",
             f"| keys checked after restarts (summed over restarts) | "
             f"{sum(c['required'] for c in self.checked if 'after' not in c):,}; missing "
             f"{sum(c['missing'] for c in self.checked if 'after' not in c)} |",
@@ -305,7 +336,7 @@ class Soak:
             f" MiB) |",
             f"| RSS bound | {bound_total / mib:.0f} MiB = tables {bound['tables'] / mib:.0f} + "
             f"connections {bound['connections'] / mib:.0f} + snapshot copy "
-            f"{bound['snapshot_copy'] / mib:.0f} + idle process {baseline_rss / mib:.0f} |",
+            f"{bound['snapshot_copy'] / mib:.0f} + idle server {baseline_rss / mib:.0f} |",
             f"| learner items/s per 1 s window (min / median) | {low} / {median:.0f} "
             f"(floor {floor}; {len(rates)} windows) |",
             f"| learner samples / corrupt items | {sum(r['sampled'] for r in learners):,} / "
