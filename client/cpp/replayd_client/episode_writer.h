@@ -17,6 +17,9 @@
 // flush() and close() until every reply arrived. A pipelined request's error (Error with the
 // server's code and message) is thrown by the call that collects its reply: a later append,
 // end_episode, flush or close.
+// Frame fields (docs/PROTOCOL.md, "Frame fields"): a field with "compression": "zstd" is
+// compressed here, one zstd frame per value (its level, a content checksum), in the thread
+// that sends the batch (append, end_episode or flush); the server stores the frames as sent.
 // Threading: one thread uses a writer at a time.
 #pragma once
 
@@ -35,6 +38,8 @@
 #include "replayd_client/client.h"
 #include "replayd_client/columns.h"
 #include "replayd_client/dtype.h"
+#include "replayd_client/table_fields.h"
+#include "replayd_client/zstd_codec.h"
 
 namespace replayd::client {
 
@@ -98,7 +103,17 @@ class EpisodeWriter {
   // truncated (a time limit). Pipelined: with steps buffered, the end goes in their
   // append_steps request ("end", right after them), else as its own end_episode request.
   // Throws Error(invalid_argument) when env has no step in its current episode.
-  void end_episode(std::size_t env, bool terminated = true);
+  // `final_observation` (tables with next_of fields): the value of each next_of field after
+  // the last step (the next_obs of the last step), copied; empty: the last step stands in
+  // (it is then no transition of its own). Throws Error(invalid_argument) naming the field
+  // when the values are not exactly one per next_of field, ending nothing.
+  void end_episode(std::size_t env, bool terminated = true,
+                   std::span<const StepValue> final_observation = {});
+  void end_episode(std::size_t env, bool terminated,
+                   std::initializer_list<StepValue> final_observation) {
+    end_episode(env, terminated,
+                std::span<const StepValue>(final_observation.begin(), final_observation.size()));
+  }
 
   // Sends the buffered steps and waits for every reply. Throws the first error among them.
   void flush();
@@ -114,6 +129,8 @@ class EpisodeWriter {
   // Steps buffered but not sent yet.
   std::size_t buffered() const { return rows_; }
   const std::string& table() const { return table_; }
+  // The table's fields as the server described them, with their frame options.
+  const std::vector<FieldDescription>& fields() const { return descriptions_; }
 
  private:
   struct Field {
@@ -122,6 +139,15 @@ class EpisodeWriter {
     std::vector<std::uint64_t> shape;
     std::size_t item_bytes = 0;
     std::vector<std::byte> rows;  // batch items
+    bool zstd = false;
+    int level = 3;
+    std::vector<std::uint32_t> frame_sizes;  // of the batch being sent (zstd)
+    std::vector<std::byte> frames;           // the batch's zstd frames back to back
+    // next_of fields: final observations of the pending ends (one row each), and their
+    // compressed form when sent.
+    std::vector<std::byte> finals;
+    std::vector<std::uint32_t> final_sizes;
+    std::vector<std::byte> final_frames;
   };
   // One request awaiting its reply: an append (keys) or an end_episode.
   struct Pending {
@@ -131,6 +157,17 @@ class EpisodeWriter {
   };
 
   std::size_t check_env(std::size_t env) const;
+  // The value of each field (each next_of field with `finals_only`) in `values`, by field
+  // index (null for fields not asked for). Throws Error(invalid_argument) naming the field.
+  std::vector<const StepValue*> match_values(std::span<const StepValue> values,
+                                             bool finals_only) const;
+  // Adds `rows` rows of `data` (item_bytes each) of `field` to `batch`, compressed into
+  // `sizes` and `frames` when the field is; the batch borrows the buffers.
+  void add_column(InsertBatch& batch, const Field& field, std::span<const std::byte> data,
+                  std::size_t rows, std::vector<std::uint32_t>& sizes,
+                  std::vector<std::byte>& frames);
+  // The final observations of ends_ as final_request_ (one row per end).
+  const InsertBatch* final_batch();
   std::uint64_t open_episode(std::size_t env);
   void send_buffered();
   void push(Pending pending);
@@ -140,11 +177,16 @@ class EpisodeWriter {
   std::unique_ptr<Client> client_;
   std::string table_;
   EpisodeWriterOptions options_;
+  std::vector<FieldDescription> descriptions_;
   std::vector<Field> fields_;
-  std::size_t rows_ = 0;                                // steps buffered in fields_[*].rows
-  std::vector<std::uint64_t> row_episodes_;             // episode of each buffered step
-  std::vector<EpisodeEnding> ends_;                     // sent with the buffered steps
-  InsertBatch request_;                                 // reused for every append_steps
+  std::vector<std::size_t> next_of_;  // indexes of the next_of fields, in table order
+  ZstdCompressor compressor_;
+  std::size_t rows_ = 0;                     // steps buffered in fields_[*].rows
+  std::vector<std::uint64_t> row_episodes_;  // episode of each buffered step
+  std::vector<EpisodeEnding> ends_;          // sent with the buffered steps
+  bool ends_have_finals_ = false;            // ends_ carry final observations (all of them or none)
+  InsertBatch final_request_;                // final observations of one request
+  InsertBatch request_;                      // reused for every append_steps
   std::vector<std::optional<std::uint64_t>> episodes_;  // per env
   std::vector<std::uint64_t> spare_ids_;                // opened, not yet used
   std::deque<Pending> pending_;
