@@ -78,10 +78,22 @@ struct Reference {
   }
 };
 
+// Observation `id` as the writer takes it: raw for odd ids, for even ones one zstd frame
+// made here (in `frame`), as a writer that compresses ahead of time gives it.
+rc::StepValue obs_value(std::uint32_t id, const std::vector<std::uint8_t>& pixels,
+                        std::vector<std::byte>& frame) {
+  if (id % 2 == 1) return rc::step_value("obs", pixels);
+  static rc::ZstdCompressor compressor;
+  frame.clear();
+  compressor.compress(std::as_bytes(std::span(pixels)), 1, frame);
+  return rc::compressed_step_value("obs", rc::DType::uint8, frame);
+}
+
 // Writes `count` episodes of 1..9 steps over two envs; ends them with a final observation,
 // without one, or leaves the last of each env open.
 Reference write_episodes(rc::EpisodeWriter& writer, std::size_t count, std::uint64_t seed) {
   std::mt19937_64 random(seed);
+  std::vector<std::byte> frame;
   Reference ref;
   std::uint32_t next_id = 1;
   std::vector<std::uint64_t> keys_written;
@@ -96,8 +108,8 @@ Reference write_episodes(rc::EpisodeWriter& writer, std::size_t count, std::uint
       const auto obs = image(id);
       const std::int32_t act = static_cast<std::int32_t>(id);
       const float rew = 0.5F;
-      writer.append(env, {rc::step_value("obs", obs), rc::step_value("act", act),
-                          rc::step_value("rew", rew)});
+      writer.append(
+          env, {obs_value(id, obs, frame), rc::step_value("act", act), rc::step_value("rew", rew)});
       episode_id = *writer.episode(env);
       episode = &ref.episodes[episode_id];
       episode->observations.push_back(id);
@@ -110,7 +122,7 @@ Reference write_episodes(rc::EpisodeWriter& writer, std::size_t count, std::uint
     if (random() % 3 != 0) {
       const std::uint32_t final_id = next_id++;
       const auto final_obs = image(final_id);
-      writer.end_episode(env, terminated, {rc::step_value("obs", final_obs)});
+      writer.end_episode(env, terminated, {obs_value(final_id, final_obs, frame)});
       episode->observations.push_back(final_id);
     } else {  // the last step stands in as the final observation
       writer.end_episode(env, terminated);
@@ -183,6 +195,15 @@ TEST_CASE("the episode writer compresses frame fields and samples return exact s
   CHECK(writer.fields()[0].compression_level == 5);
   CHECK_FALSE(writer.fields()[1].is_frame());
   const Reference ref = write_episodes(writer, 40, 11);
+  // A value that is not one zstd frame of the field's size is refused, nothing buffered.
+  const auto small = std::vector<std::byte>(10, std::byte{1});
+  const std::int32_t act = 0;
+  const float rew = 0;
+  CHECK(error_code_of([&] {
+          writer.append(0, {rc::compressed_step_value("obs", rc::DType::uint8, small),
+                            rc::step_value("act", act), rc::step_value("rew", rew)});
+        }) == rc::ErrorCode::invalid_argument);
+  CHECK(writer.buffered() == 0);
 
   SECTION("n-step, k = 1: both stacks are strided views over one array") {
     const rc::SampleBatch batch = client.sample_nstep(kTable, 64, nstep(1));

@@ -34,7 +34,7 @@ EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
     field.dtype = described.dtype;
     field.shape = described.shape;
     field.item_bytes = described.item_bytes;
-    field.rows.resize(options_.batch * field.item_bytes);
+    field.rows.reserve(options_.batch * field.item_bytes);
     field.zstd = described.compression == Compression::zstd;
     field.level = described.compression_level;
     if (described.next_of) next_of_.push_back(fields_.size());
@@ -82,13 +82,8 @@ void EpisodeWriter::append(std::size_t env, std::span<const StepValue> step) {
   // Check every value before copying any, so that a bad step buffers nothing.
   const std::vector<const StepValue*> by_field = match_values(step, /*finals_only=*/false);
   const std::uint64_t episode = open_episode(env);
-  for (std::size_t f = 0; f < fields_.size(); ++f) {
-    Field& field = fields_[f];
-    if (field.item_bytes != 0) {
-      std::memcpy(field.rows.data() + rows_ * field.item_bytes, by_field[f]->bytes.data(),
-                  field.item_bytes);
-    }
-  }
+  for (std::size_t f = 0; f < fields_.size(); ++f)
+    buffer_value(fields_[f], *by_field[f], fields_[f].rows, fields_[f].frame_sizes);
   row_episodes_[rows_++] = episode;
   if (rows_ == options_.batch) send_buffered();
 }
@@ -113,11 +108,19 @@ std::vector<const StepValue*> EpisodeWriter::match_values(std::span<const StepVa
               "' is not next_of; a final observation holds the next_of fields only");
     }
     if (by_field[f]) invalid("field '" + field.name + "' given twice in one " + what);
+    if (value.compressed && !field.zstd) {
+      invalid("field '" + field.name + "' is not compressed; give its raw value");
+    }
     if (value.dtype != field.dtype) {
       invalid("field '" + field.name + "': dtype " + std::string(dtype_name(value.dtype)) +
               " does not match the table's " + std::string(dtype_name(field.dtype)));
     }
-    if (value.bytes.size() != field.item_bytes) {
+    if (value.compressed) {
+      if (!is_zstd_frame_of(value.bytes, field.item_bytes)) {
+        invalid("field '" + field.name + "': the compressed value is not one zstd frame of " +
+                std::to_string(field.item_bytes) + " bytes");
+      }
+    } else if (value.bytes.size() != field.item_bytes) {
       invalid("field '" + field.name + "': " + std::to_string(value.bytes.size()) +
               " bytes given, one value holds " + std::to_string(field.item_bytes));
     }
@@ -130,30 +133,34 @@ std::vector<const StepValue*> EpisodeWriter::match_values(std::span<const StepVa
   return by_field;
 }
 
-void EpisodeWriter::add_column(InsertBatch& batch, const Field& field,
-                               std::span<const std::byte> data, std::size_t rows,
-                               std::vector<std::uint32_t>& sizes, std::vector<std::byte>& frames) {
+void EpisodeWriter::buffer_value(const Field& field, const StepValue& value,
+                                 std::vector<std::byte>& rows, std::vector<std::uint32_t>& sizes) {
   if (!field.zstd) {
-    batch.add(field.name, field.dtype, field.shape, data.first(rows * field.item_bytes));
-    return;
+    rows.insert(rows.end(), value.bytes.begin(), value.bytes.end());
+  } else if (value.compressed) {
+    rows.insert(rows.end(), value.bytes.begin(), value.bytes.end());
+    sizes.push_back(static_cast<std::uint32_t>(value.bytes.size()));
+  } else {
+    sizes.push_back(compressor_.compress(value.bytes, field.level, rows));
   }
-  sizes.clear();
-  frames.clear();
-  for (std::size_t r = 0; r < rows; ++r) {
-    sizes.push_back(compressor_.compress(data.subspan(r * field.item_bytes, field.item_bytes),
-                                         field.level, frames));
+}
+
+void EpisodeWriter::add_column(InsertBatch& batch, const Field& field,
+                               std::span<const std::byte> rows,
+                               std::span<const std::uint32_t> sizes, std::size_t count) {
+  if (field.zstd) {
+    batch.add_compressed(field.name, field.dtype, field.shape, sizes, rows);
+  } else {
+    batch.add(field.name, field.dtype, field.shape, rows.first(count * field.item_bytes));
   }
-  // Every frame is made before the batch borrows the buffers: they no longer move.
-  batch.add_compressed(field.name, field.dtype, field.shape, sizes, frames);
 }
 
 const InsertBatch* EpisodeWriter::final_batch() {
   if (ends_.empty() || !ends_have_finals_) return nullptr;
   final_request_.clear(ends_.size());
   for (const std::size_t f : next_of_) {
-    Field& field = fields_[f];
-    add_column(final_request_, field, field.finals, ends_.size(), field.final_sizes,
-               field.final_frames);
+    const Field& field = fields_[f];
+    add_column(final_request_, field, field.finals, field.final_sizes, ends_.size());
   }
   return &final_request_;
 }
@@ -161,8 +168,8 @@ const InsertBatch* EpisodeWriter::final_batch() {
 void EpisodeWriter::send_buffered() {
   if (rows_ == 0) return;
   request_.clear(rows_);
-  for (Field& field : fields_)
-    add_column(request_, field, field.rows, rows_, field.frame_sizes, field.frames);
+  for (const Field& field : fields_)
+    add_column(request_, field, field.rows, field.frame_sizes, rows_);
   // The request is written before append_steps_async returns: the buffers are free again.
   Pending pending;
   pending.append =
@@ -171,8 +178,12 @@ void EpisodeWriter::send_buffered() {
   rows_ = 0;
   ends_.clear();
   ends_have_finals_ = false;
-  for (const std::size_t f : next_of_)
-    fields_[f].finals.clear();
+  for (Field& field : fields_) {
+    field.rows.clear();
+    field.frame_sizes.clear();
+    field.finals.clear();
+    field.final_sizes.clear();
+  }
   push(std::move(pending));
 }
 
@@ -218,8 +229,7 @@ void EpisodeWriter::end_episode(std::size_t env, bool terminated,
     ends_have_finals_ = has_final;
     for (const std::size_t f : next_of_) {
       if (!has_final) break;
-      const auto bytes = finals[f]->bytes;
-      fields_[f].finals.insert(fields_[f].finals.end(), bytes.begin(), bytes.end());
+      buffer_value(fields_[f], *finals[f], fields_[f].finals, fields_[f].final_sizes);
     }
     episodes_[env].reset();
     return;
@@ -229,12 +239,20 @@ void EpisodeWriter::end_episode(std::size_t env, bool terminated,
     final_request_.clear(1);
     for (const std::size_t f : next_of_) {
       Field& field = fields_[f];
-      add_column(final_request_, field, finals[f]->bytes, 1, field.final_sizes, field.final_frames);
+      field.finals.clear();
+      field.final_sizes.clear();
+      buffer_value(field, *finals[f], field.finals, field.final_sizes);
     }
+    for (const std::size_t f : next_of_)  // once every buffer is filled: they no longer move
+      add_column(final_request_, fields_[f], fields_[f].finals, fields_[f].final_sizes, 1);
     final_request = &final_request_;
   }
   Pending pending;
   pending.end = client_->end_episode_async(table_, *episodes_[env], terminated, final_request);
+  for (const std::size_t f : next_of_) {  // sent: the buffers hold the next ends' values
+    fields_[f].finals.clear();
+    fields_[f].final_sizes.clear();
+  }
   episodes_[env].reset();
   push(std::move(pending));
 }

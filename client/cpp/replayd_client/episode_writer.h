@@ -18,8 +18,8 @@
 // server's code and message) is thrown by the call that collects its reply: a later append,
 // end_episode, flush or close.
 // Frame fields (docs/PROTOCOL.md, "Frame fields"): a field with "compression": "zstd" is
-// compressed here, one zstd frame per value (its level, a content checksum), in the thread
-// that sends the batch (append, end_episode or flush); the server stores the frames as sent.
+// compressed here, one zstd frame per value (its level, a content checksum), in append()
+// and end_episode(); the server stores the frames as sent.
 // Threading: one thread uses a writer at a time.
 #pragma once
 
@@ -44,12 +44,21 @@
 namespace replayd::client {
 
 // One field's value of one step, borrowed for the duration of the append() call: `bytes`
-// is one item of the field (prod(shape) values of `dtype`, row-major).
+// is one item of the field (prod(shape) values of `dtype`, row-major), or, with
+// `compressed`, one zstd frame of it made elsewhere (fields with "compression": "zstd" only;
+// its declared content size must be the item's bytes).
 struct StepValue {
   std::string_view name;
   DType dtype;
   std::span<const std::byte> bytes;
+  bool compressed = false;
 };
+
+// A value given as one zstd frame (a writer that compresses ahead of time, or elsewhere).
+inline StepValue compressed_step_value(std::string_view name, DType dtype,
+                                       std::span<const std::byte> frame) {
+  return {name, dtype, frame, true};
+}
 
 // A step value from an array of values (a field with a shape).
 template <typename T>
@@ -138,16 +147,14 @@ class EpisodeWriter {
     DType dtype;
     std::vector<std::uint64_t> shape;
     std::size_t item_bytes = 0;
-    std::vector<std::byte> rows;  // batch items
     bool zstd = false;
     int level = 3;
-    std::vector<std::uint32_t> frame_sizes;  // of the batch being sent (zstd)
-    std::vector<std::byte> frames;           // the batch's zstd frames back to back
-    // next_of fields: final observations of the pending ends (one row each), and their
-    // compressed form when sent.
+    // The buffered rows: raw items, or for zstd fields one frame per row (made at append).
+    std::vector<std::byte> rows;
+    std::vector<std::uint32_t> frame_sizes;
+    // next_of fields: the final observations of the pending ends, one row each, as rows.
     std::vector<std::byte> finals;
     std::vector<std::uint32_t> final_sizes;
-    std::vector<std::byte> final_frames;
   };
   // One request awaiting its reply: an append (keys) or an end_episode.
   struct Pending {
@@ -161,11 +168,13 @@ class EpisodeWriter {
   // index (null for fields not asked for). Throws Error(invalid_argument) naming the field.
   std::vector<const StepValue*> match_values(std::span<const StepValue> values,
                                              bool finals_only) const;
-  // Adds `rows` rows of `data` (item_bytes each) of `field` to `batch`, compressed into
-  // `sizes` and `frames` when the field is; the batch borrows the buffers.
-  void add_column(InsertBatch& batch, const Field& field, std::span<const std::byte> data,
-                  std::size_t rows, std::vector<std::uint32_t>& sizes,
-                  std::vector<std::byte>& frames);
+  // Appends one value of `field` to `rows` (raw), or its zstd frame to `rows` and its
+  // size to `sizes` (compressing a raw value here, in the caller's thread).
+  void buffer_value(const Field& field, const StepValue& value, std::vector<std::byte>& rows,
+                    std::vector<std::uint32_t>& sizes);
+  // Adds `count` buffered rows of `field` to `batch`, which borrows the buffers.
+  static void add_column(InsertBatch& batch, const Field& field, std::span<const std::byte> rows,
+                         std::span<const std::uint32_t> sizes, std::size_t count);
   // The final observations of ends_ as final_request_ (one row per end).
   const InsertBatch* final_batch();
   std::uint64_t open_episode(std::size_t env);

@@ -23,6 +23,11 @@ std::size_t max_compressed_bytes(std::size_t bytes) {
   return ZSTD_compressBound(bytes);
 }
 
+bool is_zstd_frame_of(std::span<const std::byte> frame, std::size_t content_bytes) {
+  return ZSTD_getFrameContentSize(frame.data(), frame.size()) == content_bytes &&
+         ZSTD_findFrameCompressedSize(frame.data(), frame.size()) == frame.size();
+}
+
 std::uint32_t ZstdCompressor::compress(std::span<const std::byte> value, int level,
                                        std::vector<std::byte>& out) {
   const std::size_t before = out.size();

@@ -32,6 +32,10 @@ class ZstdCompressor {
 // The largest frame ZstdCompressor makes of `bytes` bytes (libzstd's bound).
 std::size_t max_compressed_bytes(std::size_t bytes);
 
+// Whether `frame` is exactly one zstd frame declaring a content size of `content_bytes`
+// (headers only: its blocks are not decoded). O(blocks).
+bool is_zstd_frame_of(std::span<const std::byte> frame, std::size_t content_bytes);
+
 class ZstdDecompressor {
  public:
   ZstdDecompressor();
