@@ -14,6 +14,7 @@
 #include "replayd_client/client.h"
 #include "report.h"
 #include "server_process.h"
+#include "w3_workers.h"
 #include "worker_processes.h"
 #include "workload.h"
 
@@ -23,6 +24,21 @@ using namespace replayd::loadgen;
 namespace client = replayd::client;
 
 constexpr const char* kTable = "loadgen";
+
+// Writes `steps` W3 steps (pre-compressed frames), pipelined, and waits for them.
+void prefill_episodes(const std::string& address, std::uint64_t steps) {
+  const W3FramePool pool(99, 2048, /*keep_raw=*/false);
+  std::cout << "W3 frame pool: zstd level 3 ratio " << pool.compression_ratio() << "x"
+            << std::endl;  // flushed: the workers fork after this
+  client::EpisodeWriterOptions options;
+  options.batch = 64;
+  options.max_in_flight = 4;
+  client::EpisodeWriter writer(address, kTable, options);
+  W3EpisodeStream stream(pool, /*live_compression=*/false, 99);
+  for (std::uint64_t i = 0; i < steps; ++i)
+    stream.write_step(writer);
+  writer.close();
+}
 
 // Creates the run's table afresh and inserts `items` random items, pipelined. The client
 // (and its reader thread) is gone when this returns, so the caller may fork.
@@ -35,6 +51,11 @@ void prepare_table(const std::string& address, const Workload& workload, bool pr
     if (e.code() != client::ErrorCode::not_found) throw;
   }
   setup.create_table(table_description(workload, kTable, prioritized));
+  if (workload.episodic) {
+    setup.close();
+    prefill_episodes(address, items);
+    return;
+  }
   const std::uint64_t chunk = workload.item_bytes > 1000 ? 64 : 1000;
   RandomBatch data(workload, chunk, 99);
   std::deque<std::future<client::Keys>> in_flight;
@@ -80,7 +101,10 @@ int run(LoadgenOptions options) {
                   options.prioritized,
                   options.depth,
                   options.duration_s,
-                  1};
+                  1,
+                  options.w3_pool_frames,
+                  options.w3_live_compression,
+                  options.w3_decode};
   const double cpu_before = server ? server->cpu_seconds() : 0;
   const WorkerRun workers = run_worker_processes(plan, options.explorers, options.learners);
   const double cpu_after = server ? server->cpu_seconds() : 0;

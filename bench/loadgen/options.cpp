@@ -23,8 +23,15 @@ std::optional<LoadgenOptions> parse_options(int argc, char** argv, int& exit_cod
                  "to this program)");
   app.add_option("-E,--explorers", options.explorers, "inserting processes (default 1)");
   app.add_option("-L,--learners", options.learners, "sampling processes (default 0)");
-  app.add_option("-W,--workload", options.workload, "W1 or W2 (default W1)")
-      ->check(CLI::IsMember({"W1", "W2"}));
+  app.add_option("-W,--workload", options.workload, "W1, W2 or W3 (default W1)")
+      ->check(CLI::IsMember({"W1", "W2", "W3"}));
+  app.add_option("--w3-pool", options.w3_pool_frames,
+                 "W3: frames in each explorer's pool, compressed once at start (default 2048)")
+      ->check(CLI::Range(std::size_t{16}, std::size_t{1} << 20));
+  app.add_flag("--w3-live-compression", options.w3_live_compression,
+               "W3: explorers compress each frame as they append it (default: pre-compressed)");
+  app.add_flag("--w3-decode", options.w3_decode,
+               "W3: learners decode and decompress every reply (default: count replies only)");
   app.add_option("--insert-chunk", options.insert_chunk_items, "items per insert call (default 64)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{65536}));
   app.add_option("--sample-batch", options.sample_batch_items,

@@ -20,7 +20,7 @@ struct LoadgenOptions {
   std::string server_path;
   std::uint32_t explorers = 1;            // inserting processes
   std::uint32_t learners = 0;             // sampling processes
-  std::string workload = "W1";            // W1 or W2 (workload.h)
+  std::string workload = "W1";            // W1, W2 or W3 (workload.h)
   std::uint64_t insert_chunk_items = 64;  // items per insert call
   std::uint64_t sample_batch_items = 0;   // items per sample call; 0: the workload's default
   bool prioritized = false;  // prioritized sampler; learners then update sampled priorities
@@ -32,6 +32,10 @@ struct LoadgenOptions {
   double limits_s = 0.5;  // time per machine-limit probe, seconds; 0 skips the probes
   std::string json_path;  // write the JSON report here; empty: none
   std::string label;      // a name for this run in the reports
+  // W3 (w3_workers.h): frames per explorer pool; live compression; decoding learners.
+  std::size_t w3_pool_frames = 2048;
+  bool w3_live_compression = false;
+  bool w3_decode = false;
 };
 
 // Parses argv. Returns the options, or nullopt after CLI11 printed help or an error; `exit_code`

@@ -37,6 +37,12 @@ struct WorkerPlan {
   std::uint32_t depth = 8;
   double duration_s = 1;
   std::uint64_t seed = 1;
+  // W3 only (w3_workers.h): frames in each explorer's pool, explorers compressing each
+  // frame as they append it instead of sending the pool's pre-compressed frames, and
+  // learners decoding (decompressing) each reply instead of counting it.
+  std::size_t w3_pool_frames = 2048;
+  bool w3_live_compression = false;
+  bool w3_decode = false;
 };
 
 // Connects (before `wait_for_start` returns), then inserts insert_chunk_items per call for

@@ -34,8 +34,15 @@ Workload workload_named(const std::string& name) {
                        field("done", client::DType::uint8, {})};
     workload.capacity_items = 10'000;
     workload.default_sample_batch = 32;
+  } else if (name == "W3") {
+    workload.episodic = true;
+    workload.fields = {field("obs", client::DType::uint8, {84, 84}),
+                       field("act", client::DType::int32, {}),
+                       field("rew", client::DType::float32, {})};
+    workload.capacity_items = 100'000;  // steps
+    workload.default_sample_batch = 32;
   } else {
-    throw std::invalid_argument("unknown workload '" + name + "' (W1 or W2)");
+    throw std::invalid_argument("unknown workload '" + name + "' (W1, W2 or W3)");
   }
   for (const auto& f : workload.fields)
     workload.item_bytes += f.item_bytes;
@@ -49,8 +56,14 @@ boost::json::object table_description(const Workload& workload, const std::strin
     boost::json::array shape;
     for (auto dim : f.shape)
       shape.push_back(dim);
-    fields.push_back(boost::json::object{
-        {"name", f.name}, {"dtype", std::string(client::dtype_name(f.dtype))}, {"shape", shape}});
+    boost::json::object described{
+        {"name", f.name}, {"dtype", std::string(client::dtype_name(f.dtype))}, {"shape", shape}};
+    if (workload.episodic && f.name == "obs") {
+      described["stack"] = 4;
+      described["next_of"] = true;
+      described["compression"] = "zstd";
+    }
+    fields.push_back(std::move(described));
   }
   boost::json::object description{
       {"name", table},
@@ -59,6 +72,10 @@ boost::json::object table_description(const Workload& workload, const std::strin
       {"remover", "fifo"},
       {"rate_limiter", {{"kind", "min_size"}, {"min_size_to_sample", 1}}},
       {"seed", 7}};
+  if (workload.episodic) {
+    description["episodic"] = true;
+    description["reward"] = "rew";
+  }
   if (prioritized) {
     description["sampler"] = {{"kind", "prioritized"}, {"priority_exponent", 0.6}};
   } else {

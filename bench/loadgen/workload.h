@@ -1,6 +1,7 @@
-// Workload: the two benchmark transition shapes of docs/BENCHMARKS.md (W1: small vectors,
-// W2: Atari frames), the table description a run creates, and insert batches filled with
-// random values. Pure data; each process builds its own.
+// Workload: the benchmark transition shapes of docs/BENCHMARKS.md (W1: small vectors,
+// W2: Atari frames; W3: Atari-like episodes of single frames, stacked and compressed by the
+// episodic table's frame fields), the table description a run creates, and insert batches filled
+// with random values. Pure data; each process builds its own.
 #pragma once
 
 #include <boost/json/object.hpp>
@@ -22,14 +23,17 @@ struct FieldSpec {
 };
 
 struct Workload {
-  std::string name;  // "W1" or "W2"
+  std::string name;  // "W1", "W2" or "W3"
+  // W3: steps of an episodic table written with EpisodeWriter; its first field (obs) is a
+  // frame field: stack 4, next_of, zstd.
+  bool episodic = false;
   std::vector<FieldSpec> fields;
   std::uint64_t item_bytes = 0;            // sum over fields: W1 45, W2 56,457
   std::uint64_t capacity_items = 0;        // W1 100,000, W2 10,000
   std::uint64_t default_sample_batch = 0;  // W1 256, W2 32
 };
 
-// The workload named "W1" or "W2". Throws std::invalid_argument for another name.
+// The workload named "W1", "W2" or "W3". Throws std::invalid_argument for another name.
 Workload workload_named(const std::string& name);
 
 // The table description (docs/CONFIG.md) for `workload`: FIFO remover, min_size(1) rate

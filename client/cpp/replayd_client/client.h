@@ -63,6 +63,9 @@ struct NStepOptions {
   double beta = 0.4;        // importance-sampling exponent, finite, >= 0
   // Longest the sample waits for a valid start or the rate limiter, in ms; nullopt waits.
   std::optional<std::uint64_t> timeout_ms;
+  // Frame fields: the server decompresses zstd values and sends them raw (the request's
+  // "raw"); false: the client decompresses them (docs/PROTOCOL.md, "Frame fields").
+  bool raw = false;
 };
 
 // Options of sample_sequences (docs/PROTOCOL.md, "sample_sequences").
@@ -73,6 +76,7 @@ struct SequenceOptions {
   double beta = 0.4;          // importance-sampling exponent, finite, >= 0
   // Longest the sample waits for a valid start or the rate limiter, in ms; nullopt waits.
   std::optional<std::uint64_t> timeout_ms;
+  bool raw = false;  // as NStepOptions::raw
 };
 
 class Client {
@@ -185,26 +189,34 @@ class Client {
   // rows of one episode in batch order, then ends the episodes of `ends` (the request's
   // "end": no request of their own). Returns their keys. The batch, the ids and the ends
   // are sent before the call returns and may be reused then. May wait for the rate limiter.
-  // Throws Error(invalid_argument) before sending when there is not one id per step; an end
-  // that fails is an error whose message says the steps were stored.
+  // `final_columns` (tables with next_of fields; null: none): the final observations of the
+  // ended episodes, one column per next_of field in table order, one row per end in order
+  // (compressed fields as InsertBatch::add_compressed). Throws Error(invalid_argument)
+  // before sending when there is not one id per step, or final rows without one end each;
+  // an end that fails is an error whose message says the steps were stored.
   Keys append_steps(std::string_view table, const InsertBatch& batch,
                     std::span<const std::uint64_t> episode_ids, InsertOptions options = {},
-                    std::span<const EpisodeEnding> ends = {}) {
-    return append_steps_async(table, batch, episode_ids, options, ends).get();
+                    std::span<const EpisodeEnding> ends = {},
+                    const InsertBatch* final_columns = nullptr) {
+    return append_steps_async(table, batch, episode_ids, options, ends, final_columns).get();
   }
   std::future<Keys> append_steps_async(std::string_view table, const InsertBatch& batch,
                                        std::span<const std::uint64_t> episode_ids,
                                        InsertOptions options = {},
-                                       std::span<const EpisodeEnding> ends = {});
+                                       std::span<const EpisodeEnding> ends = {},
+                                       const InsertBatch* final_columns = nullptr);
   // Ends an episode: terminated (nothing bootstrapped past its last step) or truncated (a
   // time limit: its last step's bootstrap fields are the bootstrap). The server runs it after
   // the table's earlier appends, so it may follow them at once (pipelined). Returns the
-  // episode id.
-  std::uint64_t end_episode(std::string_view table, std::uint64_t episode, bool terminated = true) {
-    return end_episode_async(table, episode, terminated).get();
+  // episode id. `final_observation` (null: none; the last step stands in): one row, one
+  // column per next_of field, sent before the call returns.
+  std::uint64_t end_episode(std::string_view table, std::uint64_t episode, bool terminated = true,
+                            const InsertBatch* final_observation = nullptr) {
+    return end_episode_async(table, episode, terminated, final_observation).get();
   }
   std::future<std::uint64_t> end_episode_async(std::string_view table, std::uint64_t episode,
-                                               bool terminated = true);
+                                               bool terminated = true,
+                                               const InsertBatch* final_observation = nullptr);
 
   // Samples n sequences of burn_in + length consecutive steps of one episode each. May wait
   // until a valid start exists and the rate limiter admits it (options.timeout_ms). Throws

@@ -27,6 +27,7 @@ std::future<SampleBatch> Client::sample_nstep_async(std::string_view table, std:
   append_json_double(meta, options.beta);
   meta.append(",\"timeout_ms\":");
   append_json_optional_uint(meta, options.timeout_ms);
+  if (options.raw) meta.append(",\"raw\":true");
   meta.push_back('}');
   return connection_->call<SampleBatch, decode_sample>(meta, {});
 }
@@ -43,11 +44,17 @@ std::future<std::vector<std::uint64_t>> Client::open_episodes_async(std::string_
 std::future<Keys> Client::append_steps_async(std::string_view table, const InsertBatch& batch,
                                              std::span<const std::uint64_t> episode_ids,
                                              InsertOptions options,
-                                             std::span<const EpisodeEnding> ends) {
+                                             std::span<const EpisodeEnding> ends,
+                                             const InsertBatch* final_columns) {
   if (episode_ids.size() != batch.size()) {
     throw Error(ErrorCode::invalid_argument,
                 "append_steps: " + std::to_string(batch.size()) + " steps but " +
                     std::to_string(episode_ids.size()) + " episode ids");
+  }
+  if (final_columns && final_columns->size() != ends.size()) {
+    throw Error(ErrorCode::invalid_argument,
+                "append_steps: " + std::to_string(final_columns->size()) +
+                    " final observations for " + std::to_string(ends.size()) + " ends");
   }
   std::string& meta = scratch_meta();
   batch.append_meta(meta, table, options.timeout_ms, "append_steps");
@@ -61,7 +68,14 @@ std::future<Keys> Client::append_steps_async(std::string_view table, const Inser
     }
     meta.append("]}");
   }
-  // The fields, the episode ids (8-byte values: no padding), then the priorities.
+  if (final_columns) {
+    meta.pop_back();
+    meta.append(",\"final_columns\":");
+    final_columns->append_columns_json(meta);
+    meta.push_back('}');
+  }
+  // The fields, the episode ids (8-byte values: no padding), the priorities, then the
+  // final observations.
   thread_local std::vector<PayloadPiece> payload;
   payload.clear();
   const auto fields = batch.field_payload();
@@ -69,16 +83,33 @@ std::future<Keys> Client::append_steps_async(std::string_view table, const Inser
   payload.insert(payload.end(), fields.begin(), fields.end());
   payload.push_back(std::as_bytes(episode_ids));
   payload.insert(payload.end(), priorities.begin(), priorities.end());
+  if (final_columns) {
+    const auto finals = final_columns->field_payload();
+    payload.insert(payload.end(), finals.begin(), finals.end());
+  }
   return connection_->call<Keys, decode_keys>(meta, payload);
 }
 
 std::future<std::uint64_t> Client::end_episode_async(std::string_view table, std::uint64_t episode,
-                                                     bool terminated) {
+                                                     bool terminated,
+                                                     const InsertBatch* final_observation) {
   std::string& meta = table_request("end_episode", table);
   meta.append(",\"episode\":");
   append_json_uint(meta, episode);
-  meta.append(terminated ? ",\"terminated\":true}" : ",\"terminated\":false}");
-  return connection_->call<std::uint64_t, decode_ended_episode>(meta, {});
+  meta.append(terminated ? ",\"terminated\":true" : ",\"terminated\":false");
+  if (!final_observation) {
+    meta.push_back('}');
+    return connection_->call<std::uint64_t, decode_ended_episode>(meta, {});
+  }
+  if (final_observation->size() != 1) {
+    throw Error(ErrorCode::invalid_argument, "end_episode: a final observation has one row, not " +
+                                                 std::to_string(final_observation->size()));
+  }
+  meta.append(",\"columns\":");
+  final_observation->append_columns_json(meta);
+  meta.push_back('}');
+  return connection_->call<std::uint64_t, decode_ended_episode>(meta,
+                                                                final_observation->field_payload());
 }
 
 std::future<SequenceBatch> Client::sample_sequences_async(std::string_view table, std::uint64_t n,
@@ -101,6 +132,7 @@ std::future<SequenceBatch> Client::sample_sequences_async(std::string_view table
   append_json_double(meta, options.beta);
   meta.append(",\"timeout_ms\":");
   append_json_optional_uint(meta, options.timeout_ms);
+  if (options.raw) meta.append(",\"raw\":true");
   meta.push_back('}');
   return connection_->call<SequenceBatch, decode_sequences>(meta, {});
 }

@@ -48,12 +48,43 @@ InsertBatch& InsertBatch::add(std::string_view name, DType dtype,
                     std::string(dtype_name(dtype)) + " with this shape need " +
                     std::to_string(expected));
   }
+  next_column(name, dtype, item_shape);
+  add_piece(data);
+  return *this;
+}
+
+InsertBatch::Column& InsertBatch::next_column(std::string_view name, DType dtype,
+                                              std::span<const std::uint64_t> item_shape) {
   if (used_columns_ == columns_.size()) columns_.emplace_back();
   Column& column = columns_[used_columns_++];
   column.name.assign(name);
   column.dtype = dtype;
   column.item_shape.assign(item_shape.begin(), item_shape.end());
-  add_piece(data);
+  column.compressed_bytes.reset();
+  return column;
+}
+
+InsertBatch& InsertBatch::add_compressed(std::string_view name, DType dtype,
+                                         std::span<const std::uint64_t> item_shape,
+                                         std::span<const std::uint32_t> frame_sizes,
+                                         std::span<const std::byte> frames) {
+  if (has_priorities_) {
+    throw Error(ErrorCode::invalid_argument,
+                "column '" + std::string(name) + "' added after the priorities; add fields first");
+  }
+  std::uint64_t total = 0;
+  for (const auto size : frame_sizes)
+    total += size;
+  if (frame_sizes.size() != n_ || total != frames.size()) {
+    throw Error(ErrorCode::invalid_argument,
+                "compressed column '" + std::string(name) +
+                    "': " + std::to_string(frame_sizes.size()) + " frame sizes adding up to " +
+                    std::to_string(total) + " bytes for " + std::to_string(n_) + " items and " +
+                    std::to_string(frames.size()) + " bytes of frames");
+  }
+  next_column(name, dtype, item_shape).compressed_bytes = frames.size();
+  add_piece(std::as_bytes(frame_sizes));
+  add_piece(frames);
   return *this;
 }
 
@@ -80,7 +111,13 @@ void InsertBatch::append_meta(std::string& out, std::string_view table,
   out.append(has_priorities_ ? ",\"priorities\":true" : ",\"priorities\":false");
   out.append(",\"timeout_ms\":");
   append_json_optional_uint(out, timeout_ms);
-  out.append(",\"columns\":[");
+  out.append(",\"columns\":");
+  append_columns_json(out);
+  out.push_back('}');
+}
+
+void InsertBatch::append_columns_json(std::string& out) const {
+  out.push_back('[');
   for (std::size_t i = 0; i < used_columns_; ++i) {
     const Column& column = columns_[i];
     if (i > 0) out.push_back(',');
@@ -92,9 +129,14 @@ void InsertBatch::append_meta(std::string& out, std::string_view table,
       out.push_back(',');
       append_json_uint(out, dim);
     }
-    out.append("]}");
+    out.push_back(']');
+    if (column.compressed_bytes) {
+      out.append(",\"compression\":\"zstd\",\"bytes\":");
+      append_json_uint(out, *column.compressed_bytes);
+    }
+    out.push_back('}');
   }
-  out.append("]}");
+  out.push_back(']');
 }
 
 }  // namespace replayd::client

@@ -47,6 +47,15 @@ class InsertBatch {
     return add(name, std::span<const T>(values), item_shape);
   }
 
+  // Appends the next field's column in its compressed wire form (docs/PROTOCOL.md, "Frame
+  // fields"): `frame_sizes` (n uint32, one zstd frame per item) and the frames back to
+  // back, both borrowed. Throws Error(invalid_argument) when there are not n sizes or
+  // they do not add up to frames.size(), leaving the batch unchanged. O(n + rank).
+  InsertBatch& add_compressed(std::string_view name, DType dtype,
+                              std::span<const std::uint64_t> item_shape,
+                              std::span<const std::uint32_t> frame_sizes,
+                              std::span<const std::byte> frames);
+
   // Sets one priority per item (finite, >= 0; the server checks). Borrowed like the
   // columns. Throws Error(invalid_argument) when there are not n of them.
   InsertBatch& priorities(std::span<const double> values);
@@ -61,6 +70,9 @@ class InsertBatch {
   // the same) for table `table` to `out`. O(columns).
   void append_meta(std::string& out, std::string_view table,
                    std::optional<std::uint64_t> timeout_ms, std::string_view op = "insert") const;
+  // Appends the JSON array of the column descriptions alone (append_steps "final_columns",
+  // end_episode "columns"). O(columns).
+  void append_columns_json(std::string& out) const;
   // The payload as gather pieces (columns, padding, priorities); valid until the batch
   // changes.
   std::span<const PayloadPiece> payload() const { return pieces_; }
@@ -78,8 +90,11 @@ class InsertBatch {
     std::string name;
     DType dtype;
     std::vector<std::uint64_t> item_shape;
+    std::optional<std::uint64_t> compressed_bytes;  // zstd frames of this many bytes
   };
 
+  Column& next_column(std::string_view name, DType dtype,
+                      std::span<const std::uint64_t> item_shape);
   void add_piece(std::span<const std::byte> data);
 
   std::uint64_t n_;

@@ -4,6 +4,8 @@
 #include <boost/json/object.hpp>
 #include <string>
 
+#include "replayd_client/frame_decoding.h"
+
 namespace replayd::client {
 namespace json = boost::json;
 
@@ -37,7 +39,8 @@ SequenceBatch decode_sequences(Reply&& reply, ReplyDecoder& decoder) {
   const json::object& meta = decoder.parse(reply);
   const std::uint64_t length = reply_uint(meta, "length");
   const std::uint64_t burn_in = reply_uint(meta, "burn_in");
-  auto layout = column_layout(meta, kLeading, "sample_sequences");
+  const FrameColumns frames = frame_columns_of(meta, reply.payload.size());
+  auto layout = column_layout(meta, kLeading, "sample_sequences", frames.column_count);
   const ColumnSpec& mask = layout->columns[4];
   if (mask.shape.size() != 2 || mask.shape[1] != burn_in + length) {
     throw Error(ErrorCode::bad_reply, "a sample_sequences reply whose mask is not [n, " +
@@ -45,8 +48,14 @@ SequenceBatch decode_sequences(Reply&& reply, ReplyDecoder& decoder) {
   }
   const std::optional<TableState> state = reply_state(meta);
   check_layout_fits(*layout, reply);
+  DecodedFrameFields decoded;
+  if (!frames.specs.empty()) {
+    decoded = decode_sequence_frames(
+        frames, reply.payload,
+        {reply.payload.as<std::uint64_t>(layout->columns[0].offset), layout->n}, burn_in + length);
+  }
   return SequenceBatch(ColumnSet(std::move(layout), std::move(reply.payload)), length, burn_in,
-                       state);
+                       state, std::move(decoded));
 }
 
 StepPage decode_step_page(Reply&& reply, ReplyDecoder& decoder) {

@@ -53,8 +53,13 @@ class SequenceBatch {
  public:
   SequenceBatch() = default;
   SequenceBatch(ColumnSet columns, std::uint64_t length, std::uint64_t burn_in,
-                std::optional<TableState> state = std::nullopt)
-      : columns_(std::move(columns)), length_(length), burn_in_(burn_in), state_(state) {}
+                std::optional<TableState> state = std::nullopt,
+                std::shared_ptr<const std::vector<DecodedFrames>> frames = nullptr)
+      : columns_(std::move(columns)),
+        length_(length),
+        burn_in_(burn_in),
+        state_(state),
+        frames_(std::move(frames)) {}
 
   std::size_t size() const { return columns_.rows(); }
   std::uint64_t length() const { return length_; }
@@ -70,6 +75,14 @@ class SequenceBatch {
   }
   // n * T bytes, row-major: mask()[i * T + t].
   std::span<const std::uint8_t> mask() const { return columns_.column(4).as<std::uint8_t>(); }
+
+  // Frame fields (docs/PROTOCOL.md, "Frame fields"), not among the fields below: how many,
+  // each one's description, one by name (throws Error(invalid_argument) when there is none).
+  std::size_t frame_field_count() const { return frames_ ? frames_->size() : 0; }
+  const FrameFieldSpec& frame_field(std::size_t index) const { return frames_->at(index).spec; }
+  SequenceFrames frames(std::string_view name) const {
+    return SequenceFrames(frame_field_named(frames_.get(), name));
+  }
 
   std::size_t field_count() const { return size_or_zero(columns_.column_count(), 5); }
   ColumnView field(std::size_t index) const { return columns_.column(5 + index); }
@@ -91,6 +104,7 @@ class SequenceBatch {
   std::uint64_t length_ = 0;
   std::uint64_t burn_in_ = 0;
   std::optional<TableState> state_;
+  std::shared_ptr<const std::vector<DecodedFrames>> frames_;  // null without frame fields
 };
 
 // One page of read_steps: stored steps in insertion order, each with its key, episode,

@@ -13,22 +13,6 @@ namespace {
   throw Error(ErrorCode::invalid_argument, message);
 }
 
-// The table's resolved description, from info.
-json::object description_of(Client& client, const std::string& table) {
-  const json::object info = client.info(table);
-  const json::value* tables = info.if_contains("tables");
-  if (!tables || !tables->is_array() || tables->get_array().empty() ||
-      !tables->get_array().front().is_object()) {
-    throw Error(ErrorCode::bad_reply, "info of table '" + table + "' without the table");
-  }
-  const json::value* description =
-      tables->get_array().front().get_object().if_contains("description");
-  if (!description || !description->is_object()) {
-    throw Error(ErrorCode::bad_reply, "info of table '" + table + "' without its description");
-  }
-  return description->get_object();
-}
-
 }  // namespace
 
 EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
@@ -38,29 +22,22 @@ EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
   if (options_.batch == 0) invalid("EpisodeWriter: batch must be >= 1, got 0");
   if (options_.max_in_flight == 0) invalid("EpisodeWriter: max_in_flight must be >= 1, got 0");
   client_ = std::make_unique<Client>(address, options_.client);
-  const json::object description = description_of(*client_, table_);
+  const json::object description = table_description(*client_, table_);
   const json::value* episodic = description.if_contains("episodic");
   if (!episodic || !episodic->is_bool() || !episodic->get_bool()) {
     invalid("table '" + table_ + "' is not episodic (create it with \"episodic\": true)");
   }
-  const json::value* fields = description.if_contains("fields");
-  if (!fields || !fields->is_array()) {
-    throw Error(ErrorCode::bad_reply, "table '" + table_ + "': a description without fields");
-  }
-  for (const auto& value : fields->get_array()) {
-    const json::object& spec = value.as_object();
+  descriptions_ = fields_of(description, table_);
+  for (const FieldDescription& described : descriptions_) {
     Field field;
-    field.name = std::string(spec.at("name").as_string());
-    const auto dtype = parse_dtype(spec.at("dtype").as_string());
-    if (!dtype) throw Error(ErrorCode::bad_reply, "field '" + field.name + "' of unknown dtype");
-    field.dtype = *dtype;
-    std::uint64_t values = 1;
-    for (const auto& dim : spec.at("shape").as_array()) {
-      field.shape.push_back(dim.to_number<std::uint64_t>());
-      values *= field.shape.back();
-    }
-    field.item_bytes = values * dtype_bytes(field.dtype);
-    field.rows.resize(options_.batch * field.item_bytes);
+    field.name = described.name;
+    field.dtype = described.dtype;
+    field.shape = described.shape;
+    field.item_bytes = described.item_bytes;
+    field.rows.reserve(options_.batch * field.item_bytes);
+    field.zstd = described.compression == Compression::zstd;
+    field.level = described.compression_level;
+    if (described.next_of) next_of_.push_back(fields_.size());
     fields_.push_back(std::move(field));
   }
   row_episodes_.resize(options_.batch);
@@ -103,8 +80,22 @@ void EpisodeWriter::append(std::size_t env, std::span<const StepValue> step) {
     throw Error(ErrorCode::connection_lost, "EpisodeWriter of '" + table_ + "' is closed");
   check_env(env);
   // Check every value before copying any, so that a bad step buffers nothing.
+  const std::vector<const StepValue*> by_field = match_values(step, /*finals_only=*/false);
+  const std::uint64_t episode = open_episode(env);
+  for (std::size_t f = 0; f < fields_.size(); ++f)
+    buffer_value(fields_[f], *by_field[f], fields_[f].rows, fields_[f].frame_sizes);
+  row_episodes_[rows_++] = episode;
+  if (rows_ == options_.batch) send_buffered();
+}
+
+std::vector<const StepValue*> EpisodeWriter::match_values(std::span<const StepValue> values,
+                                                          bool finals_only) const {
+  std::vector<bool> wanted(fields_.size(), !finals_only);
+  for (const std::size_t f : next_of_)
+    wanted[f] = true;
   std::vector<const StepValue*> by_field(fields_.size(), nullptr);
-  for (const StepValue& value : step) {
+  const std::string what = finals_only ? "final observation" : "step";
+  for (const StepValue& value : values) {
     std::size_t f = 0;
     while (f < fields_.size() && fields_[f].name != value.name)
       ++f;
@@ -112,46 +103,87 @@ void EpisodeWriter::append(std::size_t env, std::span<const StepValue> step) {
       invalid("table '" + table_ + "' has no field '" + std::string(value.name) + "'");
     }
     const Field& field = fields_[f];
-    if (by_field[f]) invalid("field '" + field.name + "' given twice in one step");
+    if (!wanted[f]) {
+      invalid("table '" + table_ + "': field '" + field.name +
+              "' is not next_of; a final observation holds the next_of fields only");
+    }
+    if (by_field[f]) invalid("field '" + field.name + "' given twice in one " + what);
+    if (value.compressed && !field.zstd) {
+      invalid("field '" + field.name + "' is not compressed; give its raw value");
+    }
     if (value.dtype != field.dtype) {
       invalid("field '" + field.name + "': dtype " + std::string(dtype_name(value.dtype)) +
               " does not match the table's " + std::string(dtype_name(field.dtype)));
     }
-    if (value.bytes.size() != field.item_bytes) {
+    if (value.compressed) {
+      if (!is_zstd_frame_of(value.bytes, field.item_bytes)) {
+        invalid("field '" + field.name + "': the compressed value is not one zstd frame of " +
+                std::to_string(field.item_bytes) + " bytes");
+      }
+    } else if (value.bytes.size() != field.item_bytes) {
       invalid("field '" + field.name + "': " + std::to_string(value.bytes.size()) +
-              " bytes given, one step holds " + std::to_string(field.item_bytes));
+              " bytes given, one value holds " + std::to_string(field.item_bytes));
     }
     by_field[f] = &value;
   }
   for (std::size_t f = 0; f < fields_.size(); ++f) {
-    if (!by_field[f]) invalid("the step lacks field '" + fields_[f].name + "'");
+    if (wanted[f] && !by_field[f])
+      invalid("the " + what + " lacks field '" + fields_[f].name + "'");
   }
-  const std::uint64_t episode = open_episode(env);
-  for (std::size_t f = 0; f < fields_.size(); ++f) {
-    Field& field = fields_[f];
-    if (field.item_bytes != 0) {
-      std::memcpy(field.rows.data() + rows_ * field.item_bytes, by_field[f]->bytes.data(),
-                  field.item_bytes);
-    }
+  return by_field;
+}
+
+void EpisodeWriter::buffer_value(const Field& field, const StepValue& value,
+                                 std::vector<std::byte>& rows, std::vector<std::uint32_t>& sizes) {
+  if (!field.zstd) {
+    rows.insert(rows.end(), value.bytes.begin(), value.bytes.end());
+  } else if (value.compressed) {
+    rows.insert(rows.end(), value.bytes.begin(), value.bytes.end());
+    sizes.push_back(static_cast<std::uint32_t>(value.bytes.size()));
+  } else {
+    sizes.push_back(compressor_.compress(value.bytes, field.level, rows));
   }
-  row_episodes_[rows_++] = episode;
-  if (rows_ == options_.batch) send_buffered();
+}
+
+void EpisodeWriter::add_column(InsertBatch& batch, const Field& field,
+                               std::span<const std::byte> rows,
+                               std::span<const std::uint32_t> sizes, std::size_t count) {
+  if (field.zstd) {
+    batch.add_compressed(field.name, field.dtype, field.shape, sizes, rows);
+  } else {
+    batch.add(field.name, field.dtype, field.shape, rows.first(count * field.item_bytes));
+  }
+}
+
+const InsertBatch* EpisodeWriter::final_batch() {
+  if (ends_.empty() || !ends_have_finals_) return nullptr;
+  final_request_.clear(ends_.size());
+  for (const std::size_t f : next_of_) {
+    const Field& field = fields_[f];
+    add_column(final_request_, field, field.finals, field.final_sizes, ends_.size());
+  }
+  return &final_request_;
 }
 
 void EpisodeWriter::send_buffered() {
   if (rows_ == 0) return;
   request_.clear(rows_);
-  for (const Field& field : fields_) {
-    request_.add(field.name, field.dtype, field.shape,
-                 std::span(field.rows).first(rows_ * field.item_bytes));
-  }
+  for (const Field& field : fields_)
+    add_column(request_, field, field.rows, field.frame_sizes, rows_);
   // The request is written before append_steps_async returns: the buffers are free again.
   Pending pending;
   pending.append =
       client_->append_steps_async(table_, request_, std::span(row_episodes_).first(rows_),
-                                  {.timeout_ms = options_.timeout_ms}, ends_);
+                                  {.timeout_ms = options_.timeout_ms}, ends_, final_batch());
   rows_ = 0;
   ends_.clear();
+  ends_have_finals_ = false;
+  for (Field& field : fields_) {
+    field.rows.clear();
+    field.frame_sizes.clear();
+    field.finals.clear();
+    field.final_sizes.clear();
+  }
   push(std::move(pending));
 }
 
@@ -178,7 +210,8 @@ void EpisodeWriter::collect_through(std::uint64_t sequence) {
     collect_front();
 }
 
-void EpisodeWriter::end_episode(std::size_t env, bool terminated) {
+void EpisodeWriter::end_episode(std::size_t env, bool terminated,
+                                std::span<const StepValue> final_observation) {
   if (closed_)
     throw Error(ErrorCode::connection_lost, "EpisodeWriter of '" + table_ + "' is closed");
   check_env(env);
@@ -186,13 +219,40 @@ void EpisodeWriter::end_episode(std::size_t env, bool terminated) {
     invalid("table '" + table_ + "': env " + std::to_string(env) +
             " has no open episode (append a step first)");
   }
+  const bool has_final = !final_observation.empty();
+  std::vector<const StepValue*> finals;
+  if (has_final) finals = match_values(final_observation, /*finals_only=*/true);
+  // One request carries final observations for all its ends or for none.
+  if (rows_ > 0 && !ends_.empty() && ends_have_finals_ != has_final) send_buffered();
   if (rows_ > 0) {  // ended by the request of the buffered steps, right after them
     ends_.push_back({*episodes_[env], terminated});
+    ends_have_finals_ = has_final;
+    for (const std::size_t f : next_of_) {
+      if (!has_final) break;
+      buffer_value(fields_[f], *finals[f], fields_[f].finals, fields_[f].final_sizes);
+    }
     episodes_[env].reset();
     return;
   }
+  const InsertBatch* final_request = nullptr;
+  if (has_final) {
+    final_request_.clear(1);
+    for (const std::size_t f : next_of_) {
+      Field& field = fields_[f];
+      field.finals.clear();
+      field.final_sizes.clear();
+      buffer_value(field, *finals[f], field.finals, field.final_sizes);
+    }
+    for (const std::size_t f : next_of_)  // once every buffer is filled: they no longer move
+      add_column(final_request_, fields_[f], fields_[f].finals, fields_[f].final_sizes, 1);
+    final_request = &final_request_;
+  }
   Pending pending;
-  pending.end = client_->end_episode_async(table_, *episodes_[env], terminated);
+  pending.end = client_->end_episode_async(table_, *episodes_[env], terminated, final_request);
+  for (const std::size_t f : next_of_) {  // sent: the buffers hold the next ends' values
+    fields_[f].finals.clear();
+    fields_[f].final_sizes.clear();
+  }
   episodes_[env].reset();
   push(std::move(pending));
 }

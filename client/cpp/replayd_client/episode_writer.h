@@ -17,6 +17,9 @@
 // flush() and close() until every reply arrived. A pipelined request's error (Error with the
 // server's code and message) is thrown by the call that collects its reply: a later append,
 // end_episode, flush or close.
+// Frame fields (docs/PROTOCOL.md, "Frame fields"): a field with "compression": "zstd" is
+// compressed here, one zstd frame per value (its level, a content checksum), in append()
+// and end_episode(); the server stores the frames as sent.
 // Threading: one thread uses a writer at a time.
 #pragma once
 
@@ -35,16 +38,27 @@
 #include "replayd_client/client.h"
 #include "replayd_client/columns.h"
 #include "replayd_client/dtype.h"
+#include "replayd_client/table_fields.h"
+#include "replayd_client/zstd_codec.h"
 
 namespace replayd::client {
 
 // One field's value of one step, borrowed for the duration of the append() call: `bytes`
-// is one item of the field (prod(shape) values of `dtype`, row-major).
+// is one item of the field (prod(shape) values of `dtype`, row-major), or, with
+// `compressed`, one zstd frame of it made elsewhere (fields with "compression": "zstd" only;
+// its declared content size must be the item's bytes).
 struct StepValue {
   std::string_view name;
   DType dtype;
   std::span<const std::byte> bytes;
+  bool compressed = false;
 };
+
+// A value given as one zstd frame (a writer that compresses ahead of time, or elsewhere).
+inline StepValue compressed_step_value(std::string_view name, DType dtype,
+                                       std::span<const std::byte> frame) {
+  return {name, dtype, frame, true};
+}
 
 // A step value from an array of values (a field with a shape).
 template <typename T>
@@ -98,7 +112,17 @@ class EpisodeWriter {
   // truncated (a time limit). Pipelined: with steps buffered, the end goes in their
   // append_steps request ("end", right after them), else as its own end_episode request.
   // Throws Error(invalid_argument) when env has no step in its current episode.
-  void end_episode(std::size_t env, bool terminated = true);
+  // `final_observation` (tables with next_of fields): the value of each next_of field after
+  // the last step (the next_obs of the last step), copied; empty: the last step stands in
+  // (it is then no transition of its own). Throws Error(invalid_argument) naming the field
+  // when the values are not exactly one per next_of field, ending nothing.
+  void end_episode(std::size_t env, bool terminated = true,
+                   std::span<const StepValue> final_observation = {});
+  void end_episode(std::size_t env, bool terminated,
+                   std::initializer_list<StepValue> final_observation) {
+    end_episode(env, terminated,
+                std::span<const StepValue>(final_observation.begin(), final_observation.size()));
+  }
 
   // Sends the buffered steps and waits for every reply. Throws the first error among them.
   void flush();
@@ -114,6 +138,8 @@ class EpisodeWriter {
   // Steps buffered but not sent yet.
   std::size_t buffered() const { return rows_; }
   const std::string& table() const { return table_; }
+  // The table's fields as the server described them, with their frame options.
+  const std::vector<FieldDescription>& fields() const { return descriptions_; }
 
  private:
   struct Field {
@@ -121,7 +147,14 @@ class EpisodeWriter {
     DType dtype;
     std::vector<std::uint64_t> shape;
     std::size_t item_bytes = 0;
-    std::vector<std::byte> rows;  // batch items
+    bool zstd = false;
+    int level = 3;
+    // The buffered rows: raw items, or for zstd fields one frame per row (made at append).
+    std::vector<std::byte> rows;
+    std::vector<std::uint32_t> frame_sizes;
+    // next_of fields: the final observations of the pending ends, one row each, as rows.
+    std::vector<std::byte> finals;
+    std::vector<std::uint32_t> final_sizes;
   };
   // One request awaiting its reply: an append (keys) or an end_episode.
   struct Pending {
@@ -131,6 +164,19 @@ class EpisodeWriter {
   };
 
   std::size_t check_env(std::size_t env) const;
+  // The value of each field (each next_of field with `finals_only`) in `values`, by field
+  // index (null for fields not asked for). Throws Error(invalid_argument) naming the field.
+  std::vector<const StepValue*> match_values(std::span<const StepValue> values,
+                                             bool finals_only) const;
+  // Appends one value of `field` to `rows` (raw), or its zstd frame to `rows` and its
+  // size to `sizes` (compressing a raw value here, in the caller's thread).
+  void buffer_value(const Field& field, const StepValue& value, std::vector<std::byte>& rows,
+                    std::vector<std::uint32_t>& sizes);
+  // Adds `count` buffered rows of `field` to `batch`, which borrows the buffers.
+  static void add_column(InsertBatch& batch, const Field& field, std::span<const std::byte> rows,
+                         std::span<const std::uint32_t> sizes, std::size_t count);
+  // The final observations of ends_ as final_request_ (one row per end).
+  const InsertBatch* final_batch();
   std::uint64_t open_episode(std::size_t env);
   void send_buffered();
   void push(Pending pending);
@@ -140,11 +186,16 @@ class EpisodeWriter {
   std::unique_ptr<Client> client_;
   std::string table_;
   EpisodeWriterOptions options_;
+  std::vector<FieldDescription> descriptions_;
   std::vector<Field> fields_;
-  std::size_t rows_ = 0;                                // steps buffered in fields_[*].rows
-  std::vector<std::uint64_t> row_episodes_;             // episode of each buffered step
-  std::vector<EpisodeEnding> ends_;                     // sent with the buffered steps
-  InsertBatch request_;                                 // reused for every append_steps
+  std::vector<std::size_t> next_of_;  // indexes of the next_of fields, in table order
+  ZstdCompressor compressor_;
+  std::size_t rows_ = 0;                     // steps buffered in fields_[*].rows
+  std::vector<std::uint64_t> row_episodes_;  // episode of each buffered step
+  std::vector<EpisodeEnding> ends_;          // sent with the buffered steps
+  bool ends_have_finals_ = false;            // ends_ carry final observations (all of them or none)
+  InsertBatch final_request_;                // final observations of one request
+  InsertBatch request_;                      // reused for every append_steps
   std::vector<std::optional<std::uint64_t>> episodes_;  // per env
   std::vector<std::uint64_t> spare_ids_;                // opened, not yet used
   std::deque<Pending> pending_;

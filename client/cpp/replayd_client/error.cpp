@@ -6,7 +6,7 @@
 namespace replayd::client {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 11> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kNames{{
     {ErrorCode::invalid_argument, "invalid_argument"},
     {ErrorCode::not_found, "not_found"},
     {ErrorCode::already_exists, "already_exists"},
@@ -17,6 +17,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 11> kNames{{
     {ErrorCode::unauthenticated, "unauthenticated"},
     {ErrorCode::connection_lost, "connection_lost"},
     {ErrorCode::bad_reply, "bad_reply"},
+    {ErrorCode::data_loss, "data_loss"},
     {ErrorCode::unknown, "unknown"},
 }};
 

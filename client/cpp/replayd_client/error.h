@@ -20,6 +20,7 @@ enum class ErrorCode {
   unauthenticated,     // the server requires a token in hello (it closes the connection)
   connection_lost,     // client side: the connection failed or closed before the reply
   bad_reply,           // client side: a reply that does not follow docs/PROTOCOL.md
+  data_loss,           // client side: a stored value that does not decode (corrupt frame)
   unknown              // a wire code this client does not know
 };
 

@@ -4,6 +4,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "replayd_client/frame_codec.h"
+#include "replayd_client/frame_decoding.h"
 
 namespace replayd::client {
 namespace json = boost::json;
@@ -64,14 +65,16 @@ ColumnSpec column_spec(const json::value& value, std::uint64_t n) {
 
 std::shared_ptr<SampleLayout> column_layout(const json::object& meta,
                                             std::span<const LeadingColumn> leading,
-                                            std::string_view what) {
+                                            std::string_view what, std::size_t frame_columns) {
   auto layout = std::make_shared<SampleLayout>();
   layout->n = reply_uint(meta, "n");
   const json::value* columns = meta.if_contains("columns");
   if (!columns || !columns->is_array())
     bad_reply("a " + std::string(what) + " reply has no columns");
-  for (const auto& column : columns->get_array()) {
-    layout->columns.push_back(column_spec(column, layout->n));
+  const json::array& list = columns->get_array();
+  if (list.size() < frame_columns) bad_reply("a " + std::string(what) + " reply lacks its frames");
+  for (std::size_t i = 0; i + frame_columns < list.size(); ++i) {
+    layout->columns.push_back(column_spec(list[i], layout->n));
     const ColumnSpec& spec = layout->columns.back();
     layout->payload_bytes = std::max(layout->payload_bytes, spec.offset + spec.bytes);
   }
@@ -100,12 +103,13 @@ namespace {
 
 // A sample reply's layout: the four per-draw columns first; with "nstep", discount and
 // steps last.
-std::shared_ptr<const SampleLayout> layout_of(const json::object& meta) {
+std::shared_ptr<const SampleLayout> layout_of(const json::object& meta,
+                                              std::size_t frame_columns = 0) {
   constexpr std::array<LeadingColumn, 4> kLeading{{{"key", DType::uint64},
                                                    {"probability", DType::float64},
                                                    {"weight", DType::float64},
                                                    {"times_sampled", DType::uint32}}};
-  auto layout = column_layout(meta, kLeading, "sample");
+  auto layout = column_layout(meta, kLeading, "sample", frame_columns);
   if (meta.if_contains("nstep")) {
     layout->nstep = reply_uint(meta, "nstep");
     const std::size_t count = layout->columns.size();
@@ -253,6 +257,24 @@ Keys decode_keys(Reply&& reply, ReplyDecoder& decoder) {
 }
 
 SampleBatch decode_sample(Reply&& reply, ReplyDecoder& decoder) {
+  if (reply.meta.find("\"frames\":") != std::string::npos) {
+    // Frame fields: their columns differ from reply to reply, so no layout cache.
+    const json::object& meta = decoder.parse(reply);
+    const FrameColumns frames = frame_columns_of(meta, reply.payload.size());
+    auto layout = layout_of(meta, frames.column_count);
+    const std::optional<TableState> state = reply_state(meta);
+    check_layout_fits(*layout, reply);
+    if (frames.specs.empty())
+      return SampleBatch(std::move(layout), std::move(reply.payload), state);
+    if (!layout->nstep) bad_reply("frame fields in a sample reply without nstep");
+    const std::size_t count = layout->columns.size();
+    const auto& keys = layout->columns[0];
+    const auto& steps = layout->columns[count - 1];
+    auto decoded = decode_nstep_frames(frames, reply.payload,
+                                       {reply.payload.as<std::uint64_t>(keys.offset), layout->n},
+                                       {reply.payload.as<std::uint32_t>(steps.offset), layout->n});
+    return SampleBatch(std::move(layout), std::move(reply.payload), state, std::move(decoded));
+  }
   auto [layout, state] = decoder.sample_meta(reply);
   return SampleBatch(std::move(layout), std::move(reply.payload), state);
 }

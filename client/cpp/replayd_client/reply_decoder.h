@@ -70,10 +70,11 @@ struct LeadingColumn {
 
 // The layout of a reply whose metadata lists columns ({"n": N, "columns": [{"name",
 // "dtype", "shape", "offset"}, ...]}): every shape starts with N, offsets are aligned, and
-// the first columns are `leading`. Throws Error(bad_reply) naming `what` (the operation).
+// the first columns are `leading`. The last `frame_columns` columns (frame fields, see
+// frame_decoding.h) are left out. Throws Error(bad_reply) naming `what` (the operation).
 std::shared_ptr<SampleLayout> column_layout(const boost::json::object& meta,
                                             std::span<const LeadingColumn> leading,
-                                            std::string_view what);
+                                            std::string_view what, std::size_t frame_columns = 0);
 // Throws Error(bad_reply) when the reply's payload is shorter than the layout needs.
 void check_layout_fits(const SampleLayout& layout, const Reply& reply);
 

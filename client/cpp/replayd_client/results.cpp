@@ -13,3 +13,22 @@ ColumnView SampleBatch::field(std::string_view name) const {
 }
 
 }  // namespace replayd::client
+
+namespace replayd::client {
+
+NStepFrames SampleBatch::frames(std::string_view name) const {
+  return NStepFrames(frame_field_named(frames_.get(), name));
+}
+
+const DecodedFrames& frame_field_named(const std::vector<DecodedFrames>* frames,
+                                       std::string_view name) {
+  if (frames) {
+    for (const DecodedFrames& field : *frames) {
+      if (field.spec.name == name) return field;
+    }
+  }
+  throw Error(ErrorCode::invalid_argument,
+              "the sample has no frame field '" + std::string(name) + "'");
+}
+
+}  // namespace replayd::client

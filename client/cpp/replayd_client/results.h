@@ -16,6 +16,7 @@
 #include "replayd_client/buffer.h"
 #include "replayd_client/dtype.h"
 #include "replayd_client/error.h"
+#include "replayd_client/frame_results.h"
 
 namespace replayd::client {
 
@@ -117,8 +118,12 @@ class SampleBatch {
   SampleBatch() = default;
   // Precondition (checked by the decoder): the layout fits in the payload.
   SampleBatch(std::shared_ptr<const SampleLayout> layout, Buffer payload,
-              std::optional<TableState> state = std::nullopt)
-      : layout_(std::move(layout)), payload_(std::move(payload)), state_(state) {}
+              std::optional<TableState> state = std::nullopt,
+              std::shared_ptr<const std::vector<DecodedFrames>> frames = nullptr)
+      : layout_(std::move(layout)),
+        payload_(std::move(payload)),
+        state_(state),
+        frames_(std::move(frames)) {}
 
   std::size_t size() const { return layout_ ? layout_->n : 0; }
   std::span<const std::uint64_t> keys() const { return typed<std::uint64_t>(0); }
@@ -138,7 +143,15 @@ class SampleBatch {
   std::span<const double> discounts() const { return trailing<double>(0); }
   std::span<const std::uint32_t> steps() const { return trailing<std::uint32_t>(1); }
 
-  // The table's fields, in field order.
+  // Frame fields of an n-step sample (docs/PROTOCOL.md, "Frame fields": stacked, next_of
+  // or compressed), which are not among the fields below: how many, each one's
+  // description, and one by name (throws Error(invalid_argument) when there is none).
+  // Compressed values were decompressed when the reply was decoded.
+  std::size_t frame_field_count() const { return frames_ ? frames_->size() : 0; }
+  const FrameFieldSpec& frame_field(std::size_t index) const { return frames_->at(index).spec; }
+  NStepFrames frames(std::string_view name) const;
+
+  // The table's fields (but frame fields), in field order.
   std::size_t field_count() const {
     return layout_ ? layout_->columns.size() - 4 - layout_->trailing_columns() : 0;
   }
@@ -168,6 +181,12 @@ class SampleBatch {
   std::shared_ptr<const SampleLayout> layout_;
   Buffer payload_;
   std::optional<TableState> state_;
+  std::shared_ptr<const std::vector<DecodedFrames>> frames_;  // null without frame fields
 };
+
+// The decoded frame field named `name` in `frames` (null: none); throws
+// Error(invalid_argument) when there is none.
+const DecodedFrames& frame_field_named(const std::vector<DecodedFrames>* frames,
+                                       std::string_view name);
 
 }  // namespace replayd::client

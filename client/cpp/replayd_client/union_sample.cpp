@@ -171,6 +171,13 @@ std::pair<std::shared_ptr<SampleLayout>, Buffer> combine(std::span<const PartVie
   return {std::move(layout), std::move(payload)};
 }
 
+// Frame fields are not combined across shards yet: refused rather than dropped.
+[[noreturn]] void frames_not_combined() {
+  throw Error(ErrorCode::invalid_argument,
+              "sharded samples of tables with frame fields (stack, next_of, compression) are "
+              "not supported; sample each shard's table with a Client");
+}
+
 }  // namespace
 
 SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
@@ -178,8 +185,10 @@ SampleBatch combine_shard_samples(std::span<const ShardSample> parts,
                                   double beta) {
   if (parts.empty()) return {};
   std::vector<PartView> views;
-  for (const auto& part : parts)
+  for (const auto& part : parts) {
+    if (part.sample.frame_field_count() > 0) frames_not_combined();
     views.push_back(view_of(part.shard, part.sample, part.sample.layout(), part.sample.state()));
+  }
   auto [layout, payload] = combine(views, shares, known, beta);
   return SampleBatch(std::move(layout), std::move(payload));
 }
@@ -190,6 +199,7 @@ SequenceBatch combine_shard_sequences(std::span<const ShardSequences> parts,
   if (parts.empty()) return {};
   std::vector<PartView> views;
   for (const auto& part : parts) {
+    if (part.sequences.frame_field_count() > 0) frames_not_combined();
     const ColumnSet& columns = part.sequences.columns();
     views.push_back(view_of(part.shard, columns, columns.layout().get(), part.sequences.state()));
   }
