@@ -47,9 +47,9 @@ Status validate_field(const Field& field) {
     bytes *= dim;
   }
   if (field.stack < 1 || field.stack > Schema::kMaxStack) {
-    return make_error(ErrorCode::invalid_argument,
-                      who + ": stack must be between 1 and " + std::to_string(Schema::kMaxStack) +
-                          ", got " + std::to_string(field.stack));
+    return make_error(ErrorCode::invalid_argument, who + ": stack must be between 1 and " +
+                                                       std::to_string(Schema::kMaxStack) +
+                                                       ", got " + std::to_string(field.stack));
   }
   if (field.compression_level < 1 || field.compression_level > 19) {
     return make_error(ErrorCode::invalid_argument,

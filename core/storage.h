@@ -24,8 +24,8 @@ namespace replayd {
 
 class Storage {
  public:
-  // Allocates capacity * item_bytes of every uncompressed field (untouched pages cost no memory until
-  // written). Precondition: 1 <= capacity <= kMaxCapacity.
+  // Allocates capacity * item_bytes of every uncompressed field (untouched pages cost no memory
+  // until written). Precondition: 1 <= capacity <= kMaxCapacity.
   Storage(const Schema& schema, std::uint32_t capacity);
 
   static constexpr std::uint32_t kMaxCapacity = 1u << 31;

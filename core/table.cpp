@@ -126,21 +126,23 @@ Result<std::uint64_t> Table::check_frames(
     const auto sizes = frame_sizes.empty() ? std::span<const std::uint32_t>{} : frame_sizes[f];
     if (!compressed) {
       if (!sizes.empty()) {
-        return invalid(name(), "field '" + fields[f].name + "' is not compressed but frame sizes "
-                                                            "were given");
+        return invalid(name(), "field '" + fields[f].name +
+                                   "' is not compressed but frame sizes "
+                                   "were given");
       }
       continue;
     }
     if (sizes.size() != n) {
-      return invalid(name(), "field '" + fields[f].name + "' is compressed: " +
-                                 std::to_string(n) + " rows need " + std::to_string(n) +
-                                 " frame sizes, got " + std::to_string(sizes.size()));
+      return invalid(name(), "field '" + fields[f].name + "' is compressed: " + std::to_string(n) +
+                                 " rows need " + std::to_string(n) + " frame sizes, got " +
+                                 std::to_string(sizes.size()));
     }
     std::uint64_t offset = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
       if (sizes[i] > columns[f].size() - offset) {
-        return invalid(name(), "field '" + fields[f].name + "': frame sizes add up to more than "
-                                                            "the column's " +
+        return invalid(name(), "field '" + fields[f].name +
+                                   "': frame sizes add up to more than "
+                                   "the column's " +
                                    std::to_string(columns[f].size()) + " bytes");
       }
       const auto frame = columns[f].subspan(offset, sizes[i]);
@@ -209,8 +211,8 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
   for (std::size_t f = 0; f < frame_sizes.size(); ++f)
     if (!frame_sizes[f].empty()) cost += BlobColumn::cost(frame_sizes[f][i]);
   // check_frames bounded a batch's cost by the budget, so emptying the table always fits.
-  while (storage_.full() || (cost != 0 && storage_.size() != 0 &&
-                             storage_.blob_bytes() + cost > blob_budget_)) {
+  while (storage_.full() ||
+         (cost != 0 && storage_.size() != 0 && storage_.blob_bytes() + cost > blob_budget_)) {
     remove_item(remover_->sample(rng_, 0.0).slot);
     ++counters_.evictions;
   }

@@ -333,10 +333,10 @@ class Table {
   std::uint64_t draws_left(std::uint32_t slot) const;
   // Checks n rows; for compressed fields also every frame (check_frames), and returns the
   // cost of the rows' compressed values (BlobColumn::cost, summed).
-  Result<std::uint64_t> check_rows(std::span<const std::span<const std::byte>> columns,
-                                   std::uint64_t n, std::span<const double> priorities,
-                                   std::span<std::uint64_t> keys_out,
-                                   std::span<const std::span<const std::uint32_t>> frame_sizes = {});
+  Result<std::uint64_t> check_rows(
+      std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+      std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+      std::span<const std::span<const std::uint32_t>> frame_sizes = {});
   Result<std::uint64_t> check_frames(std::span<const std::span<const std::byte>> columns,
                                      std::uint64_t n,
                                      std::span<const std::span<const std::uint32_t>> frame_sizes);

@@ -1,7 +1,7 @@
 #include "core/table_config.h"
 
-#include "core/rng.h"
 #include "core/blob_column.h"
+#include "core/rng.h"
 #include "core/storage.h"
 #include "core/zstd_frame.h"
 
@@ -24,9 +24,9 @@ Status validate_episode_config(const TableConfig& config) {
   const Field& field = config.schema.field(static_cast<std::size_t>(reward));
   if (!field.shape.empty() || field.is_frame() ||
       (field.dtype != DType::float32 && field.dtype != DType::float64)) {
-    return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: field '" +
-                                                       field.name +
-                                                       "' must be a scalar float32 or float64, no frame field");
+    return make_error(ErrorCode::invalid_argument,
+                      who + "episodes.reward_field: field '" + field.name +
+                          "' must be a scalar float32 or float64, no frame field");
   }
   for (const auto& name : config.episodes.bootstrap_fields) {
     const int found = config.schema.find(name);
@@ -47,10 +47,11 @@ Status validate_episode_config(const TableConfig& config) {
   }
   for (const auto& field : config.schema.fields()) {
     if (field.next_of && config.schema.find("next_" + field.name) >= 0) {
-      return make_error(ErrorCode::invalid_argument,
-                        who + "field '" + field.name + "' is next_of, so samples name its next "
-                                                       "value 'next_" +
-                            field.name + "'; a field of that name exists already");
+      return make_error(ErrorCode::invalid_argument, who + "field '" + field.name +
+                                                         "' is next_of, so samples name its next "
+                                                         "value 'next_" +
+                                                         field.name +
+                                                         "'; a field of that name exists already");
     }
   }
   return Ok{};

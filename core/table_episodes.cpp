@@ -116,15 +116,15 @@ Status Table::append_final_values(std::uint64_t episode,
       columns[f] = compressed ? value : std::span<const std::byte>(zeros).first(field.item_bytes());
     } else if (compressed) {
       if (auto status = check_zstd_frame(value, field.item_bytes()); !status) {
-        return invalid(name(), "final observation, field '" + field.name +
-                                   "': " + status.error().message);
+        return invalid(name(),
+                       "final observation, field '" + field.name + "': " + status.error().message);
       }
       columns[f] = value;
       sizes[f] = static_cast<std::uint32_t>(value.size());
       cost += BlobColumn::cost(value.size());
     } else if (value.size() != field.item_bytes()) {
-      return invalid(name(), "final observation, field '" + field.name + "': " +
-                                 std::to_string(value.size()) + " bytes, the field holds " +
+      return invalid(name(), "final observation, field '" + field.name +
+                                 "': " + std::to_string(value.size()) + " bytes, the field holds " +
                                  std::to_string(field.item_bytes()));
     } else {
       columns[f] = value;
@@ -301,13 +301,12 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
   const SampleBuffers& base = out.base;
   const DType reward_dtype = fields[reward_field_].dtype;
   const std::uint64_t reward_bytes = fields[reward_field_].item_bytes();
-  bool shapes_ok = base.keys.size() == n && base.probabilities.size() == n &&
-                   base.weights.size() == n && base.times_sampled.size() == n &&
-                   base.columns.size() == fields.size() && out.returns.size() == n * reward_bytes &&
-                   out.bootstrap.size() == bootstrap_fields_.size() && out.discounts.size() == n &&
-                   out.steps.size() == n &&
-                   (out.frames.empty() ? !config_.schema.has_frames()
-                                       : out.frames.size() == fields.size());
+  bool shapes_ok =
+      base.keys.size() == n && base.probabilities.size() == n && base.weights.size() == n &&
+      base.times_sampled.size() == n && base.columns.size() == fields.size() &&
+      out.returns.size() == n * reward_bytes && out.bootstrap.size() == bootstrap_fields_.size() &&
+      out.discounts.size() == n && out.steps.size() == n &&
+      (out.frames.empty() ? !config_.schema.has_frames() : out.frames.size() == fields.size());
   for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f)
     shapes_ok = base.columns[f].size() == (fields[f].is_frame() ? 0 : n * fields[f].item_bytes());
   for (std::size_t b = 0; shapes_ok && b < bootstrap_fields_.size(); ++b)
@@ -342,17 +341,16 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
     double pending = 0.0;
     std::uint32_t last = slot;
     std::uint32_t before_last = slot;
-    const NStepWindow walked = walk_nstep(*episodes_, slot, request.k + (next_of ? 1 : 0),
-                                          [&](std::uint32_t step) {
-                                            if (step != slot) {
-                                              total += scale * pending;
-                                              scale *= request.gamma;
-                                            }
-                                            pending = read_reward(
-                                                storage_.cell(reward_field_, step), reward_dtype);
-                                            before_last = last;
-                                            last = step;
-                                          });
+    const NStepWindow walked =
+        walk_nstep(*episodes_, slot, request.k + (next_of ? 1 : 0), [&](std::uint32_t step) {
+          if (step != slot) {
+            total += scale * pending;
+            scale *= request.gamma;
+          }
+          pending = read_reward(storage_.cell(reward_field_, step), reward_dtype);
+          before_last = last;
+          last = step;
+        });
     NStepWindow window = walked;
     if (next_of) {
       window.steps = walked.steps - 1;  // the window index guarantees a next observation
@@ -392,11 +390,11 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
   REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
   const auto& fields = config_.schema.fields();
   const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
-  bool shapes_ok = out.keys.size() == n && out.probabilities.size() == n &&
-                   out.weights.size() == n && out.times_sampled.size() == n &&
-                   out.columns.size() == fields.size() && out.mask.size() == n * steps &&
-                   (out.frames.empty() ? !config_.schema.has_frames()
-                                       : out.frames.size() == fields.size());
+  bool shapes_ok =
+      out.keys.size() == n && out.probabilities.size() == n && out.weights.size() == n &&
+      out.times_sampled.size() == n && out.columns.size() == fields.size() &&
+      out.mask.size() == n * steps &&
+      (out.frames.empty() ? !config_.schema.has_frames() : out.frames.size() == fields.size());
   for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f) {
     shapes_ok =
         out.columns[f].size() == (fields[f].is_frame() ? 0 : n * steps * fields[f].item_bytes());
@@ -419,7 +417,8 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
           before ? EpisodeIndex::kNoSlot
                  : EpisodeIndex::slot_at(episode, shifted - request.burn_in);
       const std::uint64_t row = i * steps + j;
-      const bool final_observation = next_of && episode.ended() && row_slot != EpisodeIndex::kNoSlot &&
+      const bool final_observation = next_of && episode.ended() &&
+                                     row_slot != EpisodeIndex::kNoSlot &&
                                      shifted - request.burn_in + 1 == episode.length;
       out.mask[row] = row_slot != EpisodeIndex::kNoSlot && !final_observation ? 1 : 0;
       for (std::size_t f = 0; f < fields.size(); ++f) {
@@ -457,7 +456,8 @@ void Table::add_nstep_frames(const Episode& episode, std::uint32_t position, std
     // Steps t-s+1 .. t, the first step standing in for those before the episode began;
     // then the next stack's steps that the first does not hold.
     for (std::int64_t p = t - s + 1; p <= t; ++p)
-      out[f].push_back(EpisodeIndex::slot_at(episode, static_cast<std::uint64_t>(std::max<std::int64_t>(p, 0))));
+      out[f].push_back(
+          EpisodeIndex::slot_at(episode, static_cast<std::uint64_t>(std::max<std::int64_t>(p, 0))));
     if (!field.next_of) continue;
     const FrameLayout layout = frame_layout(field.stack, true, h);
     const std::int64_t next = t + h;

@@ -62,8 +62,8 @@ Status check_zstd_frame(std::span<const std::byte> frame, std::uint64_t content_
   }
   if (checksum) at += 4;
   if (at != frame.size()) {
-    return bad("the frame takes " + std::to_string(at) + " bytes, " +
-               std::to_string(frame.size()) + " were given");
+    return bad("the frame takes " + std::to_string(at) + " bytes, " + std::to_string(frame.size()) +
+               " were given");
   }
   return Ok{};
 }

@@ -47,8 +47,8 @@ Result<Field> parse_field(const json::value& value, const std::string& path) {
   if (compression && *compression == "zstd") {
     field.compression = Compression::zstd;
   } else if (compression && *compression != "none") {
-    return reader.error("compression", "unknown compression '" + *compression +
-                                           "': expected \"zstd\" or \"none\"");
+    return reader.error(
+        "compression", "unknown compression '" + *compression + "': expected \"zstd\" or \"none\"");
   }
   REPLAYD_ASSIGN_OR_RETURN(std::uint64_t level, reader.uint_or("compression_level", 3));
   if (level < 1 || level > 19) return reader.error("compression_level", "must be between 1 and 19");

@@ -14,8 +14,8 @@ Error invalid(const std::string& message) {
 
 // Checks one entry of a column list against `field`.
 Result<ColumnEncoding> check_column(const json::value& column, std::size_t index,
-                                    std::size_t field_index, const Field& field,
-                                    std::uint64_t rows, const std::string& table) {
+                                    std::size_t field_index, const Field& field, std::uint64_t rows,
+                                    const std::string& table) {
   const std::string where = "table '" + table + "': columns[" + std::to_string(index) + "]";
   if (!column.is_object()) return invalid(where + ": expected an object");
   JsonReader reader(column.get_object(), "columns[" + std::to_string(index) + "]");
@@ -50,8 +50,9 @@ Result<ColumnEncoding> check_column(const json::value& column, std::size_t index
   if (encoding.compressed) {
     const json::value* compression = reader.value("compression");
     if (!compression || !compression->is_string() || compression->get_string() != "zstd") {
-      return invalid(who + " is compressed: its column must say \"compression\": \"zstd\" and "
-                           "give the frames' total \"bytes\"");
+      return invalid(who +
+                     " is compressed: its column must say \"compression\": \"zstd\" and "
+                     "give the frames' total \"bytes\"");
     }
     REPLAYD_ASSIGN_OR_RETURN(encoding.frame_bytes, reader.uint("bytes"));
   }

@@ -20,9 +20,9 @@ namespace replayd::service::commands {
 
 // One listed field as it travels.
 struct ColumnEncoding {
-  std::size_t field = 0;            // index in the schema
+  std::size_t field = 0;  // index in the schema
   bool compressed = false;
-  std::uint64_t frame_bytes = 0;    // compressed: the frames' total bytes
+  std::uint64_t frame_bytes = 0;  // compressed: the frames' total bytes
 };
 
 // Checks `list` against the schema fields `fields` (in that order) for `rows` rows:

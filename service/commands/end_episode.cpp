@@ -38,8 +38,7 @@ class EndEpisodeWork final : public Deferred {
   }
   Reply run() override {
     const auto how = terminated_ ? EpisodeEnd::terminated : EpisodeEnd::truncated;
-    if (auto status = table_->table->end_episode(writer_, episode_, how, final_values_);
-        !status) {
+    if (auto status = table_->table->end_episode(writer_, episode_, how, final_values_); !status) {
       return make_error_reply(request_id_, status.error());
     }
     table_changed(*table_);
@@ -73,10 +72,10 @@ Status decode_final(Call& call, const Table& table, EndEpisodeWork& work) {
                            decode_columns(columns->get_array(), fields, table, 1, column_bytes));
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
   if (layout.total_bytes != work.payload().size()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "table '" + table.name() + "': payload holds " +
-                          std::to_string(work.payload().size()) + " bytes, the columns need " +
-                          std::to_string(layout.total_bytes));
+    return make_error(ErrorCode::invalid_argument, "table '" + table.name() + "': payload holds " +
+                                                       std::to_string(work.payload().size()) +
+                                                       " bytes, the columns need " +
+                                                       std::to_string(layout.total_bytes));
   }
   ColumnViews views;
   view_columns(work.payload(), layout, 0, encodings, table.schema(), 1, views);
@@ -101,9 +100,9 @@ Result<Outcome> end_episode(Call& call) {
   if (columns && !columns->is_null()) {
     REPLAYD_RETURN_IF_ERROR(decode_final(call, table, *work));
   } else if (!work->payload().empty()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "table '" + table.name() + "': end_episode carries a payload but no "
-                                                 "\"columns\" describing it");
+    return make_error(ErrorCode::invalid_argument, "table '" + table.name() +
+                                                       "': end_episode carries a payload but no "
+                                                       "\"columns\" describing it");
   }
   return Outcome(std::unique_ptr<Deferred>(std::move(work)));
 }

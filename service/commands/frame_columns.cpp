@@ -1,8 +1,8 @@
 #include "service/commands/frame_columns.h"
 
+#include <zstd.h>
 #include <boost/json.hpp>
 #include <cstring>
-#include <zstd.h>
 
 #include "core/zstd_frame.h"
 
@@ -14,8 +14,7 @@ bool sends_zstd(const Field& field, bool raw) {
 }
 
 // The stored value of a frame field's frame: empty for kNoFrame and for no value.
-std::span<const std::byte> stored_frame(const Storage& storage, std::size_t f,
-                                        std::uint32_t slot) {
+std::span<const std::byte> stored_frame(const Storage& storage, std::size_t f, std::uint32_t slot) {
   if (slot == kNoFrame) return {};
   if (const BlobColumn* blobs = storage.blobs(f)) return blobs->get(slot);
   return {storage.cell(f, slot), storage.item_bytes(f)};
@@ -43,8 +42,8 @@ std::uint64_t frame_columns_bound(const Field& field, std::uint64_t frames) {
 }
 
 Result<std::string> add_frame_columns(ColumnReply& reply, const Table& table,
-                                      std::span<const std::vector<std::uint32_t>> frames,
-                                      bool raw, bool stacked) {
+                                      std::span<const std::vector<std::uint32_t>> frames, bool raw,
+                                      bool stacked) {
   const Schema& schema = table.schema();
   const Storage& storage = table.storage();
   std::vector<ReplyColumn> columns;

@@ -25,10 +25,11 @@ std::uint64_t frame_columns_bound(const Field& field, std::uint64_t frames);
 // Adds the frame columns of every frame field of `table` (frames[f] lists field f's frames;
 // fields that are no frame fields are skipped) after the reply's columns and fills them.
 // `stacked`: samples (each frame field, its stack and next_of apply) or read rows (only
-// compressed fields; single values: stack 1, no next_of). Returns the metadata member `,"frames":[...]`. Errors (raw only):
-// a stored frame that does not decompress, naming the table, the field and the step's key.
+// compressed fields; single values: stack 1, no next_of). Returns the metadata member
+// `,"frames":[...]`. Errors (raw only): a stored frame that does not decompress, naming the table,
+// the field and the step's key.
 Result<std::string> add_frame_columns(ColumnReply& reply, const Table& table,
-                                      std::span<const std::vector<std::uint32_t>> frames,
-                                      bool raw, bool stacked);
+                                      std::span<const std::vector<std::uint32_t>> frames, bool raw,
+                                      bool stacked);
 
 }  // namespace replayd::service::commands

@@ -32,8 +32,8 @@ std::vector<ReplyColumn> step_columns(const Schema& schema) {
 
 // Reads up to `rows` steps after `after` into a reply of exactly that many rows; compressed
 // fields' values follow as frame columns, and `frame_meta` receives their description.
-Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint64_t rows,
-                              bool raw, std::uint64_t& got, std::string& frame_meta) {
+Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint64_t rows, bool raw,
+                              std::uint64_t& got, std::string& frame_meta) {
   REPLAYD_ASSIGN_OR_RETURN(ColumnReply page,
                            ColumnReply::create(step_columns(table.schema()), {rows}));
   got = 0;
@@ -55,8 +55,12 @@ Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint
     }
   }
   std::vector<std::uint32_t> slots(schema.has_compression() ? rows : 0);
-  StepBuffers buffers{page.as<std::uint64_t>(0), page.as<std::uint64_t>(1),
-                      page.as<std::uint32_t>(2), page.as<std::uint64_t>(3), columns, slots};
+  StepBuffers buffers{page.as<std::uint64_t>(0),
+                      page.as<std::uint64_t>(1),
+                      page.as<std::uint32_t>(2),
+                      page.as<std::uint64_t>(3),
+                      columns,
+                      slots};
   REPLAYD_ASSIGN_OR_RETURN(got, table.read_steps(after, buffers));
   if (slots.empty()) return page;
   std::vector<std::vector<std::uint32_t>> frames(schema.size());
@@ -106,8 +110,7 @@ Result<Outcome> read_steps(Call& call) {
   }
   std::uint64_t next = after;
   if (got > 0) next = page.as<std::uint64_t>(3)[got - 1];
-  return Outcome(
-      page.finish(call.request_id, ",\"next\":" + std::to_string(next) + frame_meta));
+  return Outcome(page.finish(call.request_id, ",\"next\":" + std::to_string(next) + frame_meta));
 }
 
 }  // namespace replayd::service::commands

@@ -59,8 +59,7 @@ Reply RowBatchWork::run() {
     const auto how = end.terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
     std::vector<std::span<const std::byte>> final_values;
     if (!finals_.values.empty()) final_values = row_values(finals_, table_->table->schema(), e);
-    if (auto ended = table_->table->end_episode(*writer_, end.episode, how, final_values);
-        !ended) {
+    if (auto ended = table_->table->end_episode(*writer_, end.episode, how, final_values); !ended) {
       table_changed(*table_);
       return make_error_reply(
           request_id_,
@@ -104,11 +103,12 @@ Result<std::unique_ptr<RowBatchWork>> RowBatchWork::decode(Call& call,
                              "(\"end\") carries final observations");
     }
     if (!finals->is_array() || finals->get_array().size() != fields.size()) {
-      return call.args.error("final_columns", "expected one column per next_of field, in the "
-                                              "table's order");
+      return call.args.error("final_columns",
+                             "expected one column per next_of field, in the "
+                             "table's order");
     }
-    REPLAYD_ASSIGN_OR_RETURN(final_encodings, decode_columns(finals->get_array(), fields, table,
-                                                             ends, column_bytes));
+    REPLAYD_ASSIGN_OR_RETURN(
+        final_encodings, decode_columns(finals->get_array(), fields, table, ends, column_bytes));
   }
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
   if (layout.total_bytes != call.frame.payload.size()) {

@@ -134,8 +134,7 @@ Result<Outcome> sample_sequences(Call& call) {
                           std::to_string(call.service.limits.max_frame_bytes) +
                           "; sample fewer or shorter sequences per request");
   }
-  return Outcome(
-      std::make_unique<SequenceWork>(call.table, call.request_id, call.n, request, raw));
+  return Outcome(std::make_unique<SequenceWork>(call.table, call.request_id, call.n, request, raw));
 }
 
 }  // namespace replayd::service::commands

@@ -4,8 +4,8 @@
 // table's bytes never above what table_bytes reserved) and final observations. Stacks and
 // next_obs themselves are checked against a reference model in
 // tests/python/test_pixels_model.py.
-#include <catch2/catch.hpp>
 #include <zstd.h>
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <random>
@@ -154,7 +154,8 @@ TEST_CASE("appends evict steps before the compressed values would exceed their b
   }
   CHECK(table->size() == 10);
   CHECK(table->info().counters.evictions == 15);
-  CHECK(table->allocated_bytes() <= static_cast<std::uint64_t>(table_bytes(table->config()).total()));
+  CHECK(table->allocated_bytes() <=
+        static_cast<std::uint64_t>(table_bytes(table->config()).total()));
 }
 
 TEST_CASE("a batch whose values exceed the budget, or with a bad frame, stores nothing",
@@ -163,8 +164,8 @@ TEST_CASE("a batch whose values exceed the budget, or with a bad frame, stores n
   auto table = make(pixel_config(100, 3 * cost));
   const std::uint64_t episode = table->open_episode(1).value();
   REQUIRE(append(*table, episode, {obs_frame(1)}).ok());
-  const auto too_many = append(*table, episode, {obs_frame(2), obs_frame(3), obs_frame(4),
-                                                 obs_frame(5)});
+  const auto too_many =
+      append(*table, episode, {obs_frame(2), obs_frame(3), obs_frame(4), obs_frame(5)});
   REQUIRE_FALSE(too_many.ok());
   CHECK_THAT(too_many.error().message, Contains("max_compressed_bytes"));
   Bytes bad = obs_frame(6);
@@ -207,8 +208,7 @@ TEST_CASE("frame options need an episodic table, and the reward field is no fram
              Contains("need an episodic table"));
   config = pixel_config(10, 0);
   config.episodes.reward_field = "obs";
-  CHECK_THAT(validate_table_config(config, UINT64_MAX).error().message,
-             Contains("no frame field"));
+  CHECK_THAT(validate_table_config(config, UINT64_MAX).error().message, Contains("no frame field"));
 }
 
 }  // namespace
