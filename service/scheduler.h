@@ -3,7 +3,10 @@
 // a learner command (sample, update_priorities, delete), an explorer when it only inserts.
 //
 // Policy: work is counted in bytes moved for a connection (read from it, written to it), an
-// inserted byte counting kInsertByteCost. While a learner waits for the server (a request
+// inserted byte counting kInsertByteCost, plus the time the thread spent handling each
+// request, at kBytesPerMicrosecond (a request of a few hundred bytes, such as a step of
+// compressed pixels, costs the thread far more than its bytes; a sample of stacked frames
+// more than the bytes it sends). While a learner waits for the server (a request
 // unread in its socket, a request parked, or a reply queued), explorers may do at most
 // (1 - learner_share) / learner_share of the work done for learners, plus a burst of
 // kBurstBytes: an explorer over that budget waits,
@@ -42,6 +45,9 @@ class Scheduler {
   // An inserted byte costs the thread about twice a sampled one: it is copied from the socket
   // and again into the table, where a sampled row goes from the table to the socket once.
   static constexpr std::uint64_t kInsertByteCost = 2;
+  // What a microsecond of the thread's work handling a request is worth in bytes moved
+  // (about what it copies through a socket and a table in that time).
+  static constexpr std::uint64_t kBytesPerMicrosecond = 4 << 10;
   static constexpr auto kMaxYield = std::chrono::milliseconds(2);
   // A learner with no progress for this long is busy on its own side (not reading).
   static constexpr auto kStallAfter = std::chrono::milliseconds(20);
@@ -61,6 +67,16 @@ class Scheduler {
   // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes. The debt
   // is bounded by kBurstBytes, so a learner that comes back frees explorers quickly.
   void explorer_moved(std::uint64_t bytes);
+
+  // The thread spent `spent` handling a learner's / an explorer's request.
+  void learner_worked(Clock::duration spent) { learner_progressed(bytes_of(spent)); }
+  void explorer_worked(Clock::duration spent) {
+    credit_ = std::max(credit_ - static_cast<std::int64_t>(bytes_of(spent)), -kBurstBytes);
+  }
+  static std::uint64_t bytes_of(Clock::duration spent) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count();
+    return ns > 0 ? static_cast<std::uint64_t>(ns) * kBytesPerMicrosecond / 1000 : 0;
+  }
 
   // Whether an explorer must wait before it handles more (see the policy). O(learners).
   bool explorer_must_wait() const;

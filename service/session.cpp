@@ -256,6 +256,7 @@ void Session::handle(Frame frame) {
   const auto received_at = read_at_;
   const std::uint64_t request_id = frame.header.request_id;
   Started started;
+  const auto began = std::chrono::steady_clock::now();
   try {
     started = start_command(context_, std::move(frame), id_);
   } catch (const std::bad_alloc&) {
@@ -269,6 +270,12 @@ void Session::handle(Frame frame) {
   if (started.command && started.command->lane == Lane::learner) become_learner();
   if (started.command && started.command->lane == Lane::explorer && lane_ == Lane::control) {
     lane_ = Lane::explorer;
+  }
+  const auto spent = std::chrono::steady_clock::now() - began;  // the handler's work
+  if (lane_ == Lane::learner) {
+    context_.scheduler.learner_worked(spent);
+  } else if (lane_ == Lane::explorer) {
+    context_.scheduler.explorer_worked(spent);
   }
   if (auto* reply = std::get_if<Reply>(&started.result)) {
     answer(op, received_at, std::move(*reply));

@@ -126,3 +126,27 @@ TEST_CASE("an explorer waits kMaxYield at most per turn, and not at all for a st
   scheduler.learner_progressed(2 * Scheduler::kBurstBytes);
   CHECK_FALSE(scheduler.explorer_must_wait());
 }
+
+TEST_CASE("the time spent on requests counts as work, whatever their size") {
+  Scheduler scheduler(0.5);
+  FakeLearner learner;
+  learner.waiting = true;
+  scheduler.add_learner(&learner);
+  scheduler.learner_progressed(0);
+  // Tiny explorer requests (a step of compressed pixels) that take the thread 5 us each:
+  // their 300 bytes alone would take 7,000 of them to use up the burst, their time 205.
+  const auto request = std::chrono::microseconds(5);
+  const std::int64_t cost = static_cast<std::int64_t>(Scheduler::bytes_of(request)) + 600;
+  CHECK(Scheduler::bytes_of(request) == 5 * Scheduler::kBytesPerMicrosecond);
+  std::int64_t handled = 0;
+  while (!scheduler.explorer_must_wait()) {
+    scheduler.explorer_moved(300);
+    scheduler.explorer_worked(request);
+    ++handled;
+  }
+  CHECK(handled == Scheduler::kBurstBytes / cost + 1);
+  const std::int64_t before = scheduler.credit();
+  scheduler.learner_worked(request);  // at share 0.5 as much work earns explorers as much
+  CHECK(scheduler.credit() == before + static_cast<std::int64_t>(Scheduler::bytes_of(request)));
+  scheduler.remove_learner(&learner);
+}
