@@ -4,7 +4,7 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      cmake g++ make libasio-dev libboost-json1.81-dev prometheus-cpp-dev \
+      cmake g++ make pkg-config libasio-dev libboost-json1.81-dev prometheus-cpp-dev \
       libcli11-dev libspdlog-dev libzstd-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
