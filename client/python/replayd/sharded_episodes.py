@@ -100,14 +100,15 @@ class ShardedEpisodeWriter:
         self._writer(shard).append(env, **step)
         self._shard_of[env] = shard  # only once the step was accepted
 
-    def end_episode(self, env: int = 0, terminated: bool = True) -> None:
-        """Ends env's current episode on its shard (see EpisodeWriter.end_episode)."""
+    def end_episode(self, env: int = 0, terminated: bool = True, **final: Any) -> None:
+        """Ends env's current episode on its shard (see EpisodeWriter.end_episode; `final`
+        holds the final value of each next_of field)."""
         env = self._check_env(env)
         shard = self._shard_of[env]
         if shard is None:
             raise InvalidArgument(f"table '{self._table}': env {env} has no open episode "
                                   "(append a step first)")
-        self._writer(shard).end_episode(env, terminated)
+        self._writer(shard).end_episode(env, terminated, **final)
         self._shard_of[env] = None
 
     def flush(self) -> None:

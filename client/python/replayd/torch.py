@@ -19,7 +19,9 @@ a table with a field of one of these names is refused. Episodic tables: with ``n
 the fields are those of an n-step sample (the return in the reward field, ``discount``,
 ``steps``, see `Client.sample`); with ``sequence_length=T`` each field is (B, burn_in + T,
 ...) and the dict also holds ``mask`` (B, burn_in + T) uint8, 1 for a real step (a field
-named ``mask`` is then refused).
+named ``mask`` is then refused). Stacked frame fields (docs/PIXELS.md) become tensors over
+the received frames, whose rows overlap in memory: read them, or ``clone()`` before writing
+in place.
 
 On a CUDA `device`, replies are received straight into pinned host buffers (no staging
 copy, see `Client.sample`), copied with non-blocking copies on a side CUDA stream while
@@ -33,6 +35,7 @@ each open their own connection and sampler.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -64,10 +67,20 @@ def _host_view(array: np.ndarray[Any, Any]
     its values (None when none is needed)."""
     widen = _WIDEN.get(array.dtype.name)
     if widen is None:
-        return torch.from_numpy(array), None
+        return _from_numpy(array), None
     view_dtype, finish = widen
     return torch.from_numpy(array.view(view_dtype)), (None if array.dtype.itemsize == 8
                                                       else finish)
+
+
+def _from_numpy(array: np.ndarray[Any, Any]) -> torch.Tensor:
+    """torch.from_numpy, also for the read-only stacked views of frame fields (their rows
+    overlap in memory: the tensor must be read, not written, as the array)."""
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
 
 
 def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
