@@ -42,9 +42,10 @@ struct Limits {
   std::uint64_t socket_send_buffer_bytes = 4 << 20;
   // Frames one connection handles before other connections get a turn (1 - 65536).
   std::uint32_t requests_per_turn = 64;
-  // The least share of the thread learners (connections that sample) get while explorers
-  // saturate it, 0 - 1; 0 turns the policy off (docs/ARCHITECTURE.md, "Scheduling").
-  double learner_share = 0.5;
+  // The share of the thread's counted work learners (connections that sample) get while
+  // explorers saturate it, 0 - 1; 0 turns the policy off (docs/ARCHITECTURE.md,
+  // "Scheduling").
+  double learner_share = 0.6;
   // Metrics HTTP listener: a request head must arrive whole within this long (ms) of when
   // the server starts waiting for it; and at most this many HTTP connections are open, a
   // new one closing the one that has waited longest for its head.

@@ -16,7 +16,9 @@ void Scheduler::learner_progressed(std::uint64_t bytes) {
       std::llround(static_cast<double>(bytes) * explorer_bytes_per_learner_byte_));
   credit_ = std::min(credit_ + earned, kBurstBytes);
   last_learner_progress_ = Clock::now();
-  progressed_.wake_all();
+  // One explorer at a time: the one woken wakes the next if credit is left when it goes on
+  // (explorer_turn), so a small credit does not resume every waiting explorer.
+  if (credit_ >= 0) progressed_.wake_front();
 }
 
 void Scheduler::explorer_moved(std::uint64_t bytes) {
@@ -36,12 +38,14 @@ asio::awaitable<void> Scheduler::explorer_turn() {
   if (!explorer_must_wait()) co_return;
   auto executor = co_await asio::this_coro::executor;
   WaitQueue::Waiter waiter(progressed_, executor);
-  const auto deadline = Clock::now() + kMaxYield;
+  // Until credit is earned, or the learners stop progressing (explorer_must_wait turns
+  // false kStallAfter after their last progress: the deadline of each wait).
   while (explorer_must_wait()) {
-    const WaitOutcome outcome = co_await waiter.wait(deadline);
-    if (outcome == WaitOutcome::cancelled) break;
-    if (outcome == WaitOutcome::timed_out) break;
+    const WaitOutcome outcome = co_await waiter.wait(last_learner_progress_ + kStallAfter);
+    if (outcome == WaitOutcome::cancelled) co_return;
   }
+  waiter.leave();
+  if (!explorer_must_wait()) progressed_.wake_front();  // the next in line, if credit is left
 }
 
 }  // namespace replayd::service

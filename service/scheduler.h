@@ -3,18 +3,18 @@
 // a learner command (sample, update_priorities, delete), an explorer when it only inserts.
 //
 // Policy: work is counted in bytes moved for a connection (read from it, written to it), an
-// inserted byte counting kInsertByteCost, plus the time the thread spent handling each
-// request, at kBytesPerMicrosecond (a request of a few hundred bytes, such as a step of
-// compressed pixels, costs the thread far more than its bytes; a sample of stacked frames
-// more than the bytes it sends). While a learner waits for the server (a request
-// unread in its socket, a request parked, or a reply queued), explorers may do at most
-// (1 - learner_share) / learner_share of the work done for learners, plus a burst of
-// kBurstBytes: an explorer over that budget waits,
-// before it handles what it read, until a learner makes progress or kMaxYield passed. When no
-// learner progressed for kStallAfter, learners are taken to be busy on their own side
-// (training, not reading): explorers run freely until a learner progresses again. Explorers are
-// never refused: they are delayed, and flow control makes their sends wait. learner_share 0 turns
-// the policy off. Threading: io_context thread only.
+// inserted byte counting kInsertByteCost, plus the time the thread spent on it, at
+// kBytesPerMicrosecond: handling each request (a request of a few hundred bytes, such as a
+// step of compressed pixels, costs the thread far more than its bytes; a sample of stacked
+// frames more than the bytes it sends), an explorer's reads, and the replies written at
+// once (system calls that wake the client's process cost more than their bytes). While a learner
+// waits for the server (a request unread in its socket, a request parked, or a reply queued),
+// explorers may do at most (1 - learner_share) / learner_share of the work done for learners, plus
+// a burst of kBurstBytes: an explorer over that budget waits, before it handles what it read, until
+// learners' progress earned it credit. When no learner progressed for kStallAfter, learners are
+// taken to be busy on their own side (training, not reading): explorers run freely until a learner
+// progresses again. Explorers are never refused: they are delayed, and flow control makes their
+// sends wait. learner_share 0 turns the policy off. Threading: io_context thread only.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -48,13 +48,15 @@ class Scheduler {
   // What a microsecond of the thread's work handling a request is worth in bytes moved
   // (about what it copies through a socket and a table in that time).
   static constexpr std::uint64_t kBytesPerMicrosecond = 4 << 10;
-  static constexpr auto kMaxYield = std::chrono::milliseconds(2);
   // A learner with no progress for this long is busy on its own side (not reading).
   static constexpr auto kStallAfter = std::chrono::milliseconds(20);
 
-  // learner_share: the least share of the thread's work learners get while they wait for it,
-  // in [0, 1); 0 disables the policy. Default 0.5.
-  explicit Scheduler(double learner_share = 0.5) { set_learner_share(learner_share); }
+  // learner_share: the share of the counted work learners get while they wait for the
+  // thread, in [0, 1); 0 disables the policy. Default 0.6: part of each connection's cost
+  // escapes the count (the reactor, and waking clients on another core), and it falls
+  // mostly on explorers, which are many; at 0.6 learners keep over half the thread
+  // (docs/BENCHMARKS.md, "Scheduling").
+  explicit Scheduler(double learner_share = 0.6) { set_learner_share(learner_share); }
   void set_learner_share(double share);
   double learner_share() const { return learner_share_; }
 
@@ -62,7 +64,8 @@ class Scheduler {
   void add_learner(const Learner* learner) { learners_.insert(learner); }
   void remove_learner(const Learner* learner) { learners_.erase(learner); }
 
-  // `bytes` were moved for a learner: earns explorers their share and wakes those waiting.
+  // `bytes` were moved for a learner: earns explorers their share and, when the credit is
+  // positive, wakes the first explorer waiting (it wakes the next: explorer_turn).
   void learner_progressed(std::uint64_t bytes);
   // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes. The debt
   // is bounded by kBurstBytes, so a learner that comes back frees explorers quickly.
@@ -80,8 +83,9 @@ class Scheduler {
 
   // Whether an explorer must wait before it handles more (see the policy). O(learners).
   bool explorer_must_wait() const;
-  // Suspends an explorer until a learner progressed, kMaxYield passed or the server stops;
-  // returns at once when it need not wait.
+  // Suspends an explorer until it need not wait (credit earned, no learner waiting, or no
+  // learner progress for kStallAfter) or the server stops; returns at once when it need not
+  // wait.
   asio::awaitable<void> explorer_turn();
 
   // Ends every wait (server stopping).
@@ -91,8 +95,8 @@ class Scheduler {
   std::int64_t credit() const { return credit_; }
 
  private:
-  double learner_share_ = 0.5;
-  double explorer_bytes_per_learner_byte_ = 1.0;
+  double learner_share_ = 0.6;
+  double explorer_bytes_per_learner_byte_ = 2.0 / 3.0;
   std::int64_t credit_ = kBurstBytes;
   Clock::time_point last_learner_progress_{};
   std::unordered_set<const Learner*> learners_;

@@ -132,6 +132,20 @@ void Session::become_learner() {
 }
 
 asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
+  if (lane_ == Lane::explorer) {
+    // An explorer's read is a system call whose time the scheduler charges to it (it often
+    // wakes the explorer's process, blocked on a full socket: far more than its bytes).
+    // The other connections' ready handlers run first; then a synchronous read, timed
+    // (the socket is non-blocking); an empty socket is waited for below.
+    co_await asio::post(socket_.get_executor(), asio::use_awaitable);
+    const auto began = std::chrono::steady_clock::now();
+    asio::error_code ec;
+    const std::size_t n = socket_.read_some(asio::buffer(into.data(), into.size()), ec);
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+      worked(std::chrono::steady_clock::now() - began);
+      co_return ec ? 0 : n;  // its bytes count too (read_loop)
+    }
+  }
   // Asio's reactor reads a ready socket only when it runs this read's completion, in turn
   // with the other handlers, so a request a learner sent stays in its socket, visible to
   // the scheduler (waits_for_server), until this coroutine handles it.
@@ -271,12 +285,7 @@ void Session::handle(Frame frame) {
   if (started.command && started.command->lane == Lane::explorer && lane_ == Lane::control) {
     lane_ = Lane::explorer;
   }
-  const auto spent = std::chrono::steady_clock::now() - began;  // the handler's work
-  if (lane_ == Lane::learner) {
-    context_.scheduler.learner_worked(spent);
-  } else if (lane_ == Lane::explorer) {
-    context_.scheduler.explorer_worked(spent);
-  }
+  worked(std::chrono::steady_clock::now() - began);  // the handler's work
   if (auto* reply = std::get_if<Reply>(&started.result)) {
     answer(op, received_at, std::move(*reply));
     return;
@@ -343,9 +352,15 @@ std::size_t Session::write_now(const Reply& reply) {
   auto& buffers = write_now_buffers_;
   buffers.clear();
   reply.gather(buffers);
+  std::size_t first = 0;
+  const std::size_t written = write_available(buffers, first);
+  if (written > 0) moved(written);
+  return written;
+}
+
+std::size_t Session::write_available(std::vector<asio::const_buffer>& buffers, std::size_t& first) {
   asio::error_code ec;
   std::size_t written = 0;
-  std::size_t first = 0;  // buffers[first...] are still to write
   while (!ec && first < buffers.size()) {
     const std::size_t sent =
         socket_.write_some(std::span(buffers).subspan(first), ec);  // at most 64 buffers a call
@@ -361,7 +376,6 @@ std::size_t Session::write_now(const Reply& reply) {
   }
   if (written > 0) {
     context_.metrics.bytes_sent(written);
-    moved(written);
     last_activity_ = std::chrono::steady_clock::now();
   }
   if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
@@ -371,6 +385,14 @@ std::size_t Session::write_now(const Reply& reply) {
     outbox_ready_.wake_all();
   }
   return written;
+}
+
+void Session::worked(std::chrono::steady_clock::duration spent) {
+  if (lane_ == Lane::learner) {
+    context_.scheduler.learner_worked(spent);
+  } else if (lane_ == Lane::explorer) {
+    context_.scheduler.explorer_worked(spent);
+  }
 }
 
 asio::awaitable<void> Session::write_loop() {
@@ -391,15 +413,27 @@ asio::awaitable<void> Session::write_loop() {
       reply.gather(buffers);
       bytes += reply.wire_bytes();
     }
-    // Called before each write_some: every chunk the kernel took counts as progress for
-    // the write timeout, so a slow but steady reader of a large batch is never cut off.
-    auto note_progress = [this](const asio::error_code& error, std::size_t) -> std::size_t {
-      write_waiting_since_ = std::chrono::steady_clock::now();
-      return error ? 0 : asio::detail::default_max_transfer_size;
-    };
-    auto [ec, written] = co_await asio::async_write(socket_, buffers, note_progress, as_tuple);
-    context_.metrics.bytes_sent(written);
-    moved(written);
+    // What the socket takes at once is written here, its time charged to the connection
+    // (a write can wake the client's process, which costs more than its bytes); the rest,
+    // below, by Asio as the socket drains.
+    const auto began = std::chrono::steady_clock::now();
+    std::size_t first = 0;
+    write_available(buffers, first);
+    worked(std::chrono::steady_clock::now() - began);
+    asio::error_code ec = write_failed_ ? asio::error::broken_pipe : asio::error_code{};
+    if (!ec && first < buffers.size()) {
+      // Called before each write_some: every chunk the kernel took counts as progress for
+      // the write timeout, so a slow but steady reader of a large batch is never cut off.
+      auto note_progress = [this](const asio::error_code& error, std::size_t) -> std::size_t {
+        write_waiting_since_ = std::chrono::steady_clock::now();
+        return error ? 0 : asio::detail::default_max_transfer_size;
+      };
+      auto [error, written] = co_await asio::async_write(socket_, std::span(buffers).subspan(first),
+                                                         note_progress, as_tuple);
+      context_.metrics.bytes_sent(written);
+      moved(written);
+      ec = error;
+    }
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
     release(outbox_bytes_, bytes);
     ++context_.activity;

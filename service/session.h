@@ -92,8 +92,15 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   void send(Reply reply);
   // Writes as much of `reply` as the socket takes without waiting; returns the bytes
   // written. Only when the outbox is empty, so frames never interleave. A socket error
-  // other than would_block marks the write failed and stops reading.
+  // other than would_block marks the write failed and stops reading. Counts the bytes
+  // written for the scheduler (moved()).
   std::size_t write_now(const Reply& reply);
+  // Writes what the socket takes without waiting of buffers[first...], advancing `first`
+  // past what was written (a partly written buffer is trimmed); returns the bytes written.
+  // Errors as write_now.
+  std::size_t write_available(std::vector<asio::const_buffer>& buffers, std::size_t& first);
+  // Charges `spent` of the thread's time to this connection's lane (Scheduler).
+  void worked(std::chrono::steady_clock::duration spent);
   void stop_reading();
   bool reading_paused() const;
   // Adds / removes `bytes` of this session's buffers (outbox_bytes_ or parked_bytes_) and

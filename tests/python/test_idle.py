@@ -93,6 +93,11 @@ def test_a_client_that_stops_reading_is_cut_off_and_others_are_served(strict):
         try:
             request = frame({"op": "sample", "table": "big", "n": 16})  # 1 MiB per reply
             raw.send(request * 32)  # and never read
+            # Counted once the server has accepted it, which may come after the next request
+            # of another connection.
+            deadline = time.monotonic() + 5
+            while connections(client) < baseline + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert connections(client) == baseline + 1
             deadline = time.monotonic() + 30
             while connections(client) > baseline and time.monotonic() < deadline:
