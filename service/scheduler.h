@@ -63,6 +63,7 @@ class Scheduler {
   // Registration; a learner is removed before it is destroyed.
   void add_learner(const Learner* learner) { learners_.insert(learner); }
   void remove_learner(const Learner* learner) { learners_.erase(learner); }
+  bool has_learners() const { return !learners_.empty(); }
 
   // `bytes` were moved for a learner: earns explorers their share and, when the credit is
   // positive, wakes the first explorer waiting (it wakes the next: explorer_turn).

@@ -132,11 +132,12 @@ void Session::become_learner() {
 }
 
 asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
-  if (lane_ == Lane::explorer) {
+  if (lane_ == Lane::explorer && context_.scheduler.has_learners()) {
     // An explorer's read is a system call whose time the scheduler charges to it (it often
     // wakes the explorer's process, blocked on a full socket: far more than its bytes).
     // The other connections' ready handlers run first; then a synchronous read, timed
-    // (the socket is non-blocking); an empty socket is waited for below.
+    // (the socket is non-blocking); an empty socket is waited for below. Without learners
+    // there is nothing to share: the read is Asio's alone, one system call fewer.
     co_await asio::post(socket_.get_executor(), asio::use_awaitable);
     const auto began = std::chrono::steady_clock::now();
     asio::error_code ec;
@@ -413,13 +414,17 @@ asio::awaitable<void> Session::write_loop() {
       reply.gather(buffers);
       bytes += reply.wire_bytes();
     }
-    // What the socket takes at once is written here, its time charged to the connection
-    // (a write can wake the client's process, which costs more than its bytes); the rest,
-    // below, by Asio as the socket drains.
-    const auto began = std::chrono::steady_clock::now();
+    // While learners share the thread, what the socket takes at once is written here, its
+    // time charged to the connection (a write can wake the client's process, which costs
+    // more than its bytes); the rest, below, by Asio as the socket drains. Without
+    // learners, Asio writes it all: its completion comes a turn later, so replies queued
+    // meanwhile (an explorer's acknowledgements) go out together.
     std::size_t first = 0;
-    write_available(buffers, first);
-    worked(std::chrono::steady_clock::now() - began);
+    if (context_.scheduler.has_learners()) {
+      const auto began = std::chrono::steady_clock::now();
+      write_available(buffers, first);
+      worked(std::chrono::steady_clock::now() - began);
+    }
     asio::error_code ec = write_failed_ ? asio::error::broken_pipe : asio::error_code{};
     if (!ec && first < buffers.size()) {
       // Called before each write_some: every chunk the kernel took counts as progress for
