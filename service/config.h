@@ -45,7 +45,7 @@ struct Limits {
   // The share of the thread's counted work learners (connections that sample) get while
   // explorers saturate it, 0 - 1; 0 turns the policy off (docs/ARCHITECTURE.md,
   // "Scheduling").
-  double learner_share = 0.6;
+  double learner_share = 0.7;
   // Metrics HTTP listener: a request head must arrive whole within this long (ms) of when
   // the server starts waiting for it; and at most this many HTTP connections are open, a
   // new one closing the one that has waited longest for its head.

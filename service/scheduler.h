@@ -52,11 +52,11 @@ class Scheduler {
   static constexpr auto kStallAfter = std::chrono::milliseconds(20);
 
   // learner_share: the share of the counted work learners get while they wait for the
-  // thread, in [0, 1); 0 disables the policy. Default 0.6: part of each connection's cost
+  // thread, in [0, 1); 0 disables the policy. Default 0.7: part of each connection's cost
   // escapes the count (the reactor, and waking clients on another core), and it falls
-  // mostly on explorers, which are many; at 0.6 learners keep over half the thread
+  // mostly on explorers, which are many; at 0.7 learners keep over half the thread
   // (docs/BENCHMARKS.md, "Scheduling").
-  explicit Scheduler(double learner_share = 0.6) { set_learner_share(learner_share); }
+  explicit Scheduler(double learner_share = 0.7) { set_learner_share(learner_share); }
   void set_learner_share(double share);
   double learner_share() const { return learner_share_; }
 
@@ -96,8 +96,8 @@ class Scheduler {
   std::int64_t credit() const { return credit_; }
 
  private:
-  double learner_share_ = 0.6;
-  double explorer_bytes_per_learner_byte_ = 2.0 / 3.0;
+  double learner_share_ = 0.7;
+  double explorer_bytes_per_learner_byte_ = 3.0 / 7.0;
   std::int64_t credit_ = kBurstBytes;
   Clock::time_point last_learner_progress_{};
   std::unordered_set<const Learner*> learners_;

@@ -36,7 +36,7 @@ TEST_CASE("an empty config gives the documented defaults") {
   CHECK(config->metrics_address == "127.0.0.1:9700");
   CHECK(config->limits.max_frame_bytes == defaults.max_frame_bytes);
   CHECK(config->limits.requests_per_turn == 64);
-  CHECK(config->limits.learner_share == 0.6);
+  CHECK(config->limits.learner_share == 0.7);
   CHECK(config->snapshot_keep == 3);
   CHECK(config->tables.empty());
 }

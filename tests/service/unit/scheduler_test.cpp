@@ -41,6 +41,22 @@ std::chrono::steady_clock::duration turn(asio::io_context& io, Scheduler& schedu
   return finished - start;
 }
 
+// A share of 0.5, a learner waiting for the server that progressed just now, and explorers
+// just over their share.
+struct ExplorersOverShare {
+  asio::io_context io;
+  Scheduler scheduler{0.5};
+  FakeLearner learner;
+
+  ExplorersOverShare() {
+    learner.waiting = true;
+    scheduler.add_learner(&learner);
+    scheduler.learner_progressed(0);
+    scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
+  }
+  ~ExplorersOverShare() { scheduler.remove_learner(&learner); }
+};
+
 }  // namespace
 
 TEST_CASE("explorers run freely while no learner waits for the server") {
@@ -90,14 +106,8 @@ TEST_CASE("a share of 0 turns the policy off") {
   CHECK_FALSE(off.explorer_must_wait());
 }
 
-TEST_CASE("an explorer over its share waits until the learner progresses") {
-  asio::io_context io;
-  Scheduler scheduler(0.5);
-  FakeLearner learner;
-  learner.waiting = true;
-  scheduler.add_learner(&learner);
-  scheduler.learner_progressed(0);  // a learner active just now
-  scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
+TEST_CASE_METHOD(ExplorersOverShare,
+                 "an explorer over its share waits until the learner progresses") {
   const auto waited =
       turn(io, scheduler, [&] { scheduler.learner_progressed(2 * Scheduler::kBurstBytes); });
   CHECK(waited < Scheduler::kStallAfter);
@@ -162,14 +172,8 @@ TEST_CASE("the time spent on requests counts as work, whatever their size") {
   scheduler.remove_learner(&learner);
 }
 
-TEST_CASE("learner progress resumes waiting explorers one at a time, while credit is left") {
-  asio::io_context io;
-  Scheduler scheduler(0.5);
-  FakeLearner learner;
-  learner.waiting = true;
-  scheduler.add_learner(&learner);
-  scheduler.learner_progressed(0);  // a learner active just now
-  scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
+TEST_CASE_METHOD(ExplorersOverShare,
+                 "learner progress resumes waiting explorers one at a time, while credit is left") {
   // Three explorers wait; each spends 1,000 bytes of work once it goes on.
   int went_on = 0;
   for (int i = 0; i < 3; ++i) {
@@ -192,5 +196,4 @@ TEST_CASE("learner progress resumes waiting explorers one at a time, while credi
   scheduler.learner_progressed(static_cast<std::uint64_t>(-scheduler.credit()) + 1500);
   io.poll();
   CHECK(went_on == 3);
-  scheduler.remove_learner(&learner);
 }
