@@ -22,7 +22,11 @@ void Scheduler::learner_progressed(std::uint64_t bytes) {
 }
 
 void Scheduler::explorer_moved(std::uint64_t bytes) {
-  credit_ = std::max(credit_ - static_cast<std::int64_t>(bytes * kInsertByteCost), -kBurstBytes);
+  spend(bytes * kInsertByteCost);
+}
+
+void Scheduler::spend(std::uint64_t work) {
+  credit_ = std::max(credit_ - static_cast<std::int64_t>(work), -kBurstBytes);
 }
 
 bool Scheduler::explorer_must_wait() const {
@@ -45,7 +49,7 @@ asio::awaitable<void> Scheduler::explorer_turn() {
     if (outcome == WaitOutcome::cancelled) co_return;
   }
   waiter.leave();
-  if (!explorer_must_wait()) progressed_.wake_front();  // the next in line, if credit is left
+  progressed_.wake_front();  // credit is left (or no learner waits): the next in line
 }
 
 }  // namespace replayd::service

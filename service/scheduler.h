@@ -45,7 +45,7 @@ class Scheduler {
   // An inserted byte costs the thread about twice a sampled one: it is copied from the socket
   // and again into the table, where a sampled row goes from the table to the socket once.
   static constexpr std::uint64_t kInsertByteCost = 2;
-  // What a microsecond of the thread's work handling a request is worth in bytes moved
+  // What a microsecond of the thread's work on a connection is worth in bytes moved
   // (about what it copies through a socket and a table in that time).
   static constexpr std::uint64_t kBytesPerMicrosecond = 4 << 10;
   // A learner with no progress for this long is busy on its own side (not reading).
@@ -72,11 +72,10 @@ class Scheduler {
   // is bounded by kBurstBytes, so a learner that comes back frees explorers quickly.
   void explorer_moved(std::uint64_t bytes);
 
-  // The thread spent `spent` handling a learner's / an explorer's request.
+  // The thread spent `spent` on a learner's / an explorer's connection (a request's
+  // handler, a timed read or write).
   void learner_worked(Clock::duration spent) { learner_progressed(bytes_of(spent)); }
-  void explorer_worked(Clock::duration spent) {
-    credit_ = std::max(credit_ - static_cast<std::int64_t>(bytes_of(spent)), -kBurstBytes);
-  }
+  void explorer_worked(Clock::duration spent) { spend(bytes_of(spent)); }
   static std::uint64_t bytes_of(Clock::duration spent) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count();
     return ns > 0 ? static_cast<std::uint64_t>(ns) * kBytesPerMicrosecond / 1000 : 0;
@@ -96,6 +95,9 @@ class Scheduler {
   std::int64_t credit() const { return credit_; }
 
  private:
+  // Explorers did `work` (bytes' worth): their credit falls, down to -kBurstBytes.
+  void spend(std::uint64_t work);
+
   double learner_share_ = 0.7;
   double explorer_bytes_per_learner_byte_ = 3.0 / 7.0;
   std::int64_t credit_ = kBurstBytes;
