@@ -23,6 +23,7 @@ std::uint32_t EpisodeIndex::append(std::uint64_t id, std::uint32_t slot) {
   ++episode.length;
   episode.slots.push_back(slot);
   ++episode.stored;
+  if (position < history_positions_) ++history_steps_;
   steps_[slot] = StepRef{id, position};
   following_[slot] = kLatest;
   return position;
@@ -48,6 +49,7 @@ void EpisodeIndex::remove(std::uint32_t slot) {
   link_previous(episode, ref.position, kNextGone);
   episode.slots[ref.position - episode.first] = kNoSlot;
   --episode.stored;
+  if (ref.position < history_positions_) --history_steps_;
   while (!episode.slots.empty() && episode.slots.front() == kNoSlot) {
     episode.slots.pop_front();
     ++episode.first;
@@ -56,6 +58,7 @@ void EpisodeIndex::remove(std::uint32_t slot) {
 }
 
 void EpisodeIndex::remove_all_steps() {
+  history_steps_ = 0;
   for (auto it = episodes_.begin(); it != episodes_.end();) {
     Episode& episode = it->second;
     if (episode.ended()) {
@@ -96,6 +99,7 @@ void EpisodeIndex::restore(std::uint64_t id, Episode episode) {
     const std::uint32_t slot = episode.slots[i];
     if (slot == kNoSlot) continue;
     steps_[slot] = StepRef{id, episode.first + i};
+    if (episode.first + i < history_positions_) ++history_steps_;
     if (i + 1 == episode.slots.size()) {
       following_[slot] = after_last;
     } else {

@@ -50,7 +50,9 @@ class EpisodeIndex {
   static constexpr std::uint32_t kTruncatedHere = UINT32_MAX - 2;   // the last step; truncated
   static constexpr std::uint32_t kNextGone = UINT32_MAX - 3;  // a next step exists, not stored
 
-  explicit EpisodeIndex(std::uint32_t capacity) : steps_(capacity), following_(capacity) {}
+  // history_positions: steps at positions below it are counted by history_steps().
+  explicit EpisodeIndex(std::uint32_t capacity, std::uint32_t history_positions = 0)
+      : steps_(capacity), following_(capacity), history_positions_(history_positions) {}
 
   // Opens a new, empty episode of `writer` and returns its id. O(1).
   std::uint64_t open(std::uint64_t writer);
@@ -92,6 +94,8 @@ class EpisodeIndex {
   std::size_t live_episodes() const { return episodes_.size(); }
   std::size_t open_count() const { return open_count_; }
   std::uint64_t next_id() const { return next_id_; }
+  // Stored steps at positions below history_positions in their episode. O(1).
+  std::uint64_t history_steps() const { return history_steps_; }
 
   // Snapshot support: visits every live episode in ascending id order.
   template <typename Visit>
@@ -112,6 +116,8 @@ class EpisodeIndex {
   std::unordered_map<std::uint64_t, Episode> episodes_;
   std::uint64_t next_id_ = 1;
   std::size_t open_count_ = 0;
+  std::uint32_t history_positions_ = 0;
+  std::uint64_t history_steps_ = 0;
 };
 
 template <typename Visit>

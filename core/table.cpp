@@ -66,7 +66,8 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
       rng_(config_.seed),
       blob_budget_(compressed_budget(config_)) {
   if (!config_.episodes.enabled) return;
-  episodes_ = std::make_unique<EpisodeIndex>(config_.capacity);
+  const std::uint32_t history = config_.episodes.pad_history ? 0 : config_.schema.max_stack() - 1;
+  episodes_ = std::make_unique<EpisodeIndex>(config_.capacity, history);
   WindowContext context;
   context.storage = &storage_;
   context.episodes = episodes_.get();
@@ -74,6 +75,7 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
   context.priority_exponent = config_.sampler.priority_exponent;
   context.max_times_sampled = config_.max_times_sampled;
   context.next_of = config_.schema.has_next_of();
+  context.pad_history = config_.episodes.pad_history;
   windows_ = std::make_unique<WindowIndexSet>(context);
   complete_ = std::make_unique<CompleteEpisodes>(config_.capacity);
   step_log_ = std::make_unique<StepLog>(config_.capacity);
@@ -384,8 +386,9 @@ void Table::reset() {
 }
 
 TableInfo Table::info() const {
-  return TableInfo{storage_.size(), config_.capacity, counters_, rate_limiter_.counters(),
-                   max_priority_};
+  return TableInfo{storage_.size(), config_.capacity,
+                   counters_,       rate_limiter_.counters(),
+                   max_priority_,   episodes_ ? episodes_->history_steps() : 0};
 }
 
 }  // namespace replayd

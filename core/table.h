@@ -49,6 +49,9 @@ struct TableInfo {
   TableCounters counters;
   RateLimiterCounters rate_limiter;
   double max_priority = 1.0;
+  // Episodic tables without history padding: stored steps that only hold the history of
+  // later ones (the first max_stack - 1 of their episode), never drawn.
+  std::uint64_t history_steps = 0;
 };
 
 // Caller-owned destination for a sample of n items. Every span holds exactly n values;

@@ -21,6 +21,12 @@ struct EpisodeConfig {
   // Fields whose value at the last step of an n-step window is returned as the bootstrap
   // (the observation h steps later). Each must exist in the schema. Default: next_obs.
   std::vector<std::string> bootstrap_fields = {"next_obs"};
+  // Whether a window may look back before its episode's first step (docs/PIXELS.md,
+  // "Episodes that begin with history"). true: stacks repeat the first step's value and
+  // burn-in reaches before the start. false: a start needs every step its window looks back
+  // on (stack history, burn_in) stored in its own episode, so the first max_stack - 1 steps
+  // of an episode are never drawn: a writer stores an episode's first frames there.
+  bool pad_history = true;
   bool operator==(const EpisodeConfig&) const = default;
 };
 
@@ -56,8 +62,8 @@ std::uint64_t compressed_budget(const TableConfig& config);
 // Every part is derived from the structure that allocates it (Storage, selector_bytes), so
 // the total is never less than Table::allocated_bytes(). Precondition: capacity >= 1.
 struct TableBytes {
-  uint128 data = 0;  // capacity * item bytes of uncompressed fields + compressed_budget()
-                     // + the compressed fields' per-slot index
+  uint128 data = 0;            // capacity * item bytes of uncompressed fields + compressed_budget()
+                               // + the compressed fields' per-slot index
   std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
   std::uint64_t sampler = 0;   // the sampler's trees and position maps
   std::uint64_t remover = 0;   // the remover's structures

@@ -17,6 +17,7 @@ constexpr std::uint32_t kItems = section_tag("TITM");
 constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
 constexpr std::uint32_t kBlobs = section_tag("TBLB");
 constexpr std::uint8_t kFrameOptionsTail = 2;
+constexpr std::uint8_t kNoHistoryPaddingTail = 3;  // EpisodeConfig::pad_history = false
 
 // Codes in the file, by position: independent of the enums' order in the code.
 constexpr DType kDTypes[] = {DType::boolean, DType::int8,    DType::int16,   DType::int32,
@@ -107,6 +108,7 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
       }
       cfg.u64(config.max_compressed_bytes);
     }
+    if (!config.episodes.pad_history) cfg.u8(kNoHistoryPaddingTail);  // absent: padded
   }
   REPLAYD_RETURN_IF_ERROR(writer.section(kTableConfig, cfg.data()));
 
@@ -236,10 +238,13 @@ Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> 
     for (auto& name : config.episodes.bootstrap_fields) {
       if (!in.str(name, Schema::kMaxNameChars)) return truncated();
     }
-    if (in.remaining() != 0) {  // the frame options tail
-      std::uint8_t tail = 0;
-      if (!in.u8(tail) || tail != kFrameOptionsTail)
-        return bad("section TCFG: unexpected bytes after the configuration");
+    // Optional tails, each a marker byte and its data, in this order; 0 = none (left).
+    std::uint8_t tail = 0;
+    const auto next_tail = [&in, &tail] {
+      return in.remaining() == 0 || (in.u8(tail) && tail != 0);
+    };
+    if (!next_tail()) return bad("section TCFG: unexpected bytes after the configuration");
+    if (tail == kFrameOptionsTail) {
       for (Field& field : fields) {
         std::uint8_t next_of = 0;
         std::uint8_t compression = 0;
@@ -253,8 +258,15 @@ Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> 
         field.compression_level = level;
       }
       if (!in.u64(config.max_compressed_bytes)) return truncated();
+      tail = 0;
+      if (!next_tail()) return bad("section TCFG: unexpected bytes after the configuration");
     }
-    if (in.remaining() != 0) return bad("section TCFG: unexpected bytes after the configuration");
+    if (tail == kNoHistoryPaddingTail) {
+      config.episodes.pad_history = false;
+      tail = 0;
+    }
+    if (tail != 0 || in.remaining() != 0)
+      return bad("section TCFG: unexpected bytes after the configuration");
   }
   auto schema = Schema::create(std::move(fields));
   if (!schema) return bad("section TCFG: " + schema.error().message);

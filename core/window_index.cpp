@@ -49,6 +49,7 @@ bool WindowIndex::is_valid(std::uint32_t slot) const {
   const std::uint64_t p = ref.position;
   if (p % spec_.stride != 0) return false;
   if (context_.next_of && episode->ended() && p + 1 == episode->length) return false;
+  if (!context_.pad_history && p < spec_.backward) return false;
   const std::uint64_t back_from = p >= spec_.backward ? p - spec_.backward : 0;
   for (std::uint64_t q = back_from; q < p; ++q) {
     if (EpisodeIndex::slot_at(*episode, q) == EpisodeIndex::kNoSlot) return false;

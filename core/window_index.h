@@ -6,7 +6,8 @@
 //
 // A step at position p of episode e is a valid start for WindowSpec w when (all of):
 //   - p % w.stride == 0;
-//   - the steps at positions max(0, p - w.backward) .. p - 1 of e are stored;
+//   - the steps at positions max(0, p - w.backward) .. p - 1 of e are stored (and, in a
+//     table without history padding, p >= w.backward);
 //   - forward: the steps p .. p + w.forward - 1 of e are stored; or, when w.allow_short and
 //     e has ended with length n < p + w.forward, the steps p .. n - 1 are stored;
 //   - it has been sampled fewer than max_times_sampled times (when that is not 0);
@@ -48,6 +49,7 @@ struct WindowContext {
   double priority_exponent = 1.0;       // prioritized only
   std::uint32_t max_times_sampled = 0;  // 0 = never retire a start
   bool next_of = false;                 // an ended episode's last step is no start
+  bool pad_history = true;              // false: no window looks back before its episode
 };
 
 class WindowIndex {

@@ -191,6 +191,10 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
       config.episodes.bootstrap_fields.emplace_back(name.get_string());
     }
   }
+  REPLAYD_ASSIGN_OR_RETURN(config.episodes.pad_history, reader.boolean_or("pad_history", true));
+  if (!config.episodes.pad_history && !config.episodes.enabled) {
+    return reader.error("pad_history", "needs \"episodic\": true");
+  }
   REPLAYD_ASSIGN_OR_RETURN(config.max_compressed_bytes, reader.uint_or("max_compressed_bytes", 0));
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
@@ -238,6 +242,7 @@ json::object describe_table(const TableConfig& config) {
     for (const auto& name : config.episodes.bootstrap_fields)
       bootstrap.emplace_back(name);
     description["bootstrap"] = std::move(bootstrap);
+    description["pad_history"] = config.episodes.pad_history;
   }
   if (config.schema.has_compression()) {
     description["max_compressed_bytes"] = compressed_budget(config);

@@ -10,7 +10,7 @@ json::object table_info_json(const HostedTable& hosted) {
   const TableInfo info = table.info();
   const auto& c = info.counters;
   const SamplingMass mass = table.sampling_mass();
-  return json::object{
+  json::object reply{
       {"name", table.name()},
       {"size", info.size},
       {"capacity", info.capacity},
@@ -33,6 +33,8 @@ json::object table_info_json(const HostedTable& hosted) {
       {"bytes", table.allocated_bytes()},
       {"compressed_bytes", table.storage().blob_bytes()},
   };
+  if (!table.config().episodes.pad_history) reply["history_steps"] = info.history_steps;
+  return reply;
 }
 
 json::array all_table_infos(const ServiceContext& context) {

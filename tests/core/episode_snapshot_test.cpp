@@ -115,9 +115,11 @@ Result<std::unique_ptr<Table>> restore(const std::vector<std::byte>& image) {
 TEST_CASE("a restored episodic table keeps its episodes and draws exactly as the original") {
   const bool prioritized = GENERATE(false, true);
   const std::uint32_t max_times = GENERATE(0u, 2u);
-  CAPTURE(prioritized, max_times);
+  const bool pad_history = GENERATE(true, false);  // false: burn-in never before a start
+  CAPTURE(prioritized, max_times, pad_history);
   TableConfig config = episodic_config(19, prioritized, 31);
   config.max_times_sampled = max_times;
+  config.episodes.pad_history = pad_history;
   auto original = make_table(config);
   run_workload(*original, 1, 400);  // evictions, holes, ended and open episodes
   auto restored = restore(image_of(*original));

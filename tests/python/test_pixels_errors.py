@@ -135,3 +135,28 @@ def test_a_compressed_table_survives_a_restart_from_its_snapshot(make_server: An
         assert after == before and len(after) == 24
         sample = c.sample("pixels", 64)
         assert np.array_equal(sample["next_obs"][:, 1], sample["obs"][:, 1] + 1)
+
+
+def test_a_table_without_history_padding_keeps_it_over_a_restart(make_server: Any,
+                                                                 tmp_path: Any) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    server = make_server(extra_args=["--data-dir", str(data_dir)])
+    with replayd.Client(server.unix_address) as c:
+        c.create_table("pixels", {"obs": (np.uint8, FRAME), "rew": (np.float32, ())}, 64,
+                       episodic=True, stack={"obs": 3}, pad_history=False)
+        with c.episode_writer("pixels", batch=3) as writer:
+            for episode in range(4):
+                for t in range(5):  # positions 0 and 1 hold history only
+                    writer.append(obs=np.full(FRAME, 10 * episode + t, np.uint8), rew=1.0)
+                writer.end_episode()
+        assert c.table_info("pixels")["history_steps"] == 8
+    server.restart()
+    with replayd.Client(server.unix_address) as c:
+        info = c.table_info("pixels")
+        assert info["description"]["pad_history"] is False
+        assert info["history_steps"] == 8 and info["size"] == 20
+        sample = c.sample("pixels", 200, nstep=1)
+        newest = sample["obs"][:, 2, 0, 0]
+        assert set(newest.tolist()) == {10 * e + t for e in range(4) for t in (2, 3, 4)}
+        assert np.array_equal(sample["obs"][:, 0, 0, 0], newest - 2)  # never padded

@@ -8,7 +8,8 @@ Model rules (the server's, docs/PIXELS.md): with next_of, an ended episode's las
 its final observation (given to end_episode, or else its last step), never a start; an
 n-step window of start p has h = min(k, last - p) steps once ended, k while open, and its
 next observation is row p + h; a stack of s holds rows q-s+1 .. q, row 0 standing in for
-rows before the episode's start; a start needs its s-1 earlier rows stored."""
+rows before the episode's start; a start needs its s-1 earlier rows stored. A table with
+pad_history=False has no rows before the start: a start also needs p >= s-1 (+ burn_in)."""
 from __future__ import annotations
 
 import random
@@ -26,8 +27,9 @@ STACK = 3
 class Model:
     """The table: rows by (episode, position) in storage order, FIFO eviction."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, pad_history: bool = True) -> None:
         self.capacity = capacity
+        self.pad_history = pad_history
         self.order: List[Tuple[int, int]] = []          # stored rows, oldest first
         self.rows: Dict[Tuple[int, int], Dict[str, Any]] = {}
         self.length: Dict[int, int] = {}
@@ -59,6 +61,8 @@ class Model:
         ended = self.state[episode] != "open"
         if ended and p == self.last(episode):
             return False
+        if not self.pad_history and p < backward:
+            return False
         if not all(self.stored(episode, q) for q in range(max(0, p - backward), p)):
             return False
         end = p + forward
@@ -71,6 +75,10 @@ class Model:
         return {self.key_of[r] for r in self.order
                 if r in self.key_of and self.valid(self.key_of[r], forward, short, stride,
                                                    backward)}
+
+    def history_rows(self) -> int:
+        """Stored rows that only hold history (pad_history=False)."""
+        return 0 if self.pad_history else sum(1 for _, p in self.order if p < STACK - 1)
 
     def frame(self, episode: int, position: int) -> np.ndarray:
         if position >= self.length[episode]:
@@ -192,23 +200,31 @@ def check_sequences(client: replayd.Client, table: str, model: Model, length: in
         assert np.array_equal(sample["obs"][i], frames), (key, model.row_of[key])
 
 
-@pytest.mark.parametrize("compressed", [True, False], ids=["zstd", "raw"])
-@pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
+@pytest.mark.parametrize("compressed,sampler,padded", [
+    (True, "uniform", True), (True, "prioritized", True), (False, "uniform", True),
+    (False, "prioritized", True), (True, "prioritized", False), (False, "uniform", False)],
+    ids=["zstd-uniform", "zstd-prioritized", "raw-uniform", "raw-prioritized",
+         "zstd-prioritized-stored-history", "raw-uniform-stored-history"])
 def test_stacks_and_next_obs_match_the_reference_model_across_starts_ends_and_wrap(
-        client: replayd.Client, table_name: str, compressed: bool, sampler: str) -> None:
-    rng = random.Random(hash((compressed, sampler)) % 1000)
+        client: replayd.Client, table_name: str, compressed: bool, sampler: str,
+        padded: bool) -> None:
+    rng = random.Random(hash((compressed, sampler, padded)) % 1000)
     capacity, envs = 90, 3
     client.create_table(table_name, {"obs": (np.uint8, FRAME), "act": (np.int32, ()),
                                      "rew": (np.float32, ())}, capacity, episodic=True,
                         sampler=sampler, seed=5, next_of=["obs"], stack={"obs": STACK},
-                        compression={"obs": "zstd"} if compressed else None)
-    model = Model(capacity)
+                        compression={"obs": "zstd"} if compressed else None,
+                        pad_history=padded)
+    model = Model(capacity, padded)
     current: List[Optional[int]] = [None] * envs
     appended: List[Tuple[int, int]] = []
     with client.episode_writer(table_name, envs=envs, batch=8) as writer:
         for phase in range(4):  # the ring wraps several times
             write_stream(writer, model, rng, 120, envs, current, [phase * 1000 + 1], appended)
             learn_keys(writer, model, appended)
+            info = client.table_info(table_name)
+            assert info["description"]["pad_history"] is padded
+            assert info.get("history_steps", 0) == model.history_rows()
             for k in (1, 3, 5):
                 check_nstep(client, table_name, model, k, round(rng.random(), 4), 200)
             for length, burn_in, pad in ((4, 0, False), (4, 2, True), (6, 0, True)):

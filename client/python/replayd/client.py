@@ -217,6 +217,7 @@ class Client:
                      next_of: Sequence[str] = (), stack: Optional[Mapping[str, int]] = None,
                      compression: Optional[Mapping[str, Any]] = None,
                      max_compressed_bytes: Optional[int] = None,
+                     pad_history: bool = True,
                      timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Creates a table and returns its INFO object.
 
@@ -245,6 +246,8 @@ class Client:
                 episodic table's fields (docs/PIXELS.md), e.g. ``next_of=["obs"],
                 stack={"obs": 4}, compression={"obs": "zstd"}``: each frame stored once,
                 compressed by the writer; samples return ``obs`` and ``next_obs`` stacked.
+            pad_history: False: no window looks back before its episode's first step (an
+                episode's first stack - 1 steps hold history only, never drawn).
         Raises AlreadyExists, InvalidArgument (with the server's message).
         """
         description = table_description(name, fields, capacity, sampler=sampler,
@@ -255,7 +258,8 @@ class Client:
                                          episodic=episodic, reward=reward,
                                          bootstrap=bootstrap, next_of=next_of, stack=stack,
                                          compression=compression,
-                                         max_compressed_bytes=max_compressed_bytes)
+                                         max_compressed_bytes=max_compressed_bytes,
+                                         pad_history=pad_history)
         reply = self._call({"op": "create_table", "table": description,
                             "exist_ok": bool(exist_ok)}, timeout=timeout)
         info = reply.get("table")

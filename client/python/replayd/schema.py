@@ -161,7 +161,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       next_of: Sequence[str] = (),
                       stack: Optional[Mapping[str, int]] = None,
                       compression: Optional[Mapping[str, Any]] = None,
-                      max_compressed_bytes: Optional[int] = None) -> Dict[str, Any]:
+                      max_compressed_bytes: Optional[int] = None,
+                      pad_history: bool = True) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
 
     `episodic`, `reward` and `bootstrap` describe an episodic table (docs/TRAJECTORIES.md):
@@ -174,7 +175,9 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     t-k+1..t that samples return as (k, *shape); `compression` maps a field to ``"zstd"``
     or ``("zstd", level)``: writers compress each value, the server stores and sends it
     compressed, samples decompress it. `max_compressed_bytes` bounds the compressed
-    values' bytes (default: their uncompressed size).
+    values' bytes (default: their uncompressed size). ``pad_history=False``: no window looks
+    back before its episode's first step, so an episode's first (largest stack - 1) steps
+    only hold the history of later ones and are never drawn (docs/PIXELS.md).
 
     `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
     ``"max_heap"``, ``"min_heap"``) or
@@ -211,6 +214,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
         description["seed"] = int(seed)
     if max_compressed_bytes is not None:
         description["max_compressed_bytes"] = int(max_compressed_bytes)
+    if not pad_history:
+        description["pad_history"] = False
     return description
 
 
