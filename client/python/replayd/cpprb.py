@@ -95,7 +95,7 @@ else ``unix:///tmp/replayd.sock``.
 from __future__ import annotations
 
 from multiprocessing import util as mp_util
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -105,9 +105,11 @@ from .cpprb_nstep import NstepCache
 from .cpprb_steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, read_ordered, send_steps,
                           with_hidden)
 from .columns import prepare_insert
+from .cpprb_frames import FramePlan
 from .cpprb_laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
 from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, check_mp_options,
-                          env_fields, new_table_name, resolve_address)
+                          env_fields, new_table_name, PythonNumbers, resolve_address,
+                          stored_shape)
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
 
@@ -117,6 +119,11 @@ __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "HindsightReplayBuffer", "DEFAULT_ADDRESS"]
 
 _IGNORED_OPTIONS = ("ctx", "backend", "logger", "check_for_update", "mmap_prefix")
+
+
+def names_of(value: Any) -> List[str]:
+    """cpprb's `next_of` / `stack_compress`: None, a name or names."""
+    return [] if value is None else [str(name) for name in np.array(value, ndmin=1)]
 
 
 class ReplayBuffer:
@@ -139,19 +146,31 @@ class ReplayBuffer:
         self._table = new_table_name() if table is None else table
         self._fields = env_fields(env_dict, default_dtype, next_of)
         self._nstep = NstepCache(Nstep, self._fields) if Nstep else None
+        # Frames stored once (replayd.cpprb_frames); with Nstep, as ordinary values.
+        self._frames = FramePlan(self._fields if Nstep is None else [], names_of(next_of),
+                                 names_of(stack_compress))
         self._client = Client(resolve_address(address), timeout=timeout)
         reserved = sorted({name for name, _, _ in self._fields} & set(RESERVED))
         if reserved:
             raise ValueError(f"env_dict names {reserved}: replayd.cpprb reserves "
                              f"{', '.join(RESERVED)} for its episodic table")
-        fields = [*self._fields, (HIDDEN_REWARD, np.dtype(np.float32), ())]
+        # cpprb's (1,)-shaped values are stored as scalars (samples reshape them back), so
+        # that the writer takes Python numbers as they are.
+        self._units = [name for name, _, shape in self._fields if shape == (1,)]
+        stored = [(name, dtype, stored_shape(shape)) for name, dtype, shape in
+                  (self._frames.table_fields() if self._frames else self._fields)]
+        fields = [*stored, (HIDDEN_REWARD, np.dtype(np.float32), ())]
         self._client.create_table(self._table, fields, self._size,
                                   sampler="prioritized" if self._prioritized else "uniform",
                                   priority_exponent=self._alpha, exist_ok=True,
-                                  episodic=True, reward=HIDDEN_REWARD, bootstrap=[])
-        self._one_plan = [(name, dtype, shape, int(np.prod(shape)))
+                                  episodic=True, reward=HIDDEN_REWARD, bootstrap=[],
+                                  stack=self._frames.table_stacks() or None,
+                                  pad_history=not self._frames)
+        self._one_plan = [(name, dtype, shape, int(np.prod(shape)), stored_shape(shape),
+                           PythonNumbers(dtype) if shape == (1,) else None)
                           for name, dtype, shape in self._fields]
         self._index = 0  # cpprb's next ring position, counted over this object's adds
+        self._wrapped = False  # whether this object's adds went round the ring
         self._episode_len = 0
         self._max_priority = 1.0
         self._writer_batch = max(1, min(WRITER_BATCH_ITEMS, self._size, int(
@@ -198,9 +217,10 @@ class ReplayBuffer:
         return dict(self._sample(batch_size, 0.0).data)
 
     def get_stored_size(self) -> int:
-        """Items currently stored (shared by every process using this table)."""
+        """Transitions currently stored (shared by every process using this table)."""
         self._life.send()
-        return self._client.size(self._table)
+        info = self._client.table_info(self._table)
+        return int(info["size"]) - int(info.get("history_steps", 0))
 
     def get_buffer_size(self) -> int:
         """Capacity of the buffer."""
@@ -221,6 +241,7 @@ class ReplayBuffer:
         self._life.end_episode()
         self._client.reset(self._table)
         self._index = self._episode_len = 0
+        self._wrapped = False
         self._max_priority = 1.0
         if self._nstep is not None:
             self._nstep.clear()
@@ -245,7 +266,7 @@ class ReplayBuffer:
         arrays of each value in ring order (position 0 first; once the ring has wrapped,
         position ``get_next_index()`` holds the oldest), or in numpy's random order with
         `shuffle`. Reads the whole table (``read_steps``, paged)."""
-        ring = self._ring()
+        _, ring = self._ring()
         if not shuffle:
             return ring
         order = np.arange(next(iter(ring.values())).shape[0])
@@ -256,13 +277,15 @@ class ReplayBuffer:
         """The transitions at the ring positions `idx` (cpprb's internal read, used by
         subclasses and scripts). Reads the whole table; raises IndexError for a position
         that holds nothing (cpprb would return its unwritten memory)."""
-        positions = np.array(idx, ndmin=1)
-        ring = self._ring()
-        stored = next(iter(ring.values())).shape[0]
-        if positions.size and (positions.max() >= stored or positions.min() < -stored):
-            raise IndexError(f"_encode_sample: positions {positions.tolist()} outside the "
-                             f"{stored} stored transitions")
-        return {name: values[positions] for name, values in ring.items()}
+        wanted = np.array(idx, ndmin=1).astype(np.int64)
+        wanted = np.where(wanted < 0, wanted + self._size, wanted)
+        positions, ring = self._ring()
+        at = np.minimum(np.searchsorted(positions, wanted), max(positions.shape[0] - 1, 0))
+        found = positions[at] == wanted if positions.shape[0] else np.zeros(wanted.shape, bool)
+        if not np.all(found):
+            raise IndexError(f"_encode_sample: positions {wanted[~found].tolist()} are outside "
+                             f"the {positions.shape[0]} stored transitions")
+        return {name: values[at] for name, values in ring.items()}
 
     def save_transitions(self, file: Any, *, safe: bool = True) -> None:
         """Writes every stored transition to `file` (a path or a binary file) in cpprb's
@@ -309,23 +332,39 @@ class ReplayBuffer:
         Returns None (having changed nothing) when `kwargs` is anything else."""
         if priorities is not None and type(priorities) is not float:
             return None
+        priority = None if priorities is None else abs(priorities) + self._eps
+        if not self._frames:  # values already as the table stores them: no conversion
+            exact = dict(kwargs)
+            exact[HIDDEN_REWARD] = 0.0
+            if self._life.writer_here().try_append(exact, priority):
+                return self._added_one(priorities)
         item: Dict[str, Any] = {HIDDEN_REWARD: 0.0}
         try:
-            for name, dtype, shape, size in self._one_plan:
-                array = np.asarray(kwargs[name], dtype=dtype)
-                if array.shape != shape:
+            for name, dtype, shape, size, stored, numbers in self._one_plan:
+                value = kwargs[name]
+                if numbers is not None and numbers(value):
+                    item[name] = value  # a Python number the writer takes as it is
+                    continue
+                array = np.asarray(value, dtype=dtype)
+                if array.shape != stored:
                     if array.size != size:
                         return None
-                    array = array.reshape(shape)
+                    array = array.reshape(stored)
                 item[name] = array
         except (KeyError, ValueError, TypeError):
             return None  # the general path names the problem
-        priority = None
+        if self._frames:
+            self._append_frames(item, priority)
+        else:
+            self._life.writer_here().append(item, priority=priority)
+        return self._added_one(priorities)
+
+    def _added_one(self, priorities: Optional[float]) -> int:
+        """Counts one transition given to the writer; returns its ring position."""
         if priorities is not None:
             self._max_priority = max(self._max_priority, priorities)
-            priority = abs(priorities) + self._eps
-        self._life.writer_here().append(item, priority=priority)
         first = self._index
+        self._wrapped |= first + 1 >= self._size
         self._index = (first + 1) % self._size
         self._episode_len += 1
         return first
@@ -380,9 +419,17 @@ class ReplayBuffer:
             prio = np.abs(raw) + self._eps
         if not n:
             return None
+        data = {name: array.reshape(n) if name in self._units else array
+                for name, array in data.items()}
         first = self._index
+        self._wrapped |= self._index + n >= self._size
         self._index = (self._index + n) % self._size
         self._episode_len += n
+        if self._frames:
+            for i in range(n):
+                self._append_frames({name: array[i] for name, array in data.items()},
+                                    None if prio is None else float(prio[i]))
+            return first
         if n == 1:
             item: Dict[str, Any] = {name: array[0] for name, array in data.items()}
             item[HIDDEN_REWARD] = 0.0
@@ -406,16 +453,53 @@ class ReplayBuffer:
             episode.has_steps = True
         return first
 
-    def _ring(self) -> Dict[str, np.ndarray[Any, Any]]:
-        """Every stored transition at its ring position: the steps oldest first, rotated so
-        that the newest sits just before this object's next index once the ring is full."""
+    def _append_frames(self, transition: Mapping[str, Any], priority: Optional[float]) -> None:
+        """Gives the writer the rows of one transition of a buffer with frame values
+        (replayd.cpprb_frames): its row, after history rows when it starts a stored episode.
+        `transition` holds cpprb's values, of their dtypes and shapes."""
+        episode = self._life.episode()
+        rows, starts = self._frames.rows(transition, episode.previous)
+        if starts and episode.previous is not None:  # it does not continue the last one
+            self._life.end_episode()
+        writer = self._life.writer_here()
+        history_priority = None if priority is None else 0.0  # never drawn
+        for row in rows[:-1]:
+            row[HIDDEN_REWARD] = 0.0
+            writer.append(row, priority=history_priority)
+        rows[-1][HIDDEN_REWARD] = 0.0
+        writer.append(rows[-1], priority=priority)
+        episode.previous = {name: np.array(transition[name]) for name in self._frames.names}
+
+    def _ordered(self) -> Dict[str, np.ndarray[Any, Any]]:
+        """Every stored transition, oldest first (reads the whole table)."""
         self._life.send()
-        steps = read_ordered(self._client, self._table)
+        rows = read_ordered(self._client, self._table)
+        if self._frames:
+            steps = self._frames.transitions(rows)
+        else:
+            steps = {name: values for name, values in rows.items()
+                     if name not in ("episode", "position")}
+        return self._with_units(steps)
+
+    def _with_units(self, data: Dict[str, np.ndarray[Any, Any]]
+                    ) -> Dict[str, np.ndarray[Any, Any]]:
+        """cpprb's (n, 1) shape back on the values stored as scalars."""
+        for name in self._units:
+            data[name] = data[name].reshape(-1, 1)
+        return data
+
+    def _ring(self) -> Tuple[np.ndarray[Any, Any], Dict[str, np.ndarray[Any, Any]]]:
+        """Every stored transition and its ring position, in position order: until this
+        object's adds wrap the ring, positions 0 .. n-1 in insertion order; afterwards the
+        newest stored one sits just before this object's next index, the others before it
+        (with frame values, history rows take room: fewer than `size` may be stored)."""
+        steps = self._ordered()
         n = next(iter(steps.values())).shape[0]
-        shift = self._index % self._size
-        if n < self._size or shift == 0:
-            return steps  # not wrapped: positions 0 .. n-1 in insertion order
-        return {name: np.roll(values, shift, axis=0) for name, values in steps.items()}
+        if not self._wrapped:
+            return np.arange(n), steps  # positions 0 .. n-1 in insertion order
+        positions = (self._index - 1 - np.arange(n)[::-1]) % self._size
+        order = np.argsort(positions, kind="stable")
+        return positions[order], {name: values[order] for name, values in steps.items()}
 
     def _sample(self, batch_size: int, beta: float) -> Sample:
         self._life.send()
@@ -427,6 +511,11 @@ class ReplayBuffer:
                              f"({exc.message})") from exc
         for name in SAMPLE_EXTRAS:
             sample.data.pop(name, None)
+        values = self._frames.from_stacks(sample.data) if self._frames else sample.data
+        values = self._with_units(values)
+        if values is not sample.data:  # stacks of frames back into cpprb's values
+            sample.data.clear()
+            sample.data.update(values)
         return sample
 
     _eps = 0.0

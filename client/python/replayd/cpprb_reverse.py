@@ -39,11 +39,10 @@ class ReverseReplayBuffer(ReplayBuffer):
     def sample(self, batch_size: int) -> Dict[str, np.ndarray[Any, Any]]:
         """`batch_size` transitions at the newest - i - j * stride ring positions (see the
         module docstring); raises ValueError when the buffer is empty."""
-        ring = self._ring()
-        stored = next(iter(ring.values())).shape[0]
+        ordered = self._ordered()  # oldest first: ring positions, rotated to the newest
+        stored = next(iter(ordered.values())).shape[0]
         if stored == 0:
             raise ValueError(f"cannot sample from table '{self._table}': it is empty")
-        newest = (self._index - 1) % self._size if stored == self._size else stored - 1
-        positions = (newest - self._back - np.arange(int(batch_size)) * self._stride) % stored
+        positions = (stored - 1 - self._back - np.arange(int(batch_size)) * self._stride) % stored
         self._back = (self._back + 1) % (2 * self._stride)
-        return {name: values[positions] for name, values in ring.items()}
+        return {name: values[positions] for name, values in ordered.items()}

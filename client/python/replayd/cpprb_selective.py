@@ -161,7 +161,9 @@ class SelectiveReplayBuffer:
         names = ["key", *self._dims]
         if not pages:
             return {name: np.zeros((0, self._dims.get(name, 1))) for name in names}
-        return {name: np.concatenate([page[name] for page in pages]) for name in names}
+        steps = {name: np.concatenate([page[name] for page in pages]) for name in names}
+        return {name: values.reshape(values.shape[0], -1) if name != "key" else values
+                for name, values in steps.items()}  # (1,)-shaped values are stored as scalars
 
     def _delete_positions(self, begin: int, end: int) -> None:
         if end > begin:

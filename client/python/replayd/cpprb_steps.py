@@ -58,6 +58,9 @@ class Episode:
         self.id: Optional[int] = None
         self.has_steps = False
         self._conn: Any = None  # the connection that opened `id`
+        # The last transition given to the writer for this episode (its frame values;
+        # replayd.cpprb_frames), None before the first: whether the next one continues it.
+        self.previous: Optional[Dict[str, "np.ndarray[Any, Any]"]] = None
 
     def current(self) -> int:
         conn = self.client.connection()
@@ -70,6 +73,7 @@ class Episode:
 
     def end(self) -> None:
         """Ends the episode (terminated) if it has steps; the next add opens a new one."""
+        self.previous = None
         if self.id is None or not self.has_steps:
             return  # an empty episode stays open for the next add
         if self._conn is self.client.connection():  # else the server ended it already
@@ -99,11 +103,16 @@ def with_hidden(columns: Dict[str, "np.ndarray[Any, Any]"], n: int
 
 
 def read_ordered(client: "Client", table: str) -> Dict[str, "np.ndarray[Any, Any]"]:
-    """Every stored step, oldest first: the fields (copied out of the replies)."""
+    """Every stored step, oldest first: the fields and each step's ``episode`` and
+    ``position`` (copied out of the replies)."""
     pages: List[Dict[str, "np.ndarray[Any, Any]"]] = list(client.read_all(table))
     schema = client.schema(table)
     names = [f.name for f in schema.fields if f.name != HIDDEN_REWARD]
     if not pages:
-        return {f.name: np.zeros((0, *f.shape), dtype=f.dtype)
-                for f in schema.fields if f.name != HIDDEN_REWARD}
-    return {name: np.concatenate([page[name] for page in pages]) for name in names}
+        empty = {f.name: np.zeros((0, *f.shape), dtype=f.dtype)
+                 for f in schema.fields if f.name != HIDDEN_REWARD}
+        empty["episode"] = np.zeros(0, np.uint64)
+        empty["position"] = np.zeros(0, np.uint64)
+        return empty
+    return {name: np.concatenate([page[name] for page in pages])
+            for name in [*names, "episode", "position"]}

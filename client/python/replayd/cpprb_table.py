@@ -121,6 +121,32 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
     return fields
 
 
+def stored_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """The table's shape of a cpprb value: its (1,)-shaped values are stored as scalars."""
+    return () if shape == (1,) else shape
+
+
+class PythonNumbers:
+    """A test of the Python numbers the writer stores into a scalar field of a dtype with
+    the value numpy's cast gives (cpprb casts with numpy); others take the numpy path.
+    A class, not a closure, so that buffers pickle."""
+
+    def __init__(self, dtype: "np.dtype[Any]") -> None:
+        self.kind = dtype.kind
+        self.low, self.high = 0, -1
+        if self.kind in "iu":
+            info = np.iinfo(dtype)
+            self.low, self.high = int(info.min), int(info.max)
+
+    def __call__(self, value: Any) -> bool:
+        kind = type(value)
+        if kind is bool:
+            return self.kind in "fiub"
+        if kind is int:
+            return self.kind == "f" or (self.kind in "iu" and self.low <= value <= self.high)
+        return kind is float and self.kind == "f"
+
+
 MP_BACKENDS = ("sharedctypes", "SharedMemory")
 
 

@@ -119,17 +119,32 @@ class Writer:
         and of Python bool/int/float scalars (written straight into the batch); other
         values go through `convert_item` (a few us per field).
         """
+        values = item if item is not None else fields
+        if self.try_append(values, priority):
+            return
+        row = self._count  # try_append sent the batch if its priority kind differs
+        for column, value in zip(self._columns, convert_item(self._schema, values)):
+            column[row] = value
+        self._commit(row, priority)
+
+    def try_append(self, item: Mapping[str, Any], priority: Optional[float] = None) -> bool:
+        """Appends `item` (a dict of exactly the table's fields) if it needs no conversion:
+        each value an ndarray of its field's dtype and shape, or for a scalar field a bool
+        or an int/float in the dtype's range. Otherwise appends nothing and returns False
+        (then `append` converts, or raises naming the field)."""
         if self._closed or self._failed:
             self._check_open()
-        values = item if item is not None else fields
-        with_priority = priority is not None
-        if self._count and self._with_priorities is not with_priority:
+        if self._count and self._with_priorities is not (priority is not None):
             self._send()
         row = self._count
-        if not self._write_fast(values, row):
-            for column, value in zip(self._columns,
-                                     convert_item(self._schema, values)):
-                column[row] = value
+        if not self._write_fast(item, row):
+            return False
+        self._commit(row, priority)
+        return True
+
+    def _commit(self, row: int, priority: Optional[float]) -> None:
+        """Counts the `row` just written; sends the batch when it is full."""
+        with_priority = priority is not None
         self._with_priorities = with_priority
         if with_priority:
             self._priorities[row] = priority

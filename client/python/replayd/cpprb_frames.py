@@ -1,0 +1,182 @@
+"""cpprb's ``next_of`` and ``stack_compress`` in replayd.cpprb: each frame stored once.
+
+cpprb keeps ``next_<name>`` as the next slot's ``<name>`` and a stack (its last axis) as a
+strided view of single frames. Here the buffer's episodic table stores **rows**, one per
+transition, each holding the newest frame of a frame field; a sample stacks the rows before
+it on the server (a ``stack`` frame field, docs/PIXELS.md) and the client cuts the stack
+back into cpprb's values:
+
+- ``name`` in ``stack_compress`` with ``S`` frames on its last axis, not in ``next_of``: a
+  row holds ``obs[..., -1]``; the table's stack is ``S``; ``obs`` = the stack, last axis.
+- ``name`` in ``next_of`` only: a row holds ``next_obs``; stack 2: ``obs``, ``next_obs``.
+- in both: a row holds ``next_obs[..., -1]``; stack ``S + 1``: ``obs`` = frames ``0..S-1``,
+  ``next_obs`` = frames ``1..S``.
+
+A transition's row is written with the transition, so a ``sample`` right after ``add``
+sees it (cpprb's semantics; no wait for the next step).
+
+The frames before a stored episode's first transition are **history rows**: the table has
+``pad_history=False``, so its first ``H`` rows (H = the largest stack - 1) are never drawn,
+and the buffer writes there the earlier frames of the first transition's value. A new
+stored episode starts at every ``on_episode_end()`` and whenever a transition does not
+continue the previous one (``obs`` differs from the last ``next_obs``, or its stack does not
+shift by one frame): whatever is added, a sample returns exactly the values given to
+``add``. cpprb instead assumes continuity between ``on_episode_end`` calls.
+
+What it costs: ``H`` rows per stored episode count against the buffer's size, so a full
+buffer holds ``size - H * episodes`` transitions; and while the history rows of the oldest
+episode are being evicted, up to ``H`` of its transitions are stored but cannot be drawn.
+
+Used by replayd.cpprb only.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .cpprb_table import stored_shape
+
+Fields = Sequence[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
+Columns = Dict[str, "np.ndarray[Any, Any]"]
+Row = Dict[str, Any]  # one row's values (arrays; replayd.cpprb adds a float)
+
+
+class FrameField:
+    """One cpprb value stored a frame per row."""
+
+    def __init__(self, name: str, dtype: "np.dtype[Any]", shape: Tuple[int, ...],
+                 stacked: bool, has_next: bool) -> None:
+        self.name = name
+        self.next_name = f"next_{name}"
+        self.dtype = dtype
+        self.shape = shape  # cpprb's shape (stack on the last axis when stacked)
+        self.stacked = stacked
+        self.frames = shape[-1] if stacked else 1  # S
+        self.has_next = has_next
+        self.frame_shape = shape[:-1] if stacked else shape
+        self.table_stack = self.frames + (1 if has_next else 0)  # S (+1 for next)
+
+    def row_frame(self, transition: Mapping[str, Any]) -> "np.ndarray[Any, Any]":
+        """The frame this transition's row stores."""
+        value: "np.ndarray[Any, Any]" = (transition[self.next_name] if self.has_next
+                                          else transition[self.name])
+        return value[..., -1] if self.stacked else value
+
+    def history(self, transition: Mapping[str, Any]) -> List["np.ndarray[Any, Any]"]:
+        """The frames before the row's, oldest first (table_stack - 1 of them)."""
+        value = transition[self.name]
+        if not self.stacked:
+            return [value]  # has_next: obs is the frame before next_obs
+        count = self.frames if self.has_next else self.frames - 1
+        return [value[..., i] for i in range(count)]
+
+    def continues(self, transition: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
+        """Whether this transition's value is what the rows so far already hold."""
+        value = transition[self.name]
+        if self.has_next:
+            return bool(np.array_equal(value, previous[self.next_name]))
+        return bool(np.array_equal(value[..., :-1], previous[self.name][..., 1:]))
+
+    def split(self, stacks: "np.ndarray[Any, Any]", out: Columns) -> None:
+        """cpprb's values from ``(n, table_stack, *frame_shape)`` stacks, into `out`."""
+        if not self.stacked:
+            out[self.name] = np.ascontiguousarray(stacks[:, 0])
+            out[self.next_name] = np.ascontiguousarray(stacks[:, 1])
+            return
+        # Stacks on cpprb's last axis as transposed views: a contiguous copy would cost ~20x
+        # the sample's own copy (its writes are strided), and frameworks copy anyway.
+        # next_<name> gets memory of its own, so the two never alias.
+        out[self.name] = np.moveaxis(stacks[:, :self.frames], 1, -1)
+        if self.has_next:
+            out[self.next_name] = np.moveaxis(stacks[:, 1:].copy(), 1, -1)
+
+
+class FramePlan:
+    """Which of a buffer's values are stored a frame per row, and the table that holds
+    them. `fields` are cpprb's values (``next_<name>`` included for next_of)."""
+
+    def __init__(self, fields: Fields, next_of: Sequence[str],
+                 stack_compress: Sequence[str]) -> None:
+        by_name = {name: (dtype, shape) for name, dtype, shape in fields}
+        self.frames: List[FrameField] = []
+        for name in dict.fromkeys([*next_of, *stack_compress]):
+            if name not in by_name:
+                raise KeyError(f"stack_compress names '{name}', which env_dict does not "
+                               f"define")
+            dtype, shape = by_name[name]
+            stacked = name in stack_compress and len(shape) >= 1 and shape[-1] > 1
+            has_next = name in next_of
+            if stacked or has_next:
+                self.frames.append(FrameField(name, dtype, shape, stacked, has_next))
+        self.history_rows = max((f.table_stack - 1 for f in self.frames), default=0)
+        replaced = {f.name for f in self.frames} | {f.next_name for f in self.frames
+                                                    if f.has_next}
+        self.plain = [(name, dtype, shape) for name, dtype, shape in fields
+                      if name not in replaced]
+        # What `continues` reads of the previous transition.
+        self.names = [f.next_name if f.has_next else f.name for f in self.frames]
+
+    def __bool__(self) -> bool:
+        return bool(self.frames)
+
+    def table_fields(self) -> List[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]:
+        return [*self.plain, *((f.name, f.dtype, f.frame_shape) for f in self.frames)]
+
+    def table_stacks(self) -> Dict[str, int]:
+        return {f.name: f.table_stack for f in self.frames}
+
+    def rows(self, transition: Mapping[str, Any], previous: Optional[Mapping[str, Any]]
+             ) -> Tuple[List[Row], bool]:
+        """The rows to store for one transition (values of cpprb's shapes and dtypes) after
+        `previous` (the last transition stored in this stored episode, None at its start),
+        and whether they start a new stored episode (history rows first)."""
+        row: Row = {name: transition[name] for name, _, _ in self.plain}
+        for f in self.frames:
+            row[f.name] = f.row_frame(transition)
+        if previous is not None and all(f.continues(transition, previous)
+                                        for f in self.frames):
+            return [row], False
+        history: List[Row] = []
+        for i in range(self.history_rows):
+            filler: Row = {name: np.zeros(stored_shape(shape), dtype)
+                           for name, dtype, shape in self.plain}
+            for f in self.frames:
+                frames = f.history(transition)
+                j = i - (self.history_rows - len(frames))  # the frames fill the last rows
+                filler[f.name] = frames[max(j, 0)]
+            history.append(filler)
+        return [*history, row], True
+
+    def from_stacks(self, data: Columns) -> Columns:
+        """cpprb's values from a sample's (or a read's) stacked frame fields."""
+        out = {name: value for name, value in data.items()
+               if name not in {f.name for f in self.frames}}
+        for f in self.frames:
+            f.split(data[f.name], out)
+        return out
+
+    def transitions(self, rows: Columns) -> Columns:
+        """cpprb's transitions from stored rows in insertion order (fields and ``episode``,
+        ``position``), in the same order: history rows and transitions whose earlier rows
+        are gone (evicted) are left out, as the server leaves them out of samples."""
+        episode = rows["episode"].astype(np.uint64)
+        position = rows["position"].astype(np.uint64)
+        n = episode.shape[0]
+        ids = (episode << np.uint64(32)) | position
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        keep = position >= np.uint64(self.history_rows)
+        back: List["np.ndarray[Any, Any]"] = []  # row index of position - k, k = 0..H
+        for k in range(self.history_rows + 1):
+            wanted = ids - np.uint64(k)
+            at = np.minimum(np.searchsorted(sorted_ids, wanted), max(n - 1, 0))
+            found = (sorted_ids[at] == wanted) if n else np.zeros(0, bool)
+            keep &= found
+            back.append(order[at])
+        out: Columns = {name: rows[name][keep] for name, _, _ in self.plain}
+        for f in self.frames:
+            span = [back[k][keep] for k in range(f.table_stack - 1, -1, -1)]  # oldest first
+            stacks = np.stack([rows[f.name][index] for index in span], axis=1)
+            f.split(stacks.reshape(stacks.shape[0], f.table_stack, *f.frame_shape), out)
+        return out

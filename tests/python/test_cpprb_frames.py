@@ -1,0 +1,276 @@
+"""replayd.cpprb's ``next_of`` and ``stack_compress`` (replayd/cpprb_frames.py) against a
+pure-numpy reference model, on random streams through the real server.
+
+The promise checked: every frame is stored once, and yet every sample, get_all_transitions
+and get_stored_size return exactly the transitions given to ``add`` (cpprb's values:
+``next_<name>`` and stacks on the last axis), whatever the stream does: episodes that end
+with on_episode_end, episodes whose first stack repeats its first frame or not (zeros, as
+SB3's VecFrameStack), a stream that jumps without on_episode_end, batch adds, and a ring
+that wraps many times.
+
+The model stores rows as the buffer does: one row per transition holding its newest frame,
+after H history rows (H = the largest stack - 1) whenever a transition does not continue the
+previous one (its obs is not the last next_obs, or its stack does not shift by one frame)
+or follows on_episode_end; FIFO eviction of rows at `size`. A transition can be drawn while
+its H rows before it are stored; get_stored_size counts stored rows minus history rows.
+Each transition carries a unique ``act``, by which samples are matched to it."""
+from __future__ import annotations
+
+import pickle
+import random
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import pytest
+
+from replayd.cpprb import PrioritizedReplayBuffer, ReplayBuffer
+
+FRAME = (2, 3)
+
+
+@pytest.fixture
+def rb_args(address, table_name):
+    return {"address": address, "table": table_name}
+
+
+class Model:
+    """The rows of the buffer's table and the transitions they hold."""
+
+    def __init__(self, size: int, history: int) -> None:
+        self.size = size
+        self.history = history
+        self.rows: List[Tuple[int, int, Optional[Dict[str, Any]]]] = []  # episode, position
+        self.episode = 0
+        self.length = 0
+        self.previous: Optional[Dict[str, Any]] = None
+
+    def end(self) -> None:
+        self.previous = None
+
+    def add(self, transition: Dict[str, Any], continues: bool) -> None:
+        if self.previous is None or not continues:
+            self.episode += 1
+            self.length = 0
+            for _ in range(self.history):
+                self.store(None)
+        self.store(transition)
+        self.previous = transition
+
+    def store(self, transition: Optional[Dict[str, Any]]) -> None:
+        if len(self.rows) == self.size:
+            self.rows.pop(0)
+        self.rows.append((self.episode, self.length, transition))
+        self.length += 1
+
+    def drawable(self) -> List[Dict[str, Any]]:
+        stored = {(e, p) for e, p, _ in self.rows}
+        return [t for e, p, t in self.rows if t is not None
+                and all((e, p - k) in stored for k in range(1, self.history + 1))]
+
+    def stored_size(self) -> int:
+        return sum(1 for _, _, t in self.rows if t is not None)
+
+
+class Stream:
+    """Random transitions of episodes: frames of a few values, unique acts."""
+
+    def __init__(self, rng: random.Random, stack: int, next_of: bool, stacked: bool) -> None:
+        self.rng, self.stack, self.next_of, self.stacked = rng, stack, next_of, stacked
+        self.act = 0
+        self.frames: List[np.ndarray] = []
+
+    def frame(self) -> np.ndarray:
+        return np.array([[self.rng.randrange(5) * 50 for _ in range(FRAME[1])]
+                         for _ in range(FRAME[0])], np.uint8)
+
+    def reset(self) -> None:
+        first = self.frame()
+        kind = self.rng.randrange(3)  # repeated first frame, zeros before it, all distinct
+        if kind == 0:
+            self.frames = [first] * self.stack
+        elif kind == 1:
+            self.frames = [np.zeros(FRAME, np.uint8)] * (self.stack - 1) + [first]
+        else:
+            self.frames = [self.frame() for _ in range(self.stack - 1)] + [first]
+
+    def value(self, frames: List[np.ndarray]) -> np.ndarray:
+        return np.stack(frames, axis=-1) if self.stacked else frames[-1]
+
+    def step(self) -> Dict[str, Any]:
+        obs = self.value(self.frames[-self.stack:])
+        self.frames.append(self.frame())
+        self.act += 1
+        transition = {"obs": obs, "act": np.array([self.act], np.float32),
+                      "rew": np.array([self.rng.random()], np.float32),
+                      "done": np.array([0.0], np.float32)}
+        if self.next_of:
+            transition["next_obs"] = self.value(self.frames[-self.stack:])
+        return transition
+
+
+def continues(a: Optional[Dict[str, Any]], b: Dict[str, Any], next_of: bool,
+              stacked: bool) -> bool:
+    if a is None:
+        return False
+    if next_of:
+        return bool(np.array_equal(b["obs"], a["next_obs"]))
+    return bool(np.array_equal(b["obs"][..., :-1], a["obs"][..., 1:]))
+
+
+def env_dict(stack: int, stacked: bool) -> Dict[str, Any]:
+    shape = (*FRAME, stack) if stacked else FRAME
+    return {"obs": {"shape": shape, "dtype": np.uint8}, "act": {}, "rew": {}, "done": {}}
+
+
+def ring_order(drawable: List[Dict[str, Any]], added: int, size: int) -> List[Dict[str, Any]]:
+    """cpprb's ring order: insertion order until `added` reaches the size; then the newest
+    at position (added - 1) % size and each older one a position before it."""
+    if added < size:
+        return drawable
+    n = len(drawable)
+    positions = [(added - n + j) % size for j in range(n)]
+    return [t for _, t in sorted(zip(positions, drawable), key=lambda pair: pair[0])]
+
+
+def check(rb: ReplayBuffer, model: Model, draws: int, added: int) -> None:
+    drawable = model.drawable()
+    assert rb.get_stored_size() == model.stored_size()
+    assert rb.get_next_index() == added % model.size
+    everything = rb.get_all_transitions()
+    ring = ring_order(drawable, added, model.size)
+    assert everything["act"][:, 0].tolist() == [t["act"][0] for t in ring]
+    for name, value in everything.items():
+        want = np.stack([t[name] for t in ring]) if ring else value[:0]
+        assert value.dtype == want.dtype and np.array_equal(value, want), name
+    if not drawable:
+        return
+    by_act = {int(t["act"][0]): t for t in drawable}
+    sample = rb.sample(draws)
+    seen = set()
+    for i, act in enumerate(sample["act"][:, 0].astype(int).tolist()):
+        assert act in by_act, f"transition {act} is not drawable"
+        for name, want in by_act[act].items():
+            assert np.array_equal(sample[name][i], want), (name, act)
+        seen.add(act)
+    assert seen == set(by_act), "some drawable transitions were never drawn"
+
+
+@pytest.mark.parametrize("next_of,stacked", [(True, True), (True, False), (False, True)],
+                         ids=["next_of-and-stack", "next_of", "stack"])
+@pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritized"])
+def test_samples_and_reads_return_exactly_what_was_added(rb_args, next_of, stacked,
+                                                         prioritized):
+    rng = random.Random(hash((next_of, stacked, prioritized)) % 997)
+    stack = 3 if stacked else 1
+    history = (stack if next_of else stack - 1) if stacked else 1
+    size = 40
+    kwargs = {"next_of": "obs"} if next_of else {}
+    if stacked:
+        kwargs["stack_compress"] = "obs"
+    cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    rb = cls(size, env_dict(stack, stacked), **kwargs, **rb_args)
+    description = rb.client.table_info(rb.table)["description"]
+    assert [f["name"] for f in description["fields"]][:4] == ["act", "rew", "done", "obs"]
+    assert "next_obs" not in [f["name"] for f in description["fields"]]
+    model = Model(size, history)
+    stream = Stream(rng, stack, next_of, stacked)
+    stream.reset()
+    total = 0
+    for round_ in range(8):  # 8 x ~40 transitions: the ring wraps several times
+        added = 0
+        while added < 40:
+            roll = rng.random()
+            if roll < 0.08:
+                rb.on_episode_end()
+                model.end()
+                stream.reset()
+                continue
+            if roll < 0.12:  # a jump without on_episode_end
+                stream.reset()
+            batch = [stream.step() for _ in range(rng.choice([1, 1, 1, 2, 5]))]
+            priorities = [rng.random() + 0.1 for _ in batch] if prioritized else None
+            columns = {name: np.stack([t[name] for t in batch]) for name in batch[0]}
+            if len(batch) == 1 and rng.random() < 0.5:
+                columns = batch[0]
+            if priorities is not None:
+                rb.add(**columns, priorities=priorities if len(batch) > 1 else priorities[0])
+            else:
+                rb.add(**columns)
+            for t in batch:
+                model.add(t, continues(model.previous, t, next_of, stacked))
+            added += len(batch)
+        total += added
+        check(rb, model, 1500, total)
+
+
+def test_a_sample_right_after_add_sees_the_transition(rb_args):
+    rb = ReplayBuffer(16, env_dict(4, True), next_of="obs", stack_compress="obs", **rb_args)
+    obs = np.arange(24, dtype=np.uint8).reshape(*FRAME, 4)
+    next_obs = np.concatenate([obs[..., 1:], np.full((*FRAME, 1), 99, np.uint8)], axis=-1)
+    rb.add(obs=obs, act=7, rew=1.0, next_obs=next_obs, done=1.0)
+    sample = rb.sample(3)
+    assert np.array_equal(sample["obs"], np.stack([obs] * 3))
+    assert np.array_equal(sample["next_obs"], np.stack([next_obs] * 3))
+    assert not np.shares_memory(sample["obs"], sample["next_obs"])
+    assert rb.get_stored_size() == 1
+
+
+def test_frames_are_stored_once(rb_args, client, table_name):
+    """The table of a next_of + stack_compress buffer holds one frame per transition where
+    the plain layout holds eight (obs and next_obs of four frames each)."""
+    shape = (84, 84, 4)
+    env = {"obs": {"shape": shape, "dtype": np.uint8}, "act": {"dtype": np.int32},
+           "rew": {}, "done": {}}
+    framed = ReplayBuffer(10_000, env, next_of="obs", stack_compress="obs", **rb_args)
+    plain = ReplayBuffer(10_000, {**env, "next_obs": {"shape": shape, "dtype": np.uint8}},
+                         address=rb_args["address"])
+    frame_bytes = 84 * 84
+    framed_bytes = framed.client.table_info(framed.table)["bytes"]
+    plain_bytes = plain.client.table_info(plain.table)["bytes"]
+    assert framed_bytes < 10_000 * frame_bytes * 1.1
+    assert plain_bytes > 10_000 * frame_bytes * 8
+    fields = framed.client.table_info(framed.table)["description"]["fields"]
+    assert [(f["name"], f["shape"], f.get("stack")) for f in fields if f["name"] == "obs"] == \
+        [("obs", [84, 84], 5)]
+
+
+def test_a_pickled_copy_starts_its_own_stored_episode(rb_args):
+    rb = ReplayBuffer(32, env_dict(1, False), next_of="obs", **rb_args)
+    rng = random.Random(4)
+    stream = Stream(rng, 1, True, False)
+    stream.reset()
+    first = [stream.step() for _ in range(3)]
+    for t in first:
+        rb.add(**t)
+    copy = pickle.loads(pickle.dumps(rb))
+    second = [stream.step() for _ in range(3)]  # continues the stream, from another object
+    for t in second:
+        copy.add(**t)
+    got = copy.get_all_transitions()
+    assert got["act"][:, 0].tolist() == [1, 2, 3, 4, 5, 6]
+    for i, t in enumerate(first + second):
+        assert np.array_equal(got["obs"][i], t["obs"]) and \
+            np.array_equal(got["next_obs"][i], t["next_obs"])
+    assert copy.get_stored_size() == 6
+
+
+def test_saved_transitions_hold_cpprb_values_and_load_back(rb_args, tmp_path):
+    rb = ReplayBuffer(32, env_dict(3, True), next_of="obs", stack_compress="obs", **rb_args)
+    stream = Stream(random.Random(9), 3, True, True)
+    stream.reset()
+    added = [stream.step() for _ in range(5)]
+    for t in added:
+        rb.add(**t)
+    rb.on_episode_end()
+    path = tmp_path / "frames.npz"
+    rb.save_transitions(str(path))
+    with np.load(path, allow_pickle=True) as f:
+        data = f["data"].item()
+    assert data["obs"].shape == (5, *FRAME, 3) and data["next_obs"].shape == (5, *FRAME, 3)
+    assert np.array_equal(data["next_obs"], np.stack([t["next_obs"] for t in added]))
+    other = ReplayBuffer(32, env_dict(3, True), next_of="obs", stack_compress="obs",
+                         address=rb_args["address"])
+    other.load_transitions(str(path))
+    got = other.get_all_transitions()
+    for name in ("obs", "next_obs", "act"):
+        assert np.array_equal(got[name], data[name]), name
