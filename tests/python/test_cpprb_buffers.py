@@ -223,3 +223,20 @@ def test_a_program_that_exits_drops_its_tables_and_delivers_persistent_adds(addr
         assert dropped not in tables and kept in tables
         assert client.size(kept) == 2
         client.drop_table(kept)
+
+
+def test_priority_updates_do_not_wait_and_their_errors_surface_later(address_only):
+    """update_priorities sends without waiting for the reply; the next sample already
+    draws by the new priorities (the server runs a connection's requests in order), and an
+    update the server refused raises from the next update_priorities."""
+    rb = PrioritizedReplayBuffer(8, {"obs": {}}, alpha=1.0, eps=0.0, **address_only)
+    rb.add(obs=[0, 1, 2, 3])
+    everything = rb.sample(200)
+    by_obs = {float(o): int(k) for k, o in zip(everything["indexes"], everything["obs"][:, 0])}
+    assert sorted(by_obs) == [0.0, 1.0, 2.0, 3.0]
+    rb.update_priorities([by_obs[1.0], by_obs[2.0], by_obs[3.0]], [0.0, 0.0, 0.0])
+    assert set(rb.sample(50)["obs"][:, 0].tolist()) == {0.0}
+    rb.update_priorities([by_obs[0.0]], [float("nan")])
+    rb.sample(1)  # its reply comes after the update's
+    with pytest.raises(replayd.InvalidArgument):
+        rb.update_priorities([by_obs[0.0]], [1.0])

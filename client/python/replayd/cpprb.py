@@ -94,6 +94,7 @@ else ``unix:///tmp/replayd.sock``.
 """
 from __future__ import annotations
 
+import os
 from multiprocessing import util as mp_util
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -109,7 +110,7 @@ from .cpprb_frames import FramePlan
 from .cpprb_laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
 from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, check_mp_options,
                           env_fields, new_table_name, PythonNumbers, resolve_address,
-                          stored_shape)
+                          reward_field_of, stored_shape)
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
 
@@ -117,6 +118,9 @@ __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
            "LaBERmax", "train", "ReverseReplayBuffer", "SelectiveReplayBuffer",
            "HindsightReplayBuffer", "DEFAULT_ADDRESS"]
+
+_PID = [os.getpid()]  # this process's id, kept by a fork hook (os.getpid is a system call)
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 _IGNORED_OPTIONS = ("ctx", "backend", "logger", "check_for_update", "mmap_prefix")
 
@@ -159,19 +163,26 @@ class ReplayBuffer:
         self._units = [name for name, _, shape in self._fields if shape == (1,)]
         stored = [(name, dtype, stored_shape(shape)) for name, dtype, shape in
                   (self._frames.table_fields() if self._frames else self._fields)]
-        fields = [*stored, (HIDDEN_REWARD, np.dtype(np.float32), ())]
-        self._client.create_table(self._table, fields, self._size,
+        # The episodic table's reward field: a float scalar of the buffer (a 1-step sample
+        # returns it unchanged, but -0.0 as 0.0), else one more field, always 0, never shown.
+        reward = reward_field_of(stored)
+        self._hidden = HIDDEN_REWARD if reward is None else None
+        self._hidden_values = {HIDDEN_REWARD: 0.0} if reward is None else {}
+        if reward is None:
+            stored.append((HIDDEN_REWARD, np.dtype(np.float32), ()))
+        self._client.create_table(self._table, stored, self._size,
                                   sampler="prioritized" if self._prioritized else "uniform",
                                   priority_exponent=self._alpha, exist_ok=True,
-                                  episodic=True, reward=HIDDEN_REWARD, bootstrap=[],
+                                  episodic=True, reward=reward or HIDDEN_REWARD, bootstrap=[],
                                   stack=self._frames.table_stacks() or None,
                                   pad_history=not self._frames)
+        # add() of one transition may go to the writer as given (no Nstep, no frames).
+        self._exact_adds = self._nstep is None and not self._frames
         self._one_plan = [(name, dtype, shape, int(np.prod(shape)), stored_shape(shape),
                            PythonNumbers(dtype) if shape == (1,) else None)
                           for name, dtype, shape in self._fields]
-        self._index = 0  # cpprb's next ring position, counted over this object's adds
-        self._wrapped = False  # whether this object's adds went round the ring
-        self._episode_len = 0
+        self._added = 0  # transitions this object added since it was made or cleared
+        self._episode_start = 0  # _added at the last on_episode_end()
         self._max_priority = 1.0
         self._writer_batch = max(1, min(WRITER_BATCH_ITEMS, self._size, int(
             self._client.server["limits"].get("max_batch_items", self._size))))
@@ -210,6 +221,17 @@ class ReplayBuffer:
         returns cpprb's ring position of the first one. One transition goes to a batching
         writer (no round trip); every other method sees it. Raises KeyError if a value is
         missing; values for names the buffer does not define are ignored, as in cpprb."""
+        life = self._life
+        writer = life.writer
+        if writer is not None and self._exact_adds and life.writer_pid == _PID[0]:
+            hidden = self._hidden
+            if hidden is not None:
+                kwargs[hidden] = 0.0  # kwargs is this call's own dict
+            if writer.try_append(kwargs):  # values already as stored: the cheapest path
+                self._added += 1
+                return (self._added - 1) % self._size
+            if hidden is not None:
+                del kwargs[hidden]
         return self._add(kwargs, None)
 
     def sample(self, batch_size: int) -> Dict[str, np.ndarray[Any, Any]]:
@@ -230,18 +252,17 @@ class ReplayBuffer:
         """cpprb's ring position of the next transition: the number of transitions this
         object added since the last clear(), modulo the size (other processes' adds to a
         shared table are not counted)."""
-        return self._index
+        return self._added % self._size
 
     def get_current_episode_len(self) -> int:
         """Transitions added since the last on_episode_end() (or clear())."""
-        return self._episode_len
+        return self._added - self._episode_start
 
     def clear(self) -> None:
         """Removes every item (for every process using the table)."""
         self._life.end_episode()
         self._client.reset(self._table)
-        self._index = self._episode_len = 0
-        self._wrapped = False
+        self._added = self._episode_start = 0
         self._max_priority = 1.0
         if self._nstep is not None:
             self._nstep.clear()
@@ -254,7 +275,7 @@ class ReplayBuffer:
         if self._nstep is not None:
             data, prio, n = self._nstep.flush()
             self._store(data, n, prio)
-        self._episode_len = 0
+        self._episode_start = self._added
         self._life.end_episode()
 
     def is_Nstep(self) -> bool:  # noqa: N802 - cpprb's name
@@ -333,12 +354,12 @@ class ReplayBuffer:
         if priorities is not None and type(priorities) is not float:
             return None
         priority = None if priorities is None else abs(priorities) + self._eps
-        if not self._frames:  # values already as the table stores them: no conversion
+        if self._exact_adds:  # values already as the table stores them: no conversion
             exact = dict(kwargs)
-            exact[HIDDEN_REWARD] = 0.0
+            exact.update(self._hidden_values)
             if self._life.writer_here().try_append(exact, priority):
                 return self._added_one(priorities)
-        item: Dict[str, Any] = {HIDDEN_REWARD: 0.0}
+        item: Dict[str, Any] = dict(self._hidden_values)
         try:
             for name, dtype, shape, size, stored, numbers in self._one_plan:
                 value = kwargs[name]
@@ -363,11 +384,8 @@ class ReplayBuffer:
         """Counts one transition given to the writer; returns its ring position."""
         if priorities is not None:
             self._max_priority = max(self._max_priority, priorities)
-        first = self._index
-        self._wrapped |= first + 1 >= self._size
-        self._index = (first + 1) % self._size
-        self._episode_len += 1
-        return first
+        self._added += 1
+        return (self._added - 1) % self._size
 
     def _add(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
         if self._nstep is None:
@@ -421,10 +439,8 @@ class ReplayBuffer:
             return None
         data = {name: array.reshape(n) if name in self._units else array
                 for name, array in data.items()}
-        first = self._index
-        self._wrapped |= self._index + n >= self._size
-        self._index = (self._index + n) % self._size
-        self._episode_len += n
+        first = self._added % self._size
+        self._added += n
         if self._frames:
             for i in range(n):
                 self._append_frames({name: array[i] for name, array in data.items()},
@@ -432,7 +448,7 @@ class ReplayBuffer:
             return first
         if n == 1:
             item: Dict[str, Any] = {name: array[0] for name, array in data.items()}
-            item[HIDDEN_REWARD] = 0.0
+            item.update(self._hidden_values)
             self._life.writer_here().append(
                 item, priority=None if prio is None else float(prio[0]))
             return first
@@ -446,7 +462,8 @@ class ReplayBuffer:
         step = max(1, int(self._client.server["limits"].get("max_batch_items", n)))
         for start in range(0, n, step):
             part = with_hidden({name: array[start:start + step]
-                                for name, array in data.items()}, min(step, n - start))
+                                for name, array in data.items()}, min(step, n - start),
+                               self._hidden)
             batch = prepare_insert(schema, part,
                                    None if prio is None else prio[start:start + step])
             send_steps(self._client, self._table, batch, episode.current()).result()
@@ -464,9 +481,9 @@ class ReplayBuffer:
         writer = self._life.writer_here()
         history_priority = None if priority is None else 0.0  # never drawn
         for row in rows[:-1]:
-            row[HIDDEN_REWARD] = 0.0
+            row.update(self._hidden_values)
             writer.append(row, priority=history_priority)
-        rows[-1][HIDDEN_REWARD] = 0.0
+        rows[-1].update(self._hidden_values)
         writer.append(rows[-1], priority=priority)
         episode.previous = {name: np.array(transition[name]) for name in self._frames.names}
 
@@ -495,9 +512,9 @@ class ReplayBuffer:
         (with frame values, history rows take room: fewer than `size` may be stored)."""
         steps = self._ordered()
         n = next(iter(steps.values())).shape[0]
-        if not self._wrapped:
+        if self._added < self._size:  # this object's adds have not gone round the ring
             return np.arange(n), steps  # positions 0 .. n-1 in insertion order
-        positions = (self._index - 1 - np.arange(n)[::-1]) % self._size
+        positions = (self._added - 1 - np.arange(n)[::-1]) % self._size
         order = np.argsort(positions, kind="stable")
         return positions[order], {name: values[order] for name, values in steps.items()}
 
@@ -556,7 +573,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         if raw.shape[0]:
             self._max_priority = max(self._max_priority, float(raw.max()))
         self._life.send()
-        self._client.update_priorities(self._table, indexes, np.abs(raw) + self._eps)
+        self._life.track_update(  # sent without waiting; every later request sees it
+            self._client.update_priorities_async(self._table, indexes, np.abs(raw) + self._eps))
 
     def get_max_priority(self) -> float:
         """The largest priority given to add() or update_priorities() through this object

@@ -5,8 +5,9 @@
 - Each buffer object appends, per process, to one open episode of its own; on_episode_end
   ends it (a new one opens at the next add). The server knows the episode's writer by the
   connection, which is the Client's connection of that process.
-- An episodic table needs a scalar float reward field; cpprb's scalars have shape (1,), so
-  the table has one more field, HIDDEN_REWARD (float32, always 0), that is never shown.
+- An episodic table needs a scalar float reward field: a float value of shape (1,) of the
+  buffer (stored as a scalar) serves, ``rew`` or ``reward`` first; a buffer without one has
+  one more field, HIDDEN_REWARD (float32, always 0), that is never shown.
 - A sample is the server's 1-step sample (every stored step is a valid start); its extra
   columns (the return in HIDDEN_REWARD, ``discount``, ``steps``) are dropped.
 
@@ -95,10 +96,13 @@ class StepWriter(Writer):
         return future
 
 
-def with_hidden(columns: Dict[str, "np.ndarray[Any, Any]"], n: int
+def with_hidden(columns: Dict[str, "np.ndarray[Any, Any]"], n: int, hidden: Optional[str]
                 ) -> Dict[str, "np.ndarray[Any, Any]"]:
+    """`columns` and, when the table has one, its hidden reward field's n zeros."""
+    if hidden is None:
+        return columns
     out = dict(columns)
-    out[HIDDEN_REWARD] = np.zeros(n, dtype=np.float32)
+    out[hidden] = np.zeros(n, dtype=np.float32)
     return out
 
 

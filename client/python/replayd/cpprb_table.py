@@ -3,11 +3,13 @@ table's name, and what happens to the table and to pending adds when the buffer 
 Used by replayd.cpprb only."""
 from __future__ import annotations
 
+import collections
 import os
 import uuid
+from concurrent.futures import Future
 from multiprocessing import ProcessError
 from multiprocessing import managers
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Deque, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from .cpprb_steps import Episode, StepWriter
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
+UPDATES_IN_FLIGHT = 8  # priority updates sent and not yet acknowledged
 
 
 def resolve_address(address: Optional[str]) -> str:
@@ -42,6 +45,19 @@ class Lifetime:
         self.writer: Optional[StepWriter] = None
         self.writer_pid = 0
         self.episode_ = Episode(client, table)
+        self.updates: Deque["Future[Any]"] = collections.deque()  # priority updates sent
+        self.updates_pid = os.getpid()
+
+    def track_update(self, future: "Future[Any]") -> None:
+        """Keeps a priority update sent without waiting. Requests sent after it on this
+        process's connection see it (the server executes them in order); its error, if
+        any, is raised by a later track_update or flush. At most UPDATES_IN_FLIGHT wait."""
+        if self.updates_pid != os.getpid():  # a forked child: the parent's are not ours
+            self.updates = collections.deque()
+            self.updates_pid = os.getpid()
+        self.updates.append(future)
+        while self.updates and (len(self.updates) > UPDATES_IN_FLIGHT or self.updates[0].done()):
+            self.updates.popleft().result()
 
     def writer_here(self) -> StepWriter:
         """This process's writer (created on first use, a new one after a fork)."""
@@ -77,6 +93,9 @@ class Lifetime:
         writer = self.writer
         if writer is not None and self.writer_pid == os.getpid() and writer.pending:
             writer.flush()
+        if self.updates_pid == os.getpid():
+            while self.updates:
+                self.updates.popleft().result()
 
     def end(self) -> None:
         drop = self.drop and self.creator_pid == os.getpid()
@@ -124,6 +143,19 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
 def stored_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
     """The table's shape of a cpprb value: its (1,)-shaped values are stored as scalars."""
     return () if shape == (1,) else shape
+
+
+def reward_field_of(fields: List[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
+                    ) -> Optional[str]:
+    """A stored float scalar field that may serve as the episodic table's reward field (a
+    1-step sample returns its value as the return: 0 + 1 * r), ``rew`` or ``reward`` first;
+    None when there is none."""
+    scalars = [name for name, dtype, shape in fields
+               if shape == () and dtype in (np.dtype(np.float32), np.dtype(np.float64))]
+    for name in ("rew", "reward"):
+        if name in scalars:
+            return name
+    return scalars[0] if scalars else None
 
 
 class PythonNumbers:
