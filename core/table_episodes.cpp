@@ -307,8 +307,12 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
       out.returns.size() == n * reward_bytes && out.bootstrap.size() == bootstrap_fields_.size() &&
       out.discounts.size() == n && out.steps.size() == n &&
       (out.frames.empty() ? !config_.schema.has_frames() : out.frames.size() == fields.size());
-  for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f)
-    shapes_ok = base.columns[f].size() == (fields[f].is_frame() ? 0 : n * fields[f].item_bytes());
+  shapes_ok = shapes_ok && (base.rows.empty() || base.rows.size() == fields.size());
+  for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f) {
+    const bool viewed = !base.rows.empty() && !fields[f].is_frame() && base.rows[f].size() == n;
+    shapes_ok =
+        base.columns[f].size() == (fields[f].is_frame() || viewed ? 0 : n * fields[f].item_bytes());
+  }
   for (std::size_t b = 0; shapes_ok && b < bootstrap_fields_.size(); ++b)
     shapes_ok = out.bootstrap[b].size() == n * fields[bootstrap_fields_[b]].item_bytes();
   if (!shapes_ok) return invalid(name(), "n-step output buffers do not match n and the schema");
@@ -366,6 +370,10 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
     }
     for (std::size_t f = 0; f < fields.size(); ++f) {
       if (fields[f].is_frame()) continue;
+      if (base.columns[f].empty()) {  // viewed in place (SampleBuffers::rows)
+        base.rows[f][i] = storage_.cell(f, slot);
+        continue;
+      }
       const std::uint64_t bytes = storage_.item_bytes(f);
       std::memcpy(base.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
     }

@@ -13,19 +13,33 @@
 namespace replayd::service::commands {
 namespace {
 
-// The per-draw columns, the schema's fields but frame fields, then discount and steps.
-std::vector<ReplyColumn> nstep_columns(const Schema& schema) {
+// Whether the n-step reply takes field f's values from the draws' rows (not the reward or
+// a bootstrap field, whose columns receive computed values).
+bool takes_own_value(const Schema& schema, const EpisodeConfig& episodes, std::size_t f) {
+  const auto& bootstrap = episodes.bootstrap_fields;
+  return schema.field(f).name != episodes.reward_field &&
+         std::find(bootstrap.begin(), bootstrap.end(), schema.field(f).name) == bootstrap.end();
+}
+
+// The per-draw columns, the schema's fields but frame fields, then discount and steps. With
+// n given, large fields that take their own values are viewed in place (viewed_fields).
+std::vector<ReplyColumn> nstep_columns(const Schema& schema, const EpisodeConfig& episodes,
+                                       std::uint64_t n = 0) {
+  const std::vector<bool> viewed =
+      n > 0 ? viewed_fields(schema, n) : std::vector<bool>(schema.size(), false);
   std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {}},
                                    {"probability", "float64", {}, 8, {}},
                                    {"weight", "float64", {}, 8, {}},
                                    {"times_sampled", "uint32", {}, 4, {}}};
-  for (const auto& field : schema.fields()) {
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    const Field& field = schema.field(f);
     if (field.is_frame()) continue;
     columns.push_back({field.name,
                        std::string(dtype_name(field.dtype)),
                        {field.shape.begin(), field.shape.end()},
                        field.item_bytes(),
-                       {}});
+                       {},
+                       viewed[f] && takes_own_value(schema, episodes, f)});
   }
   columns.push_back({"discount", "float64", {}, 8, {}});
   columns.push_back({"steps", "uint32", {}, 4, {}});
@@ -48,7 +62,8 @@ class NStepWork final : public Deferred {
     Table& table = *table_->table;
     const Schema& schema = table.schema();
     const auto& episodes = table.config().episodes;
-    auto reply = ColumnReply::create(nstep_columns(schema), {n_});
+    const std::vector<ReplyColumn> reply_columns = nstep_columns(schema, episodes, n_);
+    auto reply = ColumnReply::create(reply_columns, {n_});
     if (!reply) return make_error_reply(request_id_, reply.error());
     // Step t's own fields go straight into the reply, except the reward and bootstrap fields,
     // whose reply columns receive the return and the bootstrap values instead.
@@ -60,6 +75,7 @@ class NStepWork final : public Deferred {
     const int reward = schema.find(episodes.reward_field);
     std::vector<std::vector<std::byte>> scratch;
     std::vector<std::span<std::byte>> columns;
+    std::vector<std::span<const std::byte*>> rows(schema.size());  // of the viewed fields
     std::vector<std::span<std::byte>> bootstrap;
     for (const auto& name : episodes.bootstrap_fields)
       bootstrap.push_back(reply->column(column_of[static_cast<std::size_t>(schema.find(name))]));
@@ -71,6 +87,9 @@ class NStepWork final : public Deferred {
                     schema.field(f).name) != episodes.bootstrap_fields.end();
       if (schema.field(f).is_frame()) {
         columns.emplace_back();
+      } else if (reply_columns[column_of[f]].viewed) {
+        columns.emplace_back();
+        rows[f] = reply->rows(column_of[f]);
       } else if (replaced) {
         scratch.emplace_back(n_ * schema.field(f).item_bytes());
         columns.emplace_back(scratch.back());
@@ -80,7 +99,7 @@ class NStepWork final : public Deferred {
     }
     std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
     NStepBuffers buffers{{reply->as<std::uint64_t>(0), reply->as<double>(1), reply->as<double>(2),
-                          reply->as<std::uint32_t>(3), columns},
+                          reply->as<std::uint32_t>(3), columns, rows},
                          reply->column(column_of[static_cast<std::size_t>(reward)]),
                          bootstrap,
                          reply->as<double>(next_column),
@@ -127,7 +146,8 @@ Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
   NStepRequest request{static_cast<std::uint32_t>(k), gamma, beta};
   // Validates gamma and beta, and builds the window index of k (O(capacity * k), once).
   if (auto starts = table.nstep_starts(request); !starts) return starts.error();
-  std::uint64_t reply_bytes = ColumnReply::frame_bytes(nstep_columns(table.schema()), {call.n});
+  std::uint64_t reply_bytes =
+      ColumnReply::frame_bytes(nstep_columns(table.schema(), table.config().episodes), {call.n});
   for (const auto& field : table.schema().fields()) {
     // At most stack + min(k, stack) frames per draw (frame_layout).
     if (!field.is_frame()) continue;

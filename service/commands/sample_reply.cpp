@@ -60,7 +60,8 @@ constexpr std::uint64_t kViewedMinItemBytes = 4096;
 constexpr std::uint64_t kMaxViewedRows = 1024;
 constexpr std::array<std::byte, 8> kZeroPadding{};
 
-// Which fields a sample of n items views in place.
+}  // namespace
+
 std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n) {
   std::vector<bool> viewed(schema.size(), false);
   std::uint64_t rows = 0;
@@ -72,6 +73,8 @@ std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n) {
   }
   return viewed;
 }
+
+namespace {
 
 std::vector<std::uint64_t> reply_bytes_per_item(const Schema& schema) {
   std::vector<std::uint64_t> bytes_per_item(kSampleInfoBytes.begin(), kSampleInfoBytes.end());
@@ -249,14 +252,31 @@ Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
   ColumnReply reply;
   reply.bytes_ = column_bytes(columns, leading);
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(reply.bytes_, 1));
-  reply.payload_ = ByteBuffer(layout.total_bytes);
+  // The payload holds the columns not viewed, each padded as on the wire.
+  reply.owned_at_.assign(columns.size(), 0);
+  reply.rows_.resize(columns.size());
+  std::uint64_t owned = 0;
   for (std::size_t i = 0; i < columns.size(); ++i) {
+    const std::uint64_t end = i + 1 < columns.size() ? layout.offsets[i + 1] : layout.total_bytes;
+    if (columns[i].viewed) {
+      reply.rows_[i].resize(columns[i].item_bytes ? reply.bytes_[i] / columns[i].item_bytes : 0);
+      continue;
+    }
+    reply.owned_at_[i] = owned;
+    owned += end - layout.offsets[i];
+  }
+  reply.payload_ = ByteBuffer(owned);
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].viewed) continue;
     const std::uint64_t end = i + 1 < columns.size() ? layout.offsets[i + 1] : layout.total_bytes;
     const std::uint64_t padding = end - layout.offsets[i] - reply.bytes_[i];
     // An empty reply (a last page of no rows) has no buffer at all: nothing to clear.
-    if (padding > 0) std::memset(reply.payload_.data() + end - padding, 0, padding);
+    if (padding > 0) {
+      std::memset(reply.payload_.data() + reply.owned_at_[i] + reply.bytes_[i], 0, padding);
+    }
   }
   reply.offsets_ = std::move(layout.offsets);
+  reply.total_bytes_ = layout.total_bytes;
   reply.columns_ = std::move(columns);
   reply.leading_ = std::move(leading);
   return reply;
@@ -269,14 +289,18 @@ Result<std::size_t> ColumnReply::extend(std::vector<ReplyColumn> columns) {
              std::make_move_iterator(columns.end()));
   REPLAYD_ASSIGN_OR_RETURN(ColumnReply grown, create(std::move(all), leading_));
   for (std::size_t i = 0; i < first; ++i) {
-    if (bytes_[i] > 0) std::memcpy(grown.column(i).data(), column(i).data(), bytes_[i]);
+    if (columns_[i].viewed) {
+      grown.rows_[i] = std::move(rows_[i]);
+    } else if (bytes_[i] > 0) {
+      std::memcpy(grown.column(i).data(), column(i).data(), bytes_[i]);
+    }
   }
   *this = std::move(grown);
   return first;
 }
 
 std::span<std::byte> ColumnReply::column(std::size_t i) {
-  return {payload_.data() + offsets_[i], bytes_[i]};
+  return {payload_.data() + owned_at_[i], bytes_[i]};
 }
 
 Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta) {
@@ -295,7 +319,33 @@ Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta)
   std::string meta = "{\"n\":" + std::to_string(leading_.empty() ? 0 : leading_[0]) +
                      ",\"columns\":" + json::serialize(list);
   meta.append(extra_meta).append("}");
-  return make_reply(request_id, std::move(meta), std::move(payload_));
+  const std::byte* owned = payload_.data();
+  Reply reply = make_reply(request_id, std::move(meta), std::move(payload_));
+  const bool views = std::any_of(columns_.begin(), columns_.end(),
+                                 [](const ReplyColumn& column) { return column.viewed; });
+  if (!views) return reply;
+  // The wire payload as pieces: owned runs (adjacent columns merged) and one piece per row.
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    const std::uint64_t end = i + 1 < columns_.size() ? offsets_[i + 1] : total_bytes_;
+    const std::uint64_t padded = end - offsets_[i];
+    if (!columns_[i].viewed) {
+      const std::byte* begin = owned + owned_at_[i];
+      auto& pieces = reply.pieces;
+      if (!pieces.empty() && pieces.back().data() + pieces.back().size() == begin) {
+        pieces.back() = {pieces.back().data(), pieces.back().size() + padded};
+      } else {
+        pieces.emplace_back(begin, padded);
+      }
+      continue;
+    }
+    for (const std::byte* row : rows_[i])
+      reply.pieces.emplace_back(row, columns_[i].item_bytes);
+    if (padded > bytes_[i]) reply.pieces.emplace_back(kZeroPadding.data(), padded - bytes_[i]);
+  }
+  encode_header(FrameHeader{FrameKind::reply, request_id,
+                            static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
+                reply.header);
+  return reply;
 }
 
 }  // namespace replayd::service::commands

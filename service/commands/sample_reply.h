@@ -54,6 +54,9 @@ struct ReplyColumn {
   std::vector<std::uint64_t> shape;    // per row
   std::uint64_t item_bytes = 0;        // bytes per row
   std::vector<std::uint64_t> leading;  // empty: the reply's leading dimensions
+  // Viewed: the reply borrows each row from table storage (rows(i) takes the pointers)
+  // instead of holding a copy; such a Reply must be sent at once (see Reply).
+  bool viewed = false;
 };
 
 // A reply whose payload is columns laid out as in a sample reply (docs/PROTOCOL.md,
@@ -74,7 +77,11 @@ class ColumnReply {
   // the first. Costs a copy of the existing columns.
   Result<std::size_t> extend(std::vector<ReplyColumn> columns);
   // Column i's bytes: its rows * item_bytes. Valid until finish() or extend().
+  // Precondition: column i is not viewed.
   std::span<std::byte> column(std::size_t i);
+  // The row pointers of the viewed column i, one per row, for the caller to set. Valid
+  // until finish() or extend().
+  std::span<const std::byte*> rows(std::size_t i) { return rows_[i]; }
   template <typename T>
   std::span<T> as(std::size_t i) {
     auto bytes = column(i);
@@ -88,8 +95,15 @@ class ColumnReply {
   std::vector<ReplyColumn> columns_;
   std::vector<std::uint64_t> leading_;
   std::vector<std::uint64_t> offsets_;
-  std::vector<std::uint64_t> bytes_;  // per column, without padding
-  ByteBuffer payload_;
+  std::vector<std::uint64_t> bytes_;     // per column, without padding
+  std::vector<std::uint64_t> owned_at_;  // per column not viewed: its offset in payload_
+  std::uint64_t total_bytes_ = 0;        // of the payload on the wire
+  std::vector<std::vector<const std::byte*>> rows_;  // per viewed column
+  ByteBuffer payload_;                               // the columns not viewed, padded
 };
+
+// Which fields a sample of n items views in place (large items, up to a bound on the rows
+// viewed per reply: each is one piece of the gathered write).
+std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n);
 
 }  // namespace replayd::service::commands

@@ -274,3 +274,44 @@ def test_append_steps_ends_the_episodes_it_lists_after_storing_its_steps(client,
     assert sorted(set(sample.data["steps"].tolist())) == [1, 2]
     np.testing.assert_array_equal(sample.data["discount"], 0.5 ** sample.data["steps"])
     conn.close()
+
+
+@pytest.mark.parametrize("frames", [False, True], ids=["plain", "with-frame-field"])
+def test_nstep_samples_of_large_steps_return_every_value_exactly(client, table_name, frames):
+    """Step fields of 4 KB and more are sent from the table's rows, not copied into the
+    reply (sample_nstep.cpp): every draw's values still are its start step's, the bootstrap
+    field the step h on, beside small fields, computed returns and (with a frame field) the
+    frame columns that follow them."""
+    big = (4, 84, 84)
+    fields: Dict[str, Any] = {"obs": (np.uint8, big), "act": (np.int64, ()),
+                              "rew": (np.float32, ()), "next_obs": (np.uint8, big)}
+    options: Dict[str, Any] = {}
+    if frames:
+        fields["pixels"] = (np.uint8, (6, 7))
+        options = {"next_of": ["pixels"], "stack": {"pixels": 2}}
+    client.create_table(table_name, fields, 64, episodic=True, **options)
+    rng = np.random.default_rng(5)
+    steps: Dict[int, Dict[str, Any]] = {}
+    with client.episode_writer(table_name, batch=8) as writer:
+        for episode in range(3):
+            for t in range(10):
+                act = episode * 100 + t
+                step = {"obs": rng.integers(0, 256, big, dtype=np.uint8), "act": act,
+                        "rew": float(t), "next_obs": rng.integers(0, 256, big, dtype=np.uint8)}
+                if frames:
+                    step["pixels"] = np.full((6, 7), act % 256, np.uint8)
+                steps[act] = step
+                writer.append(**step)
+            final = {"pixels": np.zeros((6, 7), np.uint8)} if frames else {}
+            writer.end_episode(terminated=False, **final)
+    for k in (1, 3):
+        sample = client.sample(table_name, 64, nstep=k, gamma=0.5)
+        for i, act in enumerate(sample["act"].tolist()):
+            h = int(sample["steps"][i])
+            assert np.array_equal(sample["obs"][i], steps[act]["obs"]), (k, act)
+            if not frames:
+                assert np.array_equal(sample["next_obs"][i], steps[act + h - 1]["next_obs"])
+            else:
+                assert np.array_equal(sample["pixels"][i][-1], steps[act]["pixels"])
+            want = sum(0.5 ** j * steps[act + j]["rew"] for j in range(h))
+            assert sample["rew"][i] == np.float32(want)
