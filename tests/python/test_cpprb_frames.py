@@ -274,3 +274,44 @@ def test_saved_transitions_hold_cpprb_values_and_load_back(rb_args, tmp_path):
     got = other.get_all_transitions()
     for name in ("obs", "next_obs", "act"):
         assert np.array_equal(got[name], data[name]), name
+
+
+def test_stacks_of_an_ended_episode_are_not_overwritten_by_the_next(rb_args):
+    """The case of cpprb's issue 97: an episode of three stacked values ended with
+    on_episode_end, then a new one. cpprb's get_all_transitions gives the second value as
+    [1, 2, 1] (the next episode's frame overwrote it); it must stay [1, 2, 3]."""
+    rb = PrioritizedReplayBuffer(32, env_dict={"done": {"dtype": "bool"}, "a": {"shape": 3}},
+                                 stack_compress="a", **rb_args)
+    a = np.array([0, 1, 2])
+    for i in range(3):
+        done = i == 2
+        rb.add(a=a, done=done)
+        if done:
+            rb.on_episode_end()
+        a += 1
+    rb.add(a=np.ones(3), done=False)
+    got = rb.get_all_transitions()
+    assert got["a"].tolist() == [[0, 1, 2], [1, 2, 3], [2, 3, 4], [1, 1, 1]]
+    assert got["a"].dtype == np.float32
+    assert got["done"].tolist() == [[False], [False], [True], [False]]
+
+
+def test_a_next_obs_that_is_no_shifted_stack_is_refused_with_nothing_stored(rb_args):
+    """The case of cpprb's issue 108: obs all ones, next_obs all twos, which no stack of
+    single frames holds (cpprb then samples an obs of [1, 2, 2, 2] rows). Refused, naming
+    the values, before anything is stored; a batch holding one such transition stores
+    none of its transitions."""
+    rb = ReplayBuffer(32, {"obs": {"shape": (16, 16, 4)}, "rew": {}, "done": {}},
+                      next_of="obs", stack_compress="obs", **rb_args)
+    with pytest.raises(ValueError, match=r"next_obs must be obs shifted by one frame"):
+        rb.add(obs=np.ones((16, 16, 4)), next_obs=np.ones((16, 16, 4)) + 1, rew=1, done=0)
+    good = np.stack([np.full((16, 16), i, np.float32) for i in range(5)], axis=-1)
+    batch = {"obs": np.stack([good[..., :4], np.ones((16, 16, 4))]),
+             "next_obs": np.stack([good[..., 1:], np.ones((16, 16, 4)) + 1]),
+             "rew": [1, 1], "done": [0, 0]}
+    with pytest.raises(ValueError, match="shifted"):
+        rb.add(**batch)
+    assert rb.get_stored_size() == 0 and rb.get_next_index() == 0
+    rb.add(obs=good[..., :4], next_obs=good[..., 1:], rew=1, done=0)
+    sample = rb.sample(2)
+    assert np.array_equal(sample["next_obs"][0], good[..., 1:])

@@ -77,9 +77,14 @@ Differences and unsupported options:
   ``sequence`` are reserved (ValueError): they are columns of the episodic table's replies;
   a ``table=`` made by an earlier replayd.cpprb (a plain table) has another description
   and raises replayd.AlreadyExists;
-- ``next_of`` and ``stack_compress`` are accepted but only change memory use in cpprb:
-  here ``next_<name>`` fields are ordinary fields (``add`` must be given them, as in cpprb)
-  and stacked values are stored uncompressed; results are the same;
+- ``next_of`` and ``stack_compress`` store each frame once (replayd.cpprb_frames: one row
+  per transition, stacked on the server; stacks come back on the last axis as transposed
+  views). Samples return exactly what ``add`` was given, also where cpprb's memory would
+  not (an ``obs`` that does not continue the last ``next_obs`` without on_episode_end);
+  each stored episode takes (largest stack - 1) history rows of the ring. With ``Nstep``
+  they are stored as ordinary values (cpprb turns them off);
+- ``update_priorities`` does not wait for the server: later requests see it, and an error
+  (a NaN priority) is raised by a later ``update_priorities``;
 - ``mmap_prefix``, ``ctx``, ``backend``, ``logger`` are accepted and ignored (storage lives
   on the server) once they pass cpprb's checks; ``check_for_update`` is always in effect (keys of overwritten items are
   stale and ignored by the server);
@@ -165,7 +170,7 @@ class ReplayBuffer:
                   (self._frames.table_fields() if self._frames else self._fields)]
         # The episodic table's reward field: a float scalar of the buffer (a 1-step sample
         # returns it unchanged, but -0.0 as 0.0), else one more field, always 0, never shown.
-        reward = reward_field_of(stored)
+        reward = reward_field_of([f for f in stored if f[0] not in self._frames.table_stacks()])
         self._hidden = HIDDEN_REWARD if reward is None else None
         self._hidden_values = {HIDDEN_REWARD: 0.0} if reward is None else {}
         if reward is None:
@@ -439,6 +444,9 @@ class ReplayBuffer:
             return None
         data = {name: array.reshape(n) if name in self._units else array
                 for name, array in data.items()}
+        if self._frames:  # nothing is stored unless every transition can be
+            for i in range(n):
+                self._frames.check({name: array[i] for name, array in data.items()})
         first = self._added % self._size
         self._added += n
         if self._frames:

@@ -71,6 +71,17 @@ class FrameField:
         count = self.frames if self.has_next else self.frames - 1
         return [value[..., i] for i in range(count)]
 
+    def check(self, transition: Mapping[str, Any]) -> None:
+        """Raises ValueError when the transition's values are not one stack of frames: with
+        both options, next_<name> must be <name> shifted by one frame on the last axis."""
+        if self.stacked and self.has_next and not np.array_equal(
+                transition[self.next_name][..., :-1], transition[self.name][..., 1:]):
+            raise ValueError(
+                f"add(): with next_of and stack_compress, {self.next_name} must be {self.name} "
+                f"shifted by one frame on the last axis ({self.next_name}[..., :-1] == "
+                f"{self.name}[..., 1:]); these values are not, and storing them would return "
+                f"a {self.next_name} that mixes both")
+
     def continues(self, transition: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
         """Whether this transition's value is what the rows so far already hold."""
         value = transition[self.name]
@@ -126,11 +137,18 @@ class FramePlan:
     def table_stacks(self) -> Dict[str, int]:
         return {f.name: f.table_stack for f in self.frames}
 
+    def check(self, transition: Mapping[str, Any]) -> None:
+        """Raises ValueError for a transition these rows cannot hold (FrameField.check)."""
+        for f in self.frames:
+            f.check(transition)
+
     def rows(self, transition: Mapping[str, Any], previous: Optional[Mapping[str, Any]]
              ) -> Tuple[List[Row], bool]:
         """The rows to store for one transition (values of cpprb's shapes and dtypes) after
         `previous` (the last transition stored in this stored episode, None at its start),
-        and whether they start a new stored episode (history rows first)."""
+        and whether they start a new stored episode (history rows first). Raises
+        ValueError as `check` does."""
+        self.check(transition)
         row: Row = {name: transition[name] for name, _, _ in self.plain}
         for f in self.frames:
             row[f.name] = f.row_frame(transition)
