@@ -119,12 +119,17 @@ class Writer:
         and of Python bool/int/float scalars (written straight into the batch); other
         values go through `convert_item` (a few us per field).
         """
+        if self._closed or self._failed:
+            self._check_open()
         values = item if item is not None else fields
-        if self.try_append(values, priority):
-            return
-        row = self._count  # try_append sent the batch if its priority kind differs
-        for column, value in zip(self._columns, convert_item(self._schema, values)):
-            column[row] = value
+        with_priority = priority is not None
+        if self._count and self._with_priorities is not with_priority:
+            self._send()
+        row = self._count
+        if not self._write_fast(values, row):
+            for column, value in zip(self._columns,
+                                     convert_item(self._schema, values)):
+                column[row] = value
         self._commit(row, priority)
 
     def try_append(self, item: Mapping[str, Any], priority: Optional[float] = None) -> bool:
