@@ -237,6 +237,7 @@ class ReplayBuffer:
                 return (self._added - 1) % self._size
             if hidden is not None:
                 del kwargs[hidden]
+            return self._add(kwargs, None, exact_tried=True)
         return self._add(kwargs, None)
 
     def sample(self, batch_size: int) -> Dict[str, np.ndarray[Any, Any]]:
@@ -353,13 +354,15 @@ class ReplayBuffer:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _add_one(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
+    def _add_one(self, kwargs: Mapping[str, Any], priorities: Any,
+                 exact_tried: bool = False) -> Optional[int]:
         """The fast path of add(): exactly one transition, no priority or a scalar one.
-        Returns None (having changed nothing) when `kwargs` is anything else."""
+        Returns None (having changed nothing) when `kwargs` is anything else.
+        `exact_tried`: add() already offered kwargs to the writer as they are."""
         if priorities is not None and type(priorities) is not float:
             return None
         priority = None if priorities is None else abs(priorities) + self._eps
-        if self._exact_adds:  # values already as the table stores them: no conversion
+        if self._exact_adds and not exact_tried:  # values as the table stores them
             exact = dict(kwargs)
             exact.update(self._hidden_values)
             if self._life.writer_here().try_append(exact, priority):
@@ -392,9 +395,10 @@ class ReplayBuffer:
         self._added += 1
         return (self._added - 1) % self._size
 
-    def _add(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
+    def _add(self, kwargs: Mapping[str, Any], priorities: Any,
+             exact_tried: bool = False) -> Optional[int]:
         if self._nstep is None:
-            fast = self._add_one(kwargs, priorities)
+            fast = self._add_one(kwargs, priorities, exact_tried)
             if fast is not None:
                 return fast
         data, n = self._columns(kwargs)
