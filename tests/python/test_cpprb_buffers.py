@@ -240,3 +240,23 @@ def test_priority_updates_do_not_wait_and_their_errors_surface_later(address_onl
     rb.sample(1)  # its reply comes after the update's
     with pytest.raises(replayd.InvalidArgument):
         rb.update_priorities([by_obs[0.0]], [1.0])
+
+
+def test_prefetch_serves_the_sample_asked_for_at_the_previous_call(address_only):
+    """prefetch=True (a replayd option): each sample requests the next one at once, so a
+    sample does not see what this object added since the previous sample of the same size
+    and beta; one of another size is drawn fresh, and clear() drops the one asked for."""
+    rb = ReplayBuffer(16, {"obs": {}}, prefetch=True, **address_only)
+    rb.add(obs=[1, 1])
+    assert set(rb.sample(8)["obs"][:, 0].tolist()) == {1.0}   # drawn now; the next asked for
+    rb.add(obs=[2] * 14)
+    assert set(rb.sample(8)["obs"][:, 0].tolist()) == {1.0}   # drawn before the adds
+    assert 2.0 in set(rb.sample(64)["obs"][:, 0].tolist())    # another size: drawn now
+    rb.clear()
+    rb.add(obs=[3])
+    assert set(rb.sample(64)["obs"][:, 0].tolist()) == {3.0}
+    plain = ReplayBuffer(16, {"obs": {}}, **address_only)
+    plain.add(obs=[1])
+    plain.sample(4)
+    plain.add(obs=[2] * 15)
+    assert 2.0 in set(plain.sample(64)["obs"][:, 0].tolist())  # without prefetch: current

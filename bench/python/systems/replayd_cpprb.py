@@ -7,11 +7,13 @@ prioritized store).
 Modes: "writer" is ``add`` of one transition (replayd.cpprb batches them, without a round
 trip per call); cpprb has no synchronous insert, so "sync" is ``add`` followed by
 ``get_stored_size()`` (one round trip, after which the transition is stored); a batch
-``add`` waits for its reply; cpprb has no pipelined inserts and no prefetching sampler.
+``add`` waits for its reply; cpprb has no pipelined inserts. "prefetch" is a buffer made
+with replayd's ``prefetch=True`` (each sample asks for the next at once), whose priority
+updates do not wait either.
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Iterator
 
 import numpy as np
 
@@ -33,16 +35,24 @@ def env_dict(workload: Workload) -> Dict[str, Any]:
 
 
 class ReplaydCpprbEndpoint(Endpoint):
-    native = frozenset({"writer"})
+    native = frozenset({"writer", "prefetch"})
 
     def __init__(self, handle: Any) -> None:
-        address, size, env, prioritized = handle
+        self.handle = handle
+        self.rb = self.buffer(prefetch=False)
+        self.prioritized = bool(handle[3])
+
+    def buffer(self, prefetch: bool) -> ReplayBuffer:
+        address, size, env, prioritized = self.handle
         if prioritized:
-            self.rb: ReplayBuffer = PrioritizedReplayBuffer(size, env, alpha=PRIORITY_EXPONENT,
-                                                            address=address, table=TABLE)
-        else:
-            self.rb = ReplayBuffer(size, env, address=address, table=TABLE)
-        self.prioritized = prioritized
+            return PrioritizedReplayBuffer(size, env, alpha=PRIORITY_EXPONENT, address=address,
+                                           table=TABLE, prefetch=prefetch)
+        return ReplayBuffer(size, env, address=address, table=TABLE, prefetch=prefetch)
+
+    def samples(self, n: int, prefetch: int) -> Iterator[Batch]:
+        self.rb = self.buffer(prefetch=True)  # its updates go on the same connection
+        while True:
+            yield self.sample(n)
 
     def insert_one(self, item: Dict[str, Any]) -> None:
         self.rb.add(**item)

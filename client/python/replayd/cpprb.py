@@ -146,7 +146,7 @@ class ReplayBuffer:
                  Nstep: Any = None, mmap_prefix: Optional[str] = None,
                  address: Optional[str] = None, table: Optional[str] = None,
                  persist: bool = False, timeout: Optional[float] = None,
-                 **kwargs: Any) -> None:
+                 prefetch: bool = False, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(_IGNORED_OPTIONS))
         if unknown:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments "
@@ -181,6 +181,8 @@ class ReplayBuffer:
                                   episodic=True, reward=reward or HIDDEN_REWARD, bootstrap=[],
                                   stack=self._frames.table_stacks() or None,
                                   pad_history=not self._frames)
+        # replayd's option: each sample asks for the next one at once (see _sample).
+        self._prefetch = bool(prefetch)
         # add() of one transition may go to the writer as given (no Nstep, no frames).
         self._exact_adds = self._nstep is None and not self._frames
         self._one_plan = [(name, dtype, shape, int(np.prod(shape)), stored_shape(shape),
@@ -267,6 +269,7 @@ class ReplayBuffer:
     def clear(self) -> None:
         """Removes every item (for every process using the table)."""
         self._life.end_episode()
+        self._life.take_prefetched(None)  # drawn before the reset
         self._client.reset(self._table)
         self._added = self._episode_start = 0
         self._max_priority = 1.0
@@ -531,10 +534,22 @@ class ReplayBuffer:
         return positions[order], {name: values[order] for name, values in steps.items()}
 
     def _sample(self, batch_size: int, beta: float) -> Sample:
+        """One sample of the table, cpprb's values. With prefetch, the sample requested by
+        the previous call (of the same size and beta) when there is one, and the next one
+        is requested at once: it is drawn before whatever this object adds or updates
+        until the next call, which it therefore does not see."""
         self._life.send()
+        request = (int(batch_size), float(beta))
         try:
-            sample = self._client.sample(self._table, int(batch_size), beta=beta, nstep=1,
-                                         timeout=0)
+            future = self._life.take_prefetched(request)
+            if future is not None:
+                sample: Sample = future.result()
+            else:
+                sample = self._client.sample(self._table, request[0], beta=beta, nstep=1,
+                                             timeout=0)
+            if self._prefetch:
+                self._life.prefetch(request, self._client.sample_async(
+                    self._table, request[0], beta=beta, nstep=1, timeout=0))
         except ReplayTimeout as exc:
             raise ValueError(f"cannot sample from table '{self._table}': it is empty "
                              f"({exc.message})") from exc

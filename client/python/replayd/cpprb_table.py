@@ -47,6 +47,19 @@ class Lifetime:
         self.episode_ = Episode(client, table)
         self.updates: Deque["Future[Any]"] = collections.deque()  # priority updates sent
         self.updates_pid = os.getpid()
+        self.prefetched: Optional[Tuple[Any, int, "Future[Any]"]] = None  # request, pid
+
+    def prefetch(self, request: Any, future: "Future[Any]") -> None:
+        """Keeps the sample requested ahead for `request` (batch size, beta)."""
+        self.prefetched = (request, os.getpid(), future)
+
+    def take_prefetched(self, request: Any) -> Optional["Future[Any]"]:
+        """The sample requested ahead for `request` in this process, else None; either
+        way none is kept afterwards (a sample of another request is dropped unread)."""
+        kept, self.prefetched = self.prefetched, None
+        if kept is None or kept[0] != request or kept[1] != os.getpid():
+            return None
+        return kept[2]
 
     def track_update(self, future: "Future[Any]") -> None:
         """Keeps a priority update sent without waiting. Requests sent after it on this
