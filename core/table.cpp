@@ -263,11 +263,13 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
 
 Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
   const auto& fields = config_.schema.fields();
-  if (episodes_) {
+  // An episodic table's steps are items too, unless frame fields need assembling or
+  // max_times_sampled retires them (counted per window index, not here).
+  if (episodes_ && (config_.schema.has_frames() || config_.max_times_sampled != 0)) {
     return make_error(ErrorCode::failed_precondition,
                       "table '" + name() +
-                          "' is episodic: sample with sample_nstep (k = 1 for "
-                          "plain transitions) or sample_sequences");
+                          "' is episodic with frame fields or max_times_sampled: sample with "
+                          "sample_nstep (k = 1 for plain transitions) or sample_sequences");
   }
   if (n == 0) return invalid(name(), "sample of 0 items");
   if (!std::isfinite(beta) || beta < 0) {

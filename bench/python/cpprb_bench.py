@@ -8,7 +8,8 @@ be stored) and a loop of samples; medians of --reps interleaved repetitions, wit
 of the two columns of a row taken in each repetition:
 
 - W1, W2 (bench/python/workloads.py): replayd.cpprb.ReplayBuffer of the workload's env_dict
-  against Writer.append (batch 64) and Client.sample on a plain table.
+  against Writer.append (batch 64; given a dict, and given keyword arguments as the README
+  writes it) and Client.sample on a plain table.
 - W2 frames: the W2 transition as cpprb's Atari users write it, obs and next_obs u8[84, 84, 4]
   (stack on the last axis) of a stream of frames, with ``next_of="obs"`` and
   ``stack_compress="obs"`` (a frame stored once), against the plain client's own idiom for
@@ -38,6 +39,7 @@ from workloads import W1, W2, Workload  # noqa: E402
 
 EPISODE = 1000
 STACK = 4
+WHATS = ("add", "add, keywords", "sample")  # the calls compared, in the table's order
 
 
 def per_call(body: Callable[[], int]) -> float:
@@ -63,6 +65,12 @@ def workload_row(client: replayd.Client, address: str, w: Workload, adds: int,
         writer.flush()
         return adds
 
+    def plain_add_keywords() -> int:  # the README's form: writer.append(obs=..., ...)
+        for i in range(adds):
+            writer.append(**items[i % len(items)])
+        writer.flush()
+        return adds
+
     def cpprb_add() -> int:
         for i in range(adds):
             rb.add(**items[i % len(items)])
@@ -80,6 +88,8 @@ def workload_row(client: replayd.Client, address: str, w: Workload, adds: int,
         return samples
 
     return {"plain add": lambda: per_call(plain_add), "cpprb add": lambda: per_call(cpprb_add),
+            "plain add, keywords": lambda: per_call(plain_add_keywords),
+            "cpprb add, keywords": lambda: per_call(cpprb_add),
             "plain sample": lambda: per_call(plain_sample),
             "cpprb sample": lambda: per_call(cpprb_sample)}
 
@@ -162,7 +172,9 @@ def main() -> None:
         for _ in range(args.reps):
             for name, row in rows:
                 times = {key: measure() for key, measure in row.items()}
-                for what in ("add", "sample"):
+                for what in WHATS:
+                    if f"plain {what}" not in times:
+                        continue
                     plain, cpprb = times[f"plain {what}"], times[f"cpprb {what}"]
                     results.setdefault((name, f"{what} plain"), []).append(plain)
                     results.setdefault((name, f"{what} cpprb"), []).append(cpprb)
@@ -171,7 +183,9 @@ def main() -> None:
               "(min-max) |")
         print("|---|---|---:|---:|---:|")
         for name, _ in rows:
-            for what in ("add", "sample"):
+            for what in WHATS:
+                if (name, f"{what} ratio") not in results:
+                    continue
                 ratios = results[(name, f"{what} ratio")]
                 print(f"| {name} | {what} | "
                       f"{statistics.median(results[(name, f'{what} plain')]) * 1e6:.1f} | "

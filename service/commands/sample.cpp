@@ -46,10 +46,13 @@ Result<Outcome> sample(Call& call) {
   // A table with frame fields holds steps whose transitions only n-step samples assemble.
   if (call.table->table->schema().has_frames()) return sample_nstep(call, 1, beta);
   if (call.args.value("gamma")) return call.args.error("gamma", "needs \"nstep\"");
-  if (call.table->table->episodic()) {
+  // Steps of an episodic table are items too (no return, no discount), unless
+  // max_times_sampled retires them per window.
+  if (call.table->table->episodic() && call.table->table->config().max_times_sampled != 0) {
     return call.args.error("nstep", "table '" + call.table->table->name() +
-                                        "' is episodic: sample it with \"nstep\" (k = 1 is the "
-                                        "plain transition) or with sample_sequences");
+                                        "' is episodic with max_times_sampled: sample it with "
+                                        "\"nstep\" (k = 1 is the plain transition) or with "
+                                        "sample_sequences");
   }
   const std::uint64_t reply_bytes = sample_reply_bytes(*call.table->table, call.n);
   if (reply_bytes > call.service.limits.max_frame_bytes) {

@@ -60,6 +60,33 @@ constexpr std::uint64_t kViewedMinItemBytes = 4096;
 constexpr std::uint64_t kMaxViewedRows = 1024;
 constexpr std::array<std::byte, 8> kZeroPadding{};
 
+// Borrowed-row replies (Reply::pieces): `bytes` of the reply's own payload at `begin`,
+// merged into the last piece when it ends there.
+void add_owned_piece(Reply& reply, const std::byte* begin, std::uint64_t bytes) {
+  auto& pieces = reply.pieces;
+  if (!pieces.empty() && pieces.back().data() + pieces.back().size() == begin) {
+    pieces.back() = {pieces.back().data(), pieces.back().size() + bytes};
+  } else {
+    pieces.emplace_back(begin, bytes);
+  }
+}
+
+// One piece per borrowed row of a column, then zeros up to its `padded` bytes.
+void add_row_pieces(Reply& reply, std::span<const std::byte* const> rows, std::uint64_t item_bytes,
+                    std::uint64_t padded) {
+  for (const std::byte* row : rows)
+    reply.pieces.emplace_back(row, item_bytes);
+  const std::uint64_t padding = padded - rows.size() * item_bytes;
+  if (padding > 0) reply.pieces.emplace_back(kZeroPadding.data(), padding);
+}
+
+// The header of a reply whose payload is its pieces.
+void encode_pieces_header(Reply& reply) {
+  encode_header(FrameHeader{FrameKind::reply, reply.request_id,
+                            static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
+                reply.header);
+}
+
 }  // namespace
 
 std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n) {
@@ -203,24 +230,13 @@ Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint
   // The wire payload as pieces: owned runs (adjacent columns merged) and one piece per row.
   for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
     const std::uint64_t padded = column_end(i) - offsets[i];
-    if (!is_viewed(i)) {
-      const std::byte* begin = owned + owned_at[i];
-      auto& last = reply.pieces;
-      if (!last.empty() && last.back().data() + last.back().size() == begin) {
-        last.back() = {last.back().data(), last.back().size() + padded};
-      } else {
-        last.emplace_back(begin, padded);
-      }
-      continue;
+    if (is_viewed(i)) {
+      add_row_pieces(reply, row_pointers[i - 4], bytes_per_item[i], padded);
+    } else {
+      add_owned_piece(reply, owned + owned_at[i], padded);
     }
-    for (const std::byte* row : row_pointers[i - 4])
-      reply.pieces.emplace_back(row, bytes_per_item[i]);
-    const std::uint64_t padding = padded - n * bytes_per_item[i];
-    if (padding > 0) reply.pieces.emplace_back(kZeroPadding.data(), padding);
   }
-  encode_header(FrameHeader{FrameKind::reply, request_id,
-                            static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
-                reply.header);
+  encode_pieces_header(reply);
   return reply;
 }
 
@@ -328,23 +344,13 @@ Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta)
   for (std::size_t i = 0; i < columns_.size(); ++i) {
     const std::uint64_t end = i + 1 < columns_.size() ? offsets_[i + 1] : total_bytes_;
     const std::uint64_t padded = end - offsets_[i];
-    if (!columns_[i].viewed) {
-      const std::byte* begin = owned + owned_at_[i];
-      auto& pieces = reply.pieces;
-      if (!pieces.empty() && pieces.back().data() + pieces.back().size() == begin) {
-        pieces.back() = {pieces.back().data(), pieces.back().size() + padded};
-      } else {
-        pieces.emplace_back(begin, padded);
-      }
-      continue;
+    if (columns_[i].viewed) {
+      add_row_pieces(reply, rows_[i], columns_[i].item_bytes, padded);
+    } else {
+      add_owned_piece(reply, owned + owned_at_[i], padded);
     }
-    for (const std::byte* row : rows_[i])
-      reply.pieces.emplace_back(row, columns_[i].item_bytes);
-    if (padded > bytes_[i]) reply.pieces.emplace_back(kZeroPadding.data(), padded - bytes_[i]);
   }
-  encode_header(FrameHeader{FrameKind::reply, request_id,
-                            static_cast<std::uint32_t>(reply.meta.size()), reply.payload_bytes()},
-                reply.header);
+  encode_pieces_header(reply);
   return reply;
 }
 

@@ -57,8 +57,6 @@ def test_malformed_episodic_requests_are_refused_and_lose_nothing(client, table_
         with pytest.raises(replayd.InvalidArgument, match="capacity 16|stride"):
             client.sample_sequences(table_name, 4, length, burn_in=burn_in, stride=stride,
                                     timeout=0)
-    with pytest.raises(replayd.InvalidArgument, match="is episodic: sample it with"):
-        client.sample(table_name, 4, timeout=0)
     with pytest.raises(replayd.InvalidArgument, match="is episodic: write it with"):
         client.insert(table_name, {name: np.stack([step(0)[name]]) for name in FIELDS})
     conn = client.open_connection()
@@ -315,3 +313,26 @@ def test_nstep_samples_of_large_steps_return_every_value_exactly(client, table_n
                 assert np.array_equal(sample["pixels"][i][-1], steps[act]["pixels"])
             want = sum(0.5 ** j * steps[act + j]["rew"] for j in range(h))
             assert sample["rew"][i] == np.float32(want)
+
+
+def test_a_sample_without_nstep_draws_steps_as_items_unless_max_times_sampled(client,
+                                                                              table_name):
+    """Without nstep, an episodic table's stored steps are drawn as items: each its own
+    fields, no return or discount. With max_times_sampled (retired per window) it is
+    refused, naming nstep."""
+    make_table(client, table_name)
+    with client.episode_writer(table_name) as writer:
+        for i in range(6):
+            writer.append(**step(i))
+    sample = client.sample(table_name, 64, timeout=0)
+    assert set(sample.data) == set(FIELDS)
+    for obs, rew, nxt in zip(sample["obs"], sample["rew"], sample["next_obs"]):
+        assert obs.tolist() == step(int(rew))["obs"].tolist()
+        assert nxt.tolist() == step(int(rew))["next_obs"].tolist()
+    assert set(sample["rew"].tolist()) == set(range(6))
+    client.create_table(table_name + "-once", FIELDS, 8, episodic=True, max_times_sampled=1)
+    try:
+        with pytest.raises(replayd.InvalidArgument, match="max_times_sampled: sample it with"):
+            client.sample(table_name + "-once", 1, timeout=0)
+    finally:
+        client.drop_table(table_name + "-once")

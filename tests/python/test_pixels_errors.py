@@ -114,11 +114,16 @@ def test_raw_readers_get_the_frames_decompressed(client: replayd.Client,
         assert obs[0, 0, 0] == max(1, obs[1, 0, 0] - 1)
 
 
-def test_a_compressed_table_survives_a_restart_from_its_snapshot(make_server: Any,
-                                                                 tmp_path: Any) -> None:
+def server_with_snapshots(make_server: Any, tmp_path: Any) -> Any:
+    """A server that snapshots to a data directory at exit and restores at start."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    server = make_server(extra_args=["--data-dir", str(data_dir)])
+    return make_server(extra_args=["--data-dir", str(data_dir)])
+
+
+def test_a_compressed_table_survives_a_restart_from_its_snapshot(make_server: Any,
+                                                                 tmp_path: Any) -> None:
+    server = server_with_snapshots(make_server, tmp_path)
     with replayd.Client(server.unix_address) as c:
         create(c, "pixels")
         with c.episode_writer("pixels", batch=3) as writer:
@@ -139,9 +144,7 @@ def test_a_compressed_table_survives_a_restart_from_its_snapshot(make_server: An
 
 def test_a_table_without_history_padding_keeps_it_over_a_restart(make_server: Any,
                                                                  tmp_path: Any) -> None:
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    server = make_server(extra_args=["--data-dir", str(data_dir)])
+    server = server_with_snapshots(make_server, tmp_path)
     with replayd.Client(server.unix_address) as c:
         c.create_table("pixels", {"obs": (np.uint8, FRAME), "rew": (np.float32, ())}, 64,
                        episodic=True, stack={"obs": 3}, pad_history=False)

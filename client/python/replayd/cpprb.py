@@ -85,6 +85,8 @@ Differences and unsupported options:
   they are stored as ordinary values (cpprb turns them off);
 - ``update_priorities`` does not wait for the server: later requests see it, and an error
   (a NaN priority) is raised by a later ``update_priorities``;
+- ``prefetch=True`` (replayd's option, off by default) makes each ``sample`` ask for the
+  next one at once: it then does not see what this object adds or updates in between;
 - ``mmap_prefix``, ``ctx``, ``backend``, ``logger`` are accepted and ignored (storage lives
   on the server) once they pass cpprb's checks; ``check_for_update`` is always in effect (keys of overwritten items are
   stale and ignored by the server);
@@ -118,6 +120,7 @@ from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, check_m
                           reward_field_of, stored_shape)
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
+from .writer import Writer
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
@@ -185,6 +188,8 @@ class ReplayBuffer:
         self._prefetch = bool(prefetch)
         # add() of one transition may go to the writer as given (no Nstep, no frames).
         self._exact_adds = self._nstep is None and not self._frames
+        self._direct: Optional[Writer] = None  # that writer, once known (see _add_one)
+        self._direct_pid = 0
         self._one_plan = [(name, dtype, shape, int(np.prod(shape)), stored_shape(shape),
                            PythonNumbers(dtype) if shape == (1,) else None)
                           for name, dtype, shape in self._fields]
@@ -202,6 +207,7 @@ class ReplayBuffer:
         self._life.flush()
         state = dict(self.__dict__)
         del state["_life"]
+        state["_direct"] = None  # the writer belongs to this process
         if self._nstep is not None:  # a copy starts its own episodes
             state["_nstep"] = self._nstep.empty_copy()
         return state
@@ -218,6 +224,7 @@ class ReplayBuffer:
         mp_util.register_after_fork(self, ReplayBuffer._after_fork)
 
     def _after_fork(self) -> None:
+        self._direct = None
         self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
         self._watch_lifetime()
 
@@ -228,17 +235,11 @@ class ReplayBuffer:
         returns cpprb's ring position of the first one. One transition goes to a batching
         writer (no round trip); every other method sees it. Raises KeyError if a value is
         missing; values for names the buffer does not define are ignored, as in cpprb."""
-        life = self._life
-        writer = life.writer
-        if writer is not None and self._exact_adds and life.writer_pid == _PID[0]:
-            hidden = self._hidden
-            if hidden is not None:
-                kwargs[hidden] = 0.0  # kwargs is this call's own dict
-            if writer.try_append(kwargs):  # values already as stored: the cheapest path
+        direct = self._direct
+        if direct is not None and self._direct_pid == _PID[0]:
+            if direct.try_append(kwargs):  # values already as stored: the cheapest path
                 self._added += 1
                 return (self._added - 1) % self._size
-            if hidden is not None:
-                del kwargs[hidden]
             return self._add(kwargs, None, exact_tried=True)
         return self._add(kwargs, None)
 
@@ -368,7 +369,10 @@ class ReplayBuffer:
         if self._exact_adds and not exact_tried:  # values as the table stores them
             exact = dict(kwargs)
             exact.update(self._hidden_values)
-            if self._life.writer_here().try_append(exact, priority):
+            writer = self._life.writer_here()
+            if self._hidden is None:  # add() may hand this process's writer kwargs as given
+                self._direct, self._direct_pid = writer, _PID[0]
+            if writer.try_append(exact, priority):
                 return self._added_one(priorities)
         item: Dict[str, Any] = dict(self._hidden_values)
         try:
@@ -540,16 +544,19 @@ class ReplayBuffer:
         until the next call, which it therefore does not see."""
         self._life.send()
         request = (int(batch_size), float(beta))
+        # Stored steps are the transitions, drawn as items; frame values need the 1-step
+        # sample's stacks.
+        nstep = 1 if self._frames else None
         try:
             future = self._life.take_prefetched(request)
             if future is not None:
                 sample: Sample = future.result()
             else:
-                sample = self._client.sample(self._table, request[0], beta=beta, nstep=1,
+                sample = self._client.sample(self._table, request[0], beta=beta, nstep=nstep,
                                              timeout=0)
             if self._prefetch:
                 self._life.prefetch(request, self._client.sample_async(
-                    self._table, request[0], beta=beta, nstep=1, timeout=0))
+                    self._table, request[0], beta=beta, nstep=nstep, timeout=0))
         except ReplayTimeout as exc:
             raise ValueError(f"cannot sample from table '{self._table}': it is empty "
                              f"({exc.message})") from exc

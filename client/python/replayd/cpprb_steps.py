@@ -8,8 +8,9 @@
 - An episodic table needs a scalar float reward field: a float value of shape (1,) of the
   buffer (stored as a scalar) serves, ``rew`` or ``reward`` first; a buffer without one has
   one more field, HIDDEN_REWARD (float32, always 0), that is never shown.
-- A sample is the server's 1-step sample (every stored step is a valid start); its extra
-  columns (the return in HIDDEN_REWARD, ``discount``, ``steps``) are dropped.
+- A sample draws the stored steps as items. A table with frame fields takes the server's
+  1-step sample instead, whose extra columns (``discount``, ``steps``, the return in
+  HIDDEN_REWARD) are dropped.
 
 Used by replayd.cpprb only.
 """
