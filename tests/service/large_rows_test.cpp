@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "replayd_client/episode_writer.h"
 #include "server_process.h"
 #include "test_support.h"
 
@@ -28,13 +29,14 @@ void explore(const std::string& address, const std::atomic<bool>& stop,
   while (!stop.load()) {
     std::vector<std::int64_t> ids(8);
     std::vector<std::uint8_t> frames(8 * kFrameBytes);
+    const std::vector<float> rews(8, 0.0f);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       ids[i] = next_id++;
       for (std::uint64_t b = 0; b < kFrameBytes; ++b)
         frames[i * kFrameBytes + b] = pattern(ids[i], b);
     }
     rc::InsertBatch batch(8);
-    batch.add("id", ids).add("frame", frames, {kFrameBytes});
+    batch.add("id", ids).add("frame", frames, {kFrameBytes}).add("rew", rews);
     in_flight.push_back(client.insert_async("frames", batch));
     if (in_flight.size() == 8) {
       for (auto& keys : in_flight)
@@ -47,29 +49,57 @@ void explore(const std::string& address, const std::atomic<bool>& stop,
     keys.get();
 }
 
+// The same as steps of an episodic table: episodes of 16 steps, until `stop`.
+void explore_steps(const std::string& address, const std::atomic<bool>& stop,
+                   std::atomic<std::int64_t>& inserted) {
+  rc::EpisodeWriterOptions options;
+  options.batch = 8;
+  rc::EpisodeWriter writer(address, "frames", options);
+  std::vector<std::uint8_t> frame(kFrameBytes);
+  const float rew = 0;
+  for (std::int64_t id = 0; !stop.load(); ++id) {
+    for (std::uint64_t b = 0; b < kFrameBytes; ++b)
+      frame[b] = pattern(id, b);
+    writer.append(
+        0, {rc::step_value("id", id), rc::step_value("frame", frame), rc::step_value("rew", rew)});
+    if (id % 16 == 15) writer.end_episode(0, false);
+    if (id % 64 == 63) {
+      writer.flush();
+      inserted += 64;
+    }
+  }
+  writer.flush();
+}
+
 }  // namespace
 
 TEST_CASE("large sampled rows arrive exactly as sampled while inserts overwrite their slots",
           "[large_rows]") {
+  // Items of a plain table, and steps of an episodic one (n-step samples view the same
+  // rows, sample_nstep.cpp).
+  const bool steps = GENERATE(false, true);
   const std::string transport = GENERATE("unix", "tcp");
   // A small send buffer makes most replies go out in part and queue behind each other (the
   // copying paths); the default one takes whole replies where the kernel allows it.
   const std::string send_buffer = GENERATE("16384", "default");
-  INFO("transport " << transport << ", send buffer " << send_buffer);
+  INFO("transport " << transport << ", send buffer " << send_buffer << ", steps " << steps);
   ServerProcess server(ServerOptions{
       send_buffer == "default" ? ""
                                : R"({"limits": {"socket_send_buffer_bytes": )" + send_buffer + "}}",
       {}});
   rc::Client learner(server.address(transport));
-  learner.create_table(json_object(R"({"name": "frames", "capacity": 64,
+  learner.create_table(json_object(std::string(R"({"name": "frames", "capacity": 64,
       "fields": [{"name": "id", "dtype": "int64", "shape": []},
-                 {"name": "frame", "dtype": "uint8", "shape": [8192]}],
+                 {"name": "frame", "dtype": "uint8", "shape": [8192]},
+                 {"name": "rew", "dtype": "float32", "shape": []}],
       "sampler": "uniform", "remover": "fifo",
-      "rate_limiter": {"kind": "min_size", "min_size_to_sample": 1}})"));
+      "rate_limiter": {"kind": "min_size", "min_size_to_sample": 1})") +
+                                   (steps ? R"(, "episodic": true})" : "}")));
 
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> inserted{0};
-  std::thread explorer(explore, server.address(transport), std::cref(stop), std::ref(inserted));
+  std::thread explorer(steps ? explore_steps : explore, server.address(transport), std::cref(stop),
+                       std::ref(inserted));
   REQUIRE(eventually([&] { return inserted.load() >= 64; }));
 
   std::uint64_t rows_checked = 0;
@@ -77,8 +107,10 @@ TEST_CASE("large sampled rows arrive exactly as sampled while inserts overwrite 
   // buffer, written in part and the rest copied); 24 requests in flight, read late.
   for (std::uint64_t n : {2u, 40u, 2u, 40u}) {
     std::vector<std::future<rc::SampleBatch>> samples;
-    for (int r = 0; r < 24; ++r)
-      samples.push_back(learner.sample_async("frames", n, {.timeout_ms = 30000}));
+    for (int r = 0; r < 24; ++r) {
+      samples.push_back(steps ? learner.sample_nstep_async("frames", n, {.timeout_ms = 30000})
+                              : learner.sample_async("frames", n, {.timeout_ms = 30000}));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the inserts move on
     for (auto& future : samples) {
       const rc::SampleBatch sample = future.get();
