@@ -27,19 +27,11 @@ std::vector<ReplyColumn> nstep_columns(const Schema& schema, const EpisodeConfig
                                        std::uint64_t n = 0) {
   const std::vector<bool> viewed =
       n > 0 ? viewed_fields(schema, n) : std::vector<bool>(schema.size(), false);
-  std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {}},
-                                   {"probability", "float64", {}, 8, {}},
-                                   {"weight", "float64", {}, 8, {}},
-                                   {"times_sampled", "uint32", {}, 4, {}}};
+  std::vector<ReplyColumn> columns = draw_columns();
   for (std::size_t f = 0; f < schema.size(); ++f) {
-    const Field& field = schema.field(f);
-    if (field.is_frame()) continue;
-    columns.push_back({field.name,
-                       std::string(dtype_name(field.dtype)),
-                       {field.shape.begin(), field.shape.end()},
-                       field.item_bytes(),
-                       {},
-                       viewed[f] && takes_own_value(schema, episodes, f)});
+    if (schema.field(f).is_frame()) continue;
+    columns.push_back(
+        field_column(schema.field(f), viewed[f] && takes_own_value(schema, episodes, f)));
   }
   columns.push_back({"discount", "float64", {}, 8, {}});
   columns.push_back({"steps", "uint32", {}, 4, {}});
@@ -81,10 +73,7 @@ class NStepWork final : public Deferred {
       bootstrap.push_back(reply->column(column_of[static_cast<std::size_t>(schema.find(name))]));
     scratch.reserve(schema.size());
     for (std::size_t f = 0; f < schema.size(); ++f) {
-      const bool replaced =
-          static_cast<int>(f) == reward ||
-          std::find(episodes.bootstrap_fields.begin(), episodes.bootstrap_fields.end(),
-                    schema.field(f).name) != episodes.bootstrap_fields.end();
+      const bool replaced = !takes_own_value(schema, episodes, f);
       if (schema.field(f).is_frame()) {
         columns.emplace_back();
       } else if (reply_columns[column_of[f]].viewed) {

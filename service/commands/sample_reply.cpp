@@ -23,7 +23,8 @@ constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
 
 // The reply metadata up to the column list; the caller appends the table state and the
 // closing brace.
-std::string sample_meta_prefix(const Schema& schema, std::uint64_t n, const ColumnLayout& layout) {
+std::string sample_meta_prefix(const Schema& schema, std::uint64_t n,
+                               const std::vector<std::uint64_t>& offsets) {
   std::string meta = "{\"n\":" + std::to_string(n) + ",\"columns\":[";
   const std::string n_text = std::to_string(n);
   auto add = [&](std::string_view name, std::string_view dtype,
@@ -36,11 +37,11 @@ std::string sample_meta_prefix(const Schema& schema, std::uint64_t n, const Colu
     meta.append("],\"offset\":").append(std::to_string(offset)).append("}");
   };
   for (std::size_t i = 0; i < kSampleInfoColumns.size(); ++i) {
-    add(kSampleInfoColumns[i].first, kSampleInfoColumns[i].second, {}, layout.offsets[i]);
+    add(kSampleInfoColumns[i].first, kSampleInfoColumns[i].second, {}, offsets[i]);
   }
   for (std::size_t f = 0; f < schema.size(); ++f) {
     const Field& field = schema.field(f);
-    add(field.name, dtype_name(field.dtype), field.shape, layout.offsets[4 + f]);
+    add(field.name, dtype_name(field.dtype), field.shape, offsets[4 + f]);
   }
   meta += "]";
   return meta;
@@ -150,7 +151,7 @@ Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame
   auto reply_layout = layout_columns(reply_bytes_per_item(schema), 1);
   const std::uint64_t reply_bytes =
       reply_layout
-          ? kHeaderBytes + sample_meta_prefix(schema, 1, *reply_layout).size() +
+          ? kHeaderBytes + sample_meta_prefix(schema, 1, reply_layout->offsets).size() +
                 sampled_state(UINT32_MAX, {-1.7976931348623157e308, -2.2250738585072014e-308})
                     .size() +
                 1 + reply_layout->total_bytes
@@ -168,76 +169,64 @@ Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame
   return Ok{};
 }
 
+std::vector<ReplyColumn> draw_columns(const std::vector<std::uint64_t>& leading) {
+  std::vector<ReplyColumn> columns;
+  for (std::size_t i = 0; i < kSampleInfoColumns.size(); ++i) {
+    columns.push_back({kSampleInfoColumns[i].first,
+                       kSampleInfoColumns[i].second,
+                       {},
+                       kSampleInfoBytes[i],
+                       leading});
+  }
+  return columns;
+}
+
+ReplyColumn field_column(const Field& field, bool viewed) {
+  return {field.name,
+          std::string(dtype_name(field.dtype)),
+          {field.shape.begin(), field.shape.end()},
+          field.item_bytes(),
+          {},
+          viewed};
+}
+
 Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,
                         double beta) {
   const Schema& schema = hosted.table->schema();
-  const std::vector<std::uint64_t> bytes_per_item = reply_bytes_per_item(schema);
-  auto layout = layout_columns(bytes_per_item, n);
-  if (!layout) return make_error_reply(request_id, layout.error());
-  const auto& offsets = layout->offsets;
-  auto column_end = [&](std::size_t i) {
-    return i + 1 < bytes_per_item.size() ? offsets[i + 1] : layout->total_bytes;
-  };
-
-  // The reply owns the per-draw columns and the copied fields, packed in wire order with
-  // their padding; viewed fields stay in the table and are written from there.
+  // The reply owns the per-draw columns and the copied fields; viewed fields stay in the
+  // table and are written from there.
   const std::vector<bool> viewed = viewed_fields(schema, n);
-  const bool views = std::find(viewed.begin(), viewed.end(), true) != viewed.end();
-  auto is_viewed = [&](std::size_t column) { return column >= 4 && viewed[column - 4]; };
-  std::vector<std::uint64_t> owned_at(bytes_per_item.size(), 0);
-  std::uint64_t owned_bytes = 0;
-  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
-    if (is_viewed(i)) continue;
-    owned_at[i] = owned_bytes;
-    owned_bytes += column_end(i) - offsets[i];
-  }
-  ByteBuffer payload(owned_bytes);
+  std::vector<ReplyColumn> reply_columns = draw_columns();
+  for (std::size_t f = 0; f < schema.size(); ++f)
+    reply_columns.push_back(field_column(schema.field(f), viewed[f]));
+  auto reply = ColumnReply::create(std::move(reply_columns), {n});
+  if (!reply) return make_error_reply(request_id, reply.error());
   std::vector<std::span<std::byte>> columns;
-  // Row pointers only when a field is viewed: the common small-item sample allocates none.
-  std::vector<std::vector<const std::byte*>> row_pointers(views ? schema.size() : 0);
-  std::vector<std::span<const std::byte*>> rows(views ? schema.size() : 0);
-  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
-    const std::uint64_t used = n * bytes_per_item[i];
-    if (is_viewed(i)) {
-      row_pointers[i - 4].resize(n);
-      rows[i - 4] = row_pointers[i - 4];
+  std::vector<std::span<const std::byte*>> rows(schema.size());
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    if (viewed[f]) {
       columns.emplace_back();
-      continue;
+      rows[f] = reply->rows(4 + f);
+    } else {
+      columns.push_back(reply->column(4 + f));
     }
-    // Padding after each column goes out as zeros, never as stale heap bytes.
-    std::memset(payload.data() + owned_at[i] + used, 0, column_end(i) - offsets[i] - used);
-    if (i >= 4) columns.emplace_back(payload.data() + owned_at[i], used);
   }
-  SampleBuffers buffers{{payload.as<std::uint64_t>(owned_at[0]), n},
-                        {payload.as<double>(owned_at[1]), n},
-                        {payload.as<double>(owned_at[2]), n},
-                        {payload.as<std::uint32_t>(owned_at[3]), n},
+  SampleBuffers buffers{reply->as<std::uint64_t>(0),
+                        reply->as<double>(1),
+                        reply->as<double>(2),
+                        reply->as<std::uint32_t>(3),
                         columns,
                         rows};
   const std::uint32_t size_before = hosted.table->size();
   const SamplingMass mass_before = hosted.table->sampling_mass();
   auto status = hosted.table->sample(n, beta, buffers);
   if (!status) return make_error_reply(request_id, status.error());
-  if (hosted.cached_sample_n != n) {
-    hosted.cached_sample_meta = sample_meta_prefix(schema, n, *layout);
+  if (hosted.cached_sample_n != n) {  // the metadata is the same for every sample of n
+    hosted.cached_sample_meta = sample_meta_prefix(schema, n, reply->offsets());
     hosted.cached_sample_n = n;
   }
-  const std::byte* owned = payload.data();
-  Reply reply = make_reply(
-      request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before) + "}",
-      std::move(payload));
-  if (!views) return reply;
-  // The wire payload as pieces: owned runs (adjacent columns merged) and one piece per row.
-  for (std::size_t i = 0; i < bytes_per_item.size(); ++i) {
-    const std::uint64_t padded = column_end(i) - offsets[i];
-    if (is_viewed(i)) {
-      add_row_pieces(reply, row_pointers[i - 4], bytes_per_item[i], padded);
-    } else {
-      add_owned_piece(reply, owned + owned_at[i], padded);
-    }
-  }
-  encode_pieces_header(reply);
-  return reply;
+  return reply->finish_with_meta(
+      request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before) + "}");
 }
 
 namespace {
@@ -335,6 +324,10 @@ Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta)
   std::string meta = "{\"n\":" + std::to_string(leading_.empty() ? 0 : leading_[0]) +
                      ",\"columns\":" + json::serialize(list);
   meta.append(extra_meta).append("}");
+  return finish_with_meta(request_id, std::move(meta));
+}
+
+Reply ColumnReply::finish_with_meta(std::uint64_t request_id, std::string meta) {
   const std::byte* owned = payload_.data();
   Reply reply = make_reply(request_id, std::move(meta), std::move(payload_));
   const bool views = std::any_of(columns_.begin(), columns_.end(),

@@ -59,6 +59,12 @@ struct ReplyColumn {
   bool viewed = false;
 };
 
+// The four per-draw columns every sample reply begins with (key, probability, weight,
+// times_sampled), with leading dimensions `leading` (empty: the reply's).
+std::vector<ReplyColumn> draw_columns(const std::vector<std::uint64_t>& leading = {});
+// The column of a table field, one value per row (viewed in place if `viewed`).
+ReplyColumn field_column(const Field& field, bool viewed = false);
+
 // A reply whose payload is columns laid out as in a sample reply (docs/PROTOCOL.md,
 // "Columns"): each column's rows in C order, 8-byte aligned, padding zero-filled; the
 // metadata lists name, dtype, shape ([leading dims] + shape) and offset of each column.
@@ -87,9 +93,13 @@ class ColumnReply {
     auto bytes = column(i);
     return {reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T)};
   }
+  // Each column's byte offset in the payload, as the metadata lists it.
+  const std::vector<std::uint64_t>& offsets() const { return offsets_; }
   // The reply: metadata {"n": leading[0], "columns": [...]<extra_meta>}, where extra_meta
   // is empty or starts with ','.
   Reply finish(std::uint64_t request_id, std::string_view extra_meta);
+  // The reply with metadata `meta` made by the caller (listing the columns at offsets()).
+  Reply finish_with_meta(std::uint64_t request_id, std::string meta);
 
  private:
   std::vector<ReplyColumn> columns_;

@@ -16,18 +16,10 @@ namespace {
 // The per-sequence columns (leading dims [n]), the mask and the schema's fields but frame
 // fields ([n, T]).
 std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n) {
-  std::vector<ReplyColumn> columns{{"key", "uint64", {}, 8, {n}},
-                                   {"probability", "float64", {}, 8, {n}},
-                                   {"weight", "float64", {}, 8, {n}},
-                                   {"times_sampled", "uint32", {}, 4, {n}}};
+  std::vector<ReplyColumn> columns = draw_columns({n});
   columns.push_back({"mask", "uint8", {}, 1, {}});
   for (const auto& field : schema.fields()) {
-    if (field.is_frame()) continue;
-    columns.push_back({field.name,
-                       std::string(dtype_name(field.dtype)),
-                       {field.shape.begin(), field.shape.end()},
-                       field.item_bytes(),
-                       {}});
+    if (!field.is_frame()) columns.push_back(field_column(field));
   }
   return columns;
 }
