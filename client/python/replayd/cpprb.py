@@ -116,8 +116,8 @@ from .columns import prepare_insert
 from .cpprb_frames import FramePlan
 from .cpprb_laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
 from .cpprb_table import (DEFAULT_ADDRESS, WRITER_BATCH_ITEMS, Lifetime, check_mp_options,
-                          env_fields, new_table_name, PythonNumbers, resolve_address,
-                          reward_field_of, stored_shape)
+                          env_fields, new_table_name, resolve_address, reward_field_of,
+                          stored_shape)
 from .errors import TimeoutError as ReplayTimeout
 from .sample import Sample
 from .writer import Writer
@@ -190,8 +190,7 @@ class ReplayBuffer:
         self._exact_adds = self._nstep is None and not self._frames
         self._direct: Optional[Writer] = None  # that writer, once known (see _add_one)
         self._direct_pid = 0
-        self._one_plan = [(name, dtype, shape, int(np.prod(shape)), stored_shape(shape),
-                           PythonNumbers(dtype) if shape == (1,) else None)
+        self._one_plan = [(name, dtype, int(np.prod(shape)), stored_shape(shape))
                           for name, dtype, shape in self._fields]
         self._added = 0  # transitions this object added since it was made or cleared
         self._episode_start = 0  # _added at the last on_episode_end()
@@ -240,7 +239,6 @@ class ReplayBuffer:
             if direct.try_append(kwargs):  # values already as stored: the cheapest path
                 self._added += 1
                 return (self._added - 1) % self._size
-            return self._add(kwargs, None, exact_tried=True)
         return self._add(kwargs, None)
 
     def sample(self, batch_size: int) -> Dict[str, np.ndarray[Any, Any]]:
@@ -358,15 +356,13 @@ class ReplayBuffer:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _add_one(self, kwargs: Mapping[str, Any], priorities: Any,
-                 exact_tried: bool = False) -> Optional[int]:
+    def _add_one(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
         """The fast path of add(): exactly one transition, no priority or a scalar one.
-        Returns None (having changed nothing) when `kwargs` is anything else.
-        `exact_tried`: add() already offered kwargs to the writer as they are."""
+        Returns None (having changed nothing) when `kwargs` is anything else."""
         if priorities is not None and type(priorities) is not float:
             return None
         priority = None if priorities is None else abs(priorities) + self._eps
-        if self._exact_adds and not exact_tried:  # values as the table stores them
+        if self._exact_adds:  # values as the table stores them
             exact = dict(kwargs)
             exact.update(self._hidden_values)
             writer = self._life.writer_here()
@@ -376,12 +372,8 @@ class ReplayBuffer:
                 return self._added_one(priorities)
         item: Dict[str, Any] = dict(self._hidden_values)
         try:
-            for name, dtype, shape, size, stored, numbers in self._one_plan:
-                value = kwargs[name]
-                if numbers is not None and numbers(value):
-                    item[name] = value  # a Python number the writer takes as it is
-                    continue
-                array = np.asarray(value, dtype=dtype)
+            for name, dtype, size, stored in self._one_plan:
+                array = np.asarray(kwargs[name], dtype=dtype)
                 if array.shape != stored:
                     if array.size != size:
                         return None
@@ -390,6 +382,7 @@ class ReplayBuffer:
         except (KeyError, ValueError, TypeError):
             return None  # the general path names the problem
         if self._frames:
+            self._frames.check(item)  # ValueError before anything is stored
             self._append_frames(item, priority)
         else:
             self._life.writer_here().append(item, priority=priority)
@@ -402,10 +395,9 @@ class ReplayBuffer:
         self._added += 1
         return (self._added - 1) % self._size
 
-    def _add(self, kwargs: Mapping[str, Any], priorities: Any,
-             exact_tried: bool = False) -> Optional[int]:
+    def _add(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
         if self._nstep is None:
-            fast = self._add_one(kwargs, priorities, exact_tried)
+            fast = self._add_one(kwargs, priorities)
             if fast is not None:
                 return fast
         data, n = self._columns(kwargs)
@@ -455,15 +447,16 @@ class ReplayBuffer:
             return None
         data = {name: array.reshape(n) if name in self._units else array
                 for name, array in data.items()}
+        transitions = []
         if self._frames:  # nothing is stored unless every transition can be
-            for i in range(n):
-                self._frames.check({name: array[i] for name, array in data.items()})
+            transitions = [{name: array[i] for name, array in data.items()} for i in range(n)]
+            for transition in transitions:
+                self._frames.check(transition)
         first = self._added % self._size
         self._added += n
         if self._frames:
-            for i in range(n):
-                self._append_frames({name: array[i] for name, array in data.items()},
-                                    None if prio is None else float(prio[i]))
+            for i, transition in enumerate(transitions):
+                self._append_frames(transition, None if prio is None else float(prio[i]))
             return first
         if n == 1:
             item: Dict[str, Any] = {name: array[0] for name, array in data.items()}
@@ -492,7 +485,8 @@ class ReplayBuffer:
     def _append_frames(self, transition: Mapping[str, Any], priority: Optional[float]) -> None:
         """Gives the writer the rows of one transition of a buffer with frame values
         (replayd.cpprb_frames): its row, after history rows when it starts a stored episode.
-        `transition` holds cpprb's values, of their dtypes and shapes."""
+        `transition` holds cpprb's values, of their dtypes and shapes, and passed
+        FramePlan.check."""
         episode = self._life.episode()
         rows, starts = self._frames.rows(transition, episode.previous)
         if starts and episode.previous is not None:  # it does not continue the last one

@@ -146,9 +146,8 @@ class FramePlan:
              ) -> Tuple[List[Row], bool]:
         """The rows to store for one transition (values of cpprb's shapes and dtypes) after
         `previous` (the last transition stored in this stored episode, None at its start),
-        and whether they start a new stored episode (history rows first). Raises
-        ValueError as `check` does."""
-        self.check(transition)
+        and whether they start a new stored episode (history rows first). Precondition:
+        `check(transition)` passed."""
         row: Row = {name: transition[name] for name, _, _ in self.plain}
         for f in self.frames:
             row[f.name] = f.row_frame(transition)

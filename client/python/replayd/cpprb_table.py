@@ -42,42 +42,48 @@ class Lifetime:
         self.table = table
         self.drop = drop
         self.creator_pid = os.getpid()
+        self._start_process()
+
+    def _start_process(self) -> None:
+        """This process's state, fresh: its writer (made on first use), its episode, the
+        priority updates and the sample it sent without waiting."""
+        self.pid = os.getpid()
         self.writer: Optional[StepWriter] = None
-        self.writer_pid = 0
-        self.episode_ = Episode(client, table)
-        self.updates: Deque["Future[Any]"] = collections.deque()  # priority updates sent
-        self.updates_pid = os.getpid()
-        self.prefetched: Optional[Tuple[Any, int, "Future[Any]"]] = None  # request, pid
+        self.episode_ = Episode(self.client, self.table)
+        self.updates: Deque["Future[Any]"] = collections.deque()
+        self.prefetched: Optional[Tuple[Any, "Future[Any]"]] = None  # (request, sample)
+
+    def _here(self) -> None:
+        """A forked child inherits the object but none of the parent's process state."""
+        if self.pid != os.getpid():
+            self._start_process()
 
     def prefetch(self, request: Any, future: "Future[Any]") -> None:
         """Keeps the sample requested ahead for `request` (batch size, beta)."""
-        self.prefetched = (request, os.getpid(), future)
+        self._here()
+        self.prefetched = (request, future)
 
     def take_prefetched(self, request: Any) -> Optional["Future[Any]"]:
         """The sample requested ahead for `request` in this process, else None; either
         way none is kept afterwards (a sample of another request is dropped unread)."""
+        self._here()
         kept, self.prefetched = self.prefetched, None
-        if kept is None or kept[0] != request or kept[1] != os.getpid():
-            return None
-        return kept[2]
+        return kept[1] if kept is not None and kept[0] == request else None
 
     def track_update(self, future: "Future[Any]") -> None:
         """Keeps a priority update sent without waiting. Requests sent after it on this
         process's connection see it (the server executes them in order); its error, if
         any, is raised by a later track_update or flush. At most UPDATES_IN_FLIGHT wait."""
-        if self.updates_pid != os.getpid():  # a forked child: the parent's are not ours
-            self.updates = collections.deque()
-            self.updates_pid = os.getpid()
+        self._here()
         self.updates.append(future)
         while self.updates and (len(self.updates) > UPDATES_IN_FLIGHT or self.updates[0].done()):
             self.updates.popleft().result()
 
     def writer_here(self) -> StepWriter:
         """This process's writer (created on first use, a new one after a fork)."""
-        if self.writer is None or self.writer_pid != os.getpid():
-            self.episode_ = Episode(self.client, self.table)
+        self._here()
+        if self.writer is None:
             self.writer = StepWriter(self.client, self.table, self.batch, self.episode_)
-            self.writer_pid = os.getpid()
         return self.writer
 
     def episode(self) -> Episode:
@@ -88,7 +94,7 @@ class Lifetime:
     def end_episode(self) -> None:
         """Sends what the writer holds, then ends this process's episode."""
         self.send()
-        if self.writer is not None and self.writer_pid == os.getpid():
+        if self.writer is not None:  # send() forgot a parent's
             self.episode_.end()
 
     def send(self) -> None:
@@ -96,19 +102,18 @@ class Lifetime:
         sent after it on this process's connection (sample, info, insert, reset) see them:
         the server executes a connection's requests in order, and the tables of
         replayd.cpprb have no rate limiter that could hold an insert back."""
-        writer = self.writer
-        if writer is not None and self.writer_pid == os.getpid():
-            writer._send()  # the partial batch; Writer.flush would also wait for replies
+        self._here()
+        if self.writer is not None:
+            self.writer._send()  # the partial batch; Writer.flush would also wait for replies
 
     def flush(self) -> None:
-        """Waits until every transition given to add() is stored (a no-op if none is
-        pending, so it costs nothing on the sample-only paths)."""
-        writer = self.writer
-        if writer is not None and self.writer_pid == os.getpid() and writer.pending:
-            writer.flush()
-        if self.updates_pid == os.getpid():
-            while self.updates:
-                self.updates.popleft().result()
+        """Waits until every transition given to add() is stored and every priority update
+        applied (a no-op if none is pending, so it costs nothing on the sample-only paths)."""
+        self._here()
+        if self.writer is not None and self.writer.pending:
+            self.writer.flush()
+        while self.updates:
+            self.updates.popleft().result()
 
     def end(self) -> None:
         drop = self.drop and self.creator_pid == os.getpid()
@@ -169,27 +174,6 @@ def reward_field_of(fields: List[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
         if name in scalars:
             return name
     return scalars[0] if scalars else None
-
-
-class PythonNumbers:
-    """A test of the Python numbers the writer stores into a scalar field of a dtype with
-    the value numpy's cast gives (cpprb casts with numpy); others take the numpy path.
-    A class, not a closure, so that buffers pickle."""
-
-    def __init__(self, dtype: "np.dtype[Any]") -> None:
-        self.kind = dtype.kind
-        self.low, self.high = 0, -1
-        if self.kind in "iu":
-            info = np.iinfo(dtype)
-            self.low, self.high = int(info.min), int(info.max)
-
-    def __call__(self, value: Any) -> bool:
-        kind = type(value)
-        if kind is bool:
-            return self.kind in "fiub"
-        if kind is int:
-            return self.kind == "f" or (self.kind in "iu" and self.low <= value <= self.high)
-        return kind is float and self.kind == "f"
 
 
 MP_BACKENDS = ("sharedctypes", "SharedMemory")
