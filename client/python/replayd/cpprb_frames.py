@@ -114,7 +114,7 @@ class FramePlan:
         for name in dict.fromkeys([*next_of, *stack_compress]):
             if name not in by_name:
                 raise KeyError(f"stack_compress names '{name}', which env_dict does not "
-                               f"define")
+                               f"define")  # (next_of's names were checked by env_fields)
             dtype, shape = by_name[name]
             stacked = name in stack_compress and len(shape) >= 1 and shape[-1] > 1
             has_next = name in next_of
@@ -127,6 +127,7 @@ class FramePlan:
                       if name not in replaced]
         # What `continues` reads of the previous transition.
         self.names = [f.next_name if f.has_next else f.name for f in self.frames]
+        self.frame_names = {f.name for f in self.frames}  # stacked fields of the table
 
     def __bool__(self) -> bool:
         return bool(self.frames)
@@ -154,12 +155,12 @@ class FramePlan:
         if previous is not None and all(f.continues(transition, previous)
                                         for f in self.frames):
             return [row], False
+        earlier = [f.history(transition) for f in self.frames]
         history: List[Row] = []
         for i in range(self.history_rows):
             filler: Row = {name: np.zeros(stored_shape(shape), dtype)
                            for name, dtype, shape in self.plain}
-            for f in self.frames:
-                frames = f.history(transition)
+            for f, frames in zip(self.frames, earlier):
                 j = i - (self.history_rows - len(frames))  # the frames fill the last rows
                 filler[f.name] = frames[max(j, 0)]
             history.append(filler)
@@ -167,8 +168,7 @@ class FramePlan:
 
     def from_stacks(self, data: Columns) -> Columns:
         """cpprb's values from a sample's (or a read's) stacked frame fields."""
-        out = {name: value for name, value in data.items()
-               if name not in {f.name for f in self.frames}}
+        out = {name: value for name, value in data.items() if name not in self.frame_names}
         for f in self.frames:
             f.split(data[f.name], out)
         return out
@@ -180,7 +180,7 @@ class FramePlan:
         episode = rows["episode"].astype(np.uint64)
         position = rows["position"].astype(np.uint64)
         n = episode.shape[0]
-        ids = (episode << np.uint64(32)) | position
+        ids = (episode << np.uint64(32)) | position  # episode ids stay below 2^32 in practice
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
         keep = position >= np.uint64(self.history_rows)
@@ -194,6 +194,5 @@ class FramePlan:
         out: Columns = {name: rows[name][keep] for name, _, _ in self.plain}
         for f in self.frames:
             span = [back[k][keep] for k in range(f.table_stack - 1, -1, -1)]  # oldest first
-            stacks = np.stack([rows[f.name][index] for index in span], axis=1)
-            f.split(stacks.reshape(stacks.shape[0], f.table_stack, *f.frame_shape), out)
+            f.split(np.stack([rows[f.name][index] for index in span], axis=1), out)
         return out
