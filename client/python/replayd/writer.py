@@ -119,6 +119,8 @@ class Writer:
         and of Python bool/int/float scalars (written straight into the batch); other
         values go through `convert_item` (a few us per field).
         """
+        # The same steps as try_append, written out: a shared helper call measured 4% on
+        # this, the hottest call of the client.
         if self._closed or self._failed:
             self._check_open()
         values = item if item is not None else fields
