@@ -75,9 +75,10 @@ class Lifetime:
         process's connection see it (the server executes them in order); its error, if
         any, is raised by a later track_update or flush. At most UPDATES_IN_FLIGHT wait."""
         self._here()
-        self.updates.append(future)
-        while self.updates and (len(self.updates) > UPDATES_IN_FLIGHT or self.updates[0].done()):
+        # Earlier updates only: this one's error, if any, always waits for a later call.
+        while self.updates and (len(self.updates) >= UPDATES_IN_FLIGHT or self.updates[0].done()):
             self.updates.popleft().result()
+        self.updates.append(future)
 
     def writer_here(self) -> StepWriter:
         """This process's writer (created on first use, a new one after a fork)."""
