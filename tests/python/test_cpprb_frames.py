@@ -1,4 +1,4 @@
-"""replayd.cpprb's ``next_of`` and ``stack_compress`` (replayd/cpprb_frames.py) against a
+"""replayd.cpprb's ``next_of`` and ``stack_compress`` (replayd/cpprb/pixel_frames.py) against a
 pure-numpy reference model, on random streams through the real server.
 
 The promise checked: every frame is stored once, and yet every sample, get_all_transitions

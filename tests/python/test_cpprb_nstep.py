@@ -4,7 +4,7 @@ window, the ``next`` values of the window's last step and the sum of ``done``; a
 stored once `size` steps from it on were added, the rest at ``on_episode_end()``; ``add``
 returns None while nothing was stored. Expected values are worked out by hand below, with
 gamma = 0.5 so that every value is exact in float32. Two places where cpprb is wrong are
-checked for the right answer (see replayd/cpprb_nstep.py): the last step of a full window
+checked for the right answer (see replayd/cpprb/nstep.py): the last step of a full window
 counts in ``done``, and a flushed tail takes ``next_obs`` of the episode's last step."""
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from replayd import ProtocolError
-from replayd.frames import (HEADER_BYTES, KIND_REPLY, FrameReader, decode_header,
+from replayd.wire import (HEADER_BYTES, KIND_REPLY, FrameReader, decode_header,
                             encode_frame, encode_header, padded, padding)
 
 # "A complete exchange" in docs/PROTOCOL.md: request 7, a ping, and its reply.

@@ -6,7 +6,7 @@ import gc
 
 import numpy as np
 
-from replayd.frames import PayloadPool
+from replayd.wire import PayloadPool
 
 
 def address_of(array):

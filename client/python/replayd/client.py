@@ -16,7 +16,7 @@ import os
 import threading
 import weakref
 from concurrent.futures import Future
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
                     Sequence, Tuple, Union)
 
 import numpy as np
@@ -25,17 +25,16 @@ from . import requests, wait_notice
 from .address import Address, parse_address
 from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert, sample_nbytes
 from .connection import Connection
+from .episode_replies import decode_sequences, group_episodes, iterate_steps, ragged_episodes
+from .episodes import EpisodeWriter
 from .errors import InvalidArgument, NotFound, ProtocolError
-from .frames import Allocator
 from .rate_limiters import RateLimiter
 from .sample import Sample
+from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
 from .tables import queue_options, stack_options
-
-if TYPE_CHECKING:
-    from .sampler import Sampler
-    from .writer import Writer
-    from .episodes import EpisodeWriter
+from .wire import Allocator
+from .writer import Writer
 
 __all__ = ["Client"]
 
@@ -389,7 +388,6 @@ class Client:
                timeout: Any = DEFAULT, keep_keys: bool = False) -> "Writer":
         """A Writer that buffers single items and inserts them `batch` at a time, keeping
         up to `max_in_flight` batches awaiting replies (see Writer)."""
-        from .writer import Writer
         return Writer(self, table, batch, max_in_flight=max_in_flight,
                       timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 
@@ -458,7 +456,6 @@ class Client:
                 allocate: Optional[Allocator] = None) -> "Sampler":
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
         with `nstep`, over n-step samples of an episodic table (see `sample`)."""
-        from .sampler import Sampler
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
                        gamma=gamma, timeout=timeout, transform=transform, allocate=allocate)
 
@@ -470,7 +467,6 @@ class Client:
         """An EpisodeWriter that appends steps of `envs` concurrent episodes of an episodic
         table, `batch` steps per request, up to `max_in_flight` requests unacknowledged
         (see replayd.episodes)."""
-        from .episodes import EpisodeWriter
         return EpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
                              timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 
@@ -484,7 +480,6 @@ class Client:
         `stride`; burn-in rows before the episode's first step are masked out; with `pad`
         an ended episode may end a sequence early (the rest masked, zero-filled). Which
         starts are drawn: docs/TRAJECTORIES.md."""
-        from .episodes import decode_sequences
         meta = requests.sequence_meta(table, batch, length, stride, burn_in, pad, beta, None)
         sample: Sample = self._call(meta, decode=decode_sequences, timeout=timeout,
                                     server_timeout=True)
@@ -495,7 +490,6 @@ class Client:
                                beta: float = 0.4, timeout: Any = DEFAULT,
                                allocate: Optional[Allocator] = None) -> "Future[Sample]":
         """Like `sample_sequences` but returns a Future at once."""
-        from .episodes import decode_sequences
         meta = requests.sequence_meta(table, batch, length, stride, burn_in, pad, beta,
                                       self._timeout_of(timeout))
         return self.connection().submit(meta, (), decode_sequences, allocate=allocate)[1]
@@ -507,7 +501,6 @@ class Client:
                          allocate: Optional[Allocator] = None) -> "Sampler":
         """An iterator over `sample_sequences` samples that keeps `prefetch` requests in
         flight (see Sampler)."""
-        from .sampler import Sampler
         return Sampler(self, table, batch, prefetch=prefetch, beta=beta, timeout=timeout,
                        transform=transform, allocate=allocate,
                        sequence=requests.SequenceShape(length, stride, burn_in, pad))
@@ -517,14 +510,12 @@ class Client:
         arrays: key, episode, position, sequence and the fields) of at most `page` steps,
         each one ``read_steps`` round trip (the server also bounds a page by
         max_frame_bytes). Steps stored meanwhile appear in later pages."""
-        from .episodes import iterate_steps
         return iterate_steps(self, table, page)
 
     def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
         """The stored episodes of an episodic table in id order, each a dict of arrays
         (its steps in position order: key, episode, position, sequence, fields). Reads
         the whole table first (`read_all`), so it holds all of it in memory."""
-        from .episodes import group_episodes
         return group_episodes(self.read_all(table, page=page))
 
     def read_episodes(self, table: str, *, page: int = 4096) -> Dict[str, Any]:
@@ -532,7 +523,6 @@ class Client:
         concatenated in (episode id, position) order, with ``key``, ``episode``,
         ``position``, ``sequence`` and ``offsets`` (episode i is rows
         ``offsets[i]:offsets[i + 1]``). Reads the whole table (`read_all`)."""
-        from .episodes import ragged_episodes
         return ragged_episodes(self.read_all(table, page=page))
 
     def update_priorities(self, table: str, keys: Any, priorities: Any, *,

@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import InvalidArgument, ProtocolError
 from .frame_fields import add_nstep_frames, frame_specs, split_frame_columns
-from .frames import padded
+from .wire import padded
 from .sample import Sample
 from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype
 

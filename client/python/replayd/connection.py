@@ -41,7 +41,7 @@ import numpy as np
 from .address import Address
 from .errors import (ConnectionLost, ProtocolError, ReplayError, ResourceExhausted,
                      TimeoutError, error_from_reply)
-from .frames import KIND_REPLY, Allocator, Frame, FrameReader, encode_frame
+from .wire import KIND_REPLY, Allocator, Frame, FrameReader, encode_frame
 
 __all__ = ["Connection", "PROTOCOL_VERSION"]
 
@@ -131,7 +131,7 @@ class Connection:
         reply, or the reply's metadata when `decode` is None; it fails with the server's
         error, or ConnectionLost if the connection dies first. `caller_waits`: the caller
         calls `wait` at once, so no reader thread is needed for this request. `allocate`:
-        where to receive the reply's payload (see frames.FrameReader); it is called in the
+        where to receive the reply's payload (see wire.FrameReader); it is called in the
         thread that reads the reply.
         Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
         larger than the server's limits, checked before sending).

@@ -1,5 +1,5 @@
 """Episodic tables (docs/TRAJECTORIES.md): an EpisodeWriter that appends steps of one or
-more environments' episodes, and the decoders of the episodic replies.
+more environments' episodes (the decoders of the episodic replies: replayd.episode_replies).
 
 EpisodeWriter batches steps as `Writer` batches items (preallocated columns, `batch` steps
 per ``append_steps`` request, up to `max_in_flight` requests awaiting replies), so there is
@@ -19,23 +19,21 @@ unpickled writer opens new episodes in the process that uses it.
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from . import requests
 from .columns import InsertBatch, convert_value, decode_keys
 from .errors import InvalidArgument, ProtocolError
-from .frame_fields import (add_row_frames, add_sequence_frames, compress_column, frame_specs,
-                           split_frame_columns, view_column)
-from .sample import Sample
+from .frame_fields import compress_column
 from .writer import Writer
 
 if TYPE_CHECKING:
     from .client import Client
     from .connection import Connection
 
-__all__ = ["EpisodeWriter", "decode_columns", "decode_sequences"]
+__all__ = ["EpisodeWriter"]
 
 
 def _no_keys(meta: Mapping[str, Any], payload: Any) -> np.ndarray[Any, Any]:
@@ -329,85 +327,3 @@ def compressed_columns(columns: List[Dict[str, Any]], arrays: List[Any],
         out_columns.append({**column, "compression": "zstd", "bytes": int(frames.nbytes)})
         out_arrays += [sizes, frames]
     return out_columns, out_arrays
-
-
-def decode_columns(meta: Mapping[str, Any],
-                   payload: np.ndarray[Any, Any]) -> Dict[str, np.ndarray[Any, Any]]:
-    """Views every column of a reply (name -> array of its stated shape), without copying."""
-    columns = meta.get("columns")
-    if not isinstance(columns, list):
-        raise ProtocolError(f"reply without its columns: {dict(meta)!r}")
-    out: Dict[str, np.ndarray[Any, Any]] = {}
-    for column in columns:
-        array = view_column(column, payload)  # ProtocolError for a malformed description
-        out[str(column.get("name"))] = array
-    return out
-
-
-def decode_sequences(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sample:
-    """A ``sample_sequences`` reply as a Sample: `data` holds (n, T, ...) arrays of the
-    fields, `mask` (n, T) uint8 (1: a real step), keys etc. of the start steps."""
-    specs = frame_specs(meta)
-    listed, frame_columns = split_frame_columns(list(meta.get("columns") or []), specs)
-    columns = decode_columns({"columns": listed}, payload)
-    names = [str(c["name"]) for c in listed]
-    if names[:5] != ["key", "probability", "weight", "times_sampled", "mask"]:
-        raise ProtocolError(f"sample_sequences reply with columns {names}")
-    data = {name: columns[name] for name in names[5:]}
-    if specs:
-        mask = columns["mask"]
-        add_sequence_frames(data, meta, payload, specs, frame_columns, columns["key"],
-                            int(mask.shape[1]) if mask.ndim == 2 else 0)
-    return Sample(data=data, keys=columns["key"],
-                  probabilities=columns["probability"], weights=columns["weight"],
-                  times_sampled=columns["times_sampled"], mask=columns["mask"],
-                  state=meta.get("state"))
-
-
-def decode_page(meta: Mapping[str, Any],
-                payload: np.ndarray[Any, Any]) -> Tuple[Dict[str, np.ndarray[Any, Any]], int]:
-    """A ``read_steps`` page: its columns (key, episode, position, sequence, the fields,
-    compressed ones decompressed) and the cursor of the next page."""
-    specs = frame_specs(meta)
-    if not specs:
-        return decode_columns(meta, payload), int(meta["next"])
-    listed, frame_columns = split_frame_columns(list(meta.get("columns") or []), specs)
-    columns = decode_columns({"columns": listed}, payload)
-    add_row_frames(columns, meta, payload, specs, frame_columns, columns["key"])
-    return columns, int(meta["next"])
-
-
-def iterate_steps(client: "Client", table: str, page: int) -> Iterator[Dict[str, Any]]:
-    """Pages of ``read_steps`` from the start until an empty page."""
-    after = 0
-    while True:
-        columns, after = client._call({"op": "read_steps", "table": table, "n": int(page),
-                                       "after": after}, decode=decode_page)
-        if len(columns["key"]) == 0:
-            return
-        yield columns
-
-
-
-def ragged_episodes(pages: Iterator[Dict[str, Any]]) -> Dict[str, np.ndarray[Any, Any]]:
-    """Every step of `pages` ordered by episode id, then position, as one dict of
-    concatenated arrays (key, episode, position, sequence, the fields) plus ``offsets``:
-    episode i's rows are ``offsets[i]:offsets[i + 1]`` (len = episodes + 1)."""
-    collected = [page for page in pages]
-    if not collected:
-        return {"offsets": np.zeros(1, np.int64)}
-    steps = {name: np.concatenate([page[name] for page in collected]) for name in collected[0]}
-    order = np.lexsort((steps["position"], steps["episode"]))
-    ragged = {name: array[order] for name, array in steps.items()}
-    starts = np.flatnonzero(np.diff(ragged["episode"])) + 1
-    ragged["offsets"] = np.concatenate([[0], starts, [len(order)]]).astype(np.int64)
-    return ragged
-
-
-def group_episodes(pages: Iterator[Dict[str, Any]]) -> Iterator[Dict[str, Any]]:
-    """Regroups pages of steps by episode: one dict of arrays per episode, in id order,
-    its rows in position order."""
-    ragged = ragged_episodes(pages)
-    offsets = ragged.pop("offsets")
-    for begin, end in zip(offsets[:-1], offsets[1:]):
-        yield {name: array[begin:end] for name, array in ragged.items()}

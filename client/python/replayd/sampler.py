@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 
 from . import requests, wait_notice
 from .columns import decode_sample
-from .episodes import decode_sequences
+from .episode_replies import decode_sequences
 from .errors import InvalidArgument, TimeoutError
-from .frames import Allocator, encode_meta
+from .wire import Allocator, encode_meta
 from .sample import Sample
 
 if TYPE_CHECKING:

@@ -32,48 +32,20 @@ import itertools
 import math
 import threading
 from concurrent.futures import Future
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
                     Sequence, Set, Tuple)
 
 import numpy as np
 
 from .client import DEFAULT, Client
+from .episode_replies import group_episodes
 from .errors import InvalidArgument
 from .sample import Sample
-
-if TYPE_CHECKING:
-    from .sharded_episodes import ShardedEpisodeWriter
+from .shard_union import (LOCAL_MASK, MAX_SHARDS, SHARD_BITS, draw_shares, global_keys,
+                          split_keys, union_sample)
+from .sharded_episodes import ShardedEpisodeWriter, read_all, sample_windows_async
 
 __all__ = ["ShardedClient", "SHARD_BITS"]
-
-SHARD_BITS = 8
-_LOCAL_BITS = 64 - SHARD_BITS
-_LOCAL_MASK = np.uint64((1 << _LOCAL_BITS) - 1)
-MAX_SHARDS = 1 << SHARD_BITS
-
-
-def global_keys(shard: int, local: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """`local` keys (or episode ids) of `shard` with the shard's index in the top bits."""
-    return _global_keys(shard, local)
-
-
-def _global_keys(shard: int, local: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    local = np.asarray(local, dtype=np.uint64)
-    if local.size and int(local.max()) >> _LOCAL_BITS:
-        raise InvalidArgument(f"shard {shard} issued a key >= 2^{_LOCAL_BITS}; it cannot be "
-                              f"combined with a shard index")
-    return local | np.uint64(shard << _LOCAL_BITS)
-
-
-def split_keys(keys: Any, shard_count: int) -> Dict[int, np.ndarray[Any, Any]]:
-    """Groups global keys by shard: shard index -> positions into `keys`."""
-    keys = np.asarray(keys, dtype=np.uint64).reshape(-1)
-    shards = (keys >> np.uint64(_LOCAL_BITS)).astype(np.int64)
-    if keys.size and int(shards.max()) >= shard_count:
-        raise InvalidArgument(f"key {int(keys[int(np.argmax(shards))])} names shard "
-                              f"{int(shards.max())}, but there are {shard_count} shards")
-    return {int(s): np.flatnonzero(shards == s) for s in np.unique(shards)}
-
 
 class ShardedClient:
     """Several replayd servers used as one. `options` go to each shard's `Client`."""
@@ -166,7 +138,7 @@ class ShardedClient:
                timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
         """Inserts the whole batch into the next shard (round-robin); returns global keys."""
         shard = self._pick_shard()
-        return _global_keys(shard, self.shards[shard].insert(table, data, priorities,
+        return global_keys(shard, self.shards[shard].insert(table, data, priorities,
                                                              timeout=timeout))
 
     def insert_async(self, table: str, data: Mapping[str, Any],
@@ -174,13 +146,13 @@ class ShardedClient:
         """Like `insert`, returning a Future of the global keys."""
         shard = self._pick_shard()
         local = self.shards[shard].insert_async(table, data, priorities)
-        return _chain(local, lambda keys: _global_keys(shard, keys))
+        return _chain(local, lambda keys: global_keys(shard, keys))
 
     def update_priorities(self, table: str, keys: Any, priorities: Any) -> int:
         """Routes each key to its shard; returns how many keys were stale."""
         priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
         futures = [self.shards[s].update_priorities_async(
-                       table, np.asarray(keys, np.uint64).reshape(-1)[at] & _LOCAL_MASK,
+                       table, np.asarray(keys, np.uint64).reshape(-1)[at] & LOCAL_MASK,
                        priorities[at])
                    for s, at in split_keys(keys, len(self.shards)).items()]
         stale = sum(int(f.result().get("stale", 0)) for f in futures)
@@ -190,7 +162,7 @@ class ShardedClient:
     def delete(self, table: str, keys: Any) -> int:
         """Routes each key to its shard; returns how many items were deleted."""
         keys = np.asarray(keys, np.uint64).reshape(-1)
-        deleted = sum(self.shards[s].delete(table, keys[at] & _LOCAL_MASK)
+        deleted = sum(self.shards[s].delete(table, keys[at] & LOCAL_MASK)
                       for s, at in split_keys(keys, len(self.shards)).items())
         self._forget(table)
         return deleted
@@ -233,13 +205,12 @@ class ShardedClient:
         importance weights; its items are grouped by shard. With `nstep`: n-step samples
         of a uniform episodic table (see replayd.sharded_episodes)."""
         if nstep is not None:
-            from .sharded_episodes import sample_windows_async
             return sample_windows_async(
                 self, table, batch_size, ("nstep", int(nstep)), beta,
                 lambda shard, n: shard.sample_async(table, n, beta=beta, nstep=nstep,
                                                     gamma=gamma, timeout=timeout))
         masses = self._known_masses(table)
-        shares = _shares(masses)
+        shares = draw_shares(masses)
 
         def combine(samples: List[Tuple[int, Sample]]) -> Sample:
             states = {}
@@ -305,7 +276,6 @@ class ShardedClient:
                        timeout: Any = DEFAULT) -> "ShardedEpisodeWriter":
         """A writer of `envs` concurrent episodes of an episodic table whose episodes each
         stay on one shard (see ShardedEpisodeWriter)."""
-        from .sharded_episodes import ShardedEpisodeWriter
         return ShardedEpisodeWriter(self, table, envs, batch, timeout=timeout)
 
     def sample_sequences_async(self, table: str, batch: int, length: int, *,
@@ -314,7 +284,6 @@ class ShardedClient:
                                timeout: Any = DEFAULT) -> "Future[Sample]":
         """`batch` sequences drawn from the union of a uniform episodic table's shards, as
         `Client.sample_sequences` draws them from one (see replayd.sharded_episodes)."""
-        from .sharded_episodes import sample_windows_async
         requirement = ("sequence", int(length), int(stride), int(burn_in), bool(pad))
         return sample_windows_async(
             self, table, batch, requirement, beta,
@@ -342,63 +311,12 @@ class ShardedClient:
     def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
         """Every stored step of every shard, shard after shard, as `Client.read_all` pages
         with global keys and global episode ids (the shard in the top bits of both)."""
-        from .sharded_episodes import read_all
         return read_all(self, table, page)
 
     def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
         """The stored episodes of every shard (global episode ids, see `read_all`), each a
         dict of arrays as `Client.episodes` gives it; holds the whole table in memory."""
-        from .episodes import group_episodes
         return group_episodes(self.read_all(table, page=page))
-
-
-def union_sample(samples: List[Tuple[int, Sample]], shares: np.ndarray[Any, Any],
-                 masses: List[Tuple[int, float, float]],
-                 states: Mapping[int, Tuple[int, float, float]], beta: float) -> Sample:
-    """One Sample of the parts `samples` ((shard, its Sample), drawn with `shares`): global
-    keys, probabilities P = share * local probability, weights (P / min P)^-beta where min P
-    is the smallest probability any stored item had over the union: per shard, its share
-    times its smallest local probability, from `states` (size, mass, min_mass as the draw
-    saw the shard) or else `masses` (as known before the draw)."""
-    smallest = math.inf
-    for s, known in enumerate(masses):
-        known = states.get(s, known)
-        if shares[s] > 0 and known[0] > 0:
-            smallest = min(smallest, shares[s] * _smallest_local_probability(*known))
-    probabilities = np.concatenate([shares[s] * sample.probabilities for s, sample in samples])
-    if beta and math.isfinite(smallest):
-        weights = (probabilities / smallest) ** -beta
-    else:
-        weights = np.ones_like(probabilities)
-    masks = [sample.mask for _, sample in samples if sample.mask is not None]
-    return Sample(
-        data={name: np.concatenate([sample.data[name] for _, sample in samples])
-              for name in samples[0][1].data},
-        keys=np.concatenate([_global_keys(s, sample.keys) for s, sample in samples]),
-        probabilities=probabilities,
-        weights=weights,
-        times_sampled=np.concatenate([sample.times_sampled for _, sample in samples]),
-        state=None,
-        mask=np.concatenate(masks) if masks else None)
-
-
-def _shares(masses: List[Tuple[int, float, float]]) -> np.ndarray[Any, Any]:
-    """Each shard's share of the draws: in proportion to its mass; when every stored item has
-    priority 0 (no mass anywhere), in proportion to the sizes, as one table would fall back
-    to uniform; when nothing is known to be stored, evenly (each shard's limiter decides)."""
-    sizes = np.array([size for size, _, _ in masses], float)
-    weights = np.array([mass if size > 0 else 0.0 for size, mass, _ in masses])
-    if not weights.sum() > 0:
-        weights = sizes
-    if not weights.sum() > 0:
-        weights = np.ones(len(masses))
-    shares: np.ndarray[Any, Any] = weights / weights.sum()
-    return shares
-
-
-def _smallest_local_probability(size: int, mass: float, min_mass: float) -> float:
-    """The smallest probability a draw on one shard gives any of its items."""
-    return min_mass / mass if mass > 0 else 1.0 / size
 
 
 def _chain(future: Future[Any], convert: Any) -> Future[Any]:

@@ -24,6 +24,7 @@ import numpy as np
 from .client import DEFAULT, Client
 from .errors import InvalidArgument, ProtocolError
 from .sample import Sample
+from .shard_union import draw_shares, global_keys, union_sample
 
 if TYPE_CHECKING:
     from .episodes import EpisodeWriter
@@ -120,7 +121,6 @@ class ShardedEpisodeWriter:
     @property
     def keys(self) -> np.ndarray[Any, Any]:
         """Global keys of the steps sent so far: shard by shard, each in append order."""
-        from .sharded import global_keys
         parts = [global_keys(s, np.asarray(w.keys, np.uint64))
                  for s, w in enumerate(self._writers) if w is not None]
         return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
@@ -182,10 +182,9 @@ def sample_windows_async(client: "ShardedClient", table: str, batch: int,
                          ) -> "Future[Sample]":
     """A union draw of `batch` windows of `requirement` (the module docstring): `request`
     sends one shard's part."""
-    from .sharded import _shares, union_sample
     _check_episodic(client, table)
     masses = _known_states(client, table, requirement)
-    shares = _shares(masses)
+    shares = draw_shares(masses)
 
     def combine(samples: List[Tuple[int, Sample]]) -> Sample:
         states = {}
@@ -204,7 +203,6 @@ def sample_windows_async(client: "ShardedClient", table: str, batch: int,
 
 def read_all(client: "ShardedClient", table: str, page: int) -> Iterator[Dict[str, Any]]:
     """Each shard's `read_all` pages in turn, keys and episode ids made global."""
-    from .sharded import global_keys
     for s, shard in enumerate(client.shards):
         for columns in shard.read_all(table, page=page):
             out = dict(columns)

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .cpprb import ReplayBuffer
+from .buffers import ReplayBuffer
 
 __all__ = ["SelectiveReplayBuffer"]
 

@@ -14,7 +14,7 @@ import time
 import warnings
 from typing import Any, Callable, Optional
 
-from .cpprb import PrioritizedReplayBuffer, ReplayBuffer
+from .buffers import PrioritizedReplayBuffer, ReplayBuffer
 
 __all__ = ["train"]
 

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import numpy as np
 
-from . import requests
-from .columns import InsertBatch, decode_keys
-from .writer import Writer
+from .. import requests
+from ..columns import InsertBatch, decode_keys
+from ..writer import Writer
 
 if TYPE_CHECKING:
-    from .client import Client
+    from ..client import Client
 
 HIDDEN_REWARD = "_cpprb_unused_reward"
 SAMPLE_EXTRAS = (HIDDEN_REWARD, "discount", "steps")  # columns a 1-step sample adds
@@ -61,7 +61,7 @@ class Episode:
         self.has_steps = False
         self._conn: Any = None  # the connection that opened `id`
         # The last transition given to the writer for this episode (its frame values;
-        # replayd.cpprb_frames), None before the first: whether the next one continues it.
+        # replayd.cpprb.pixel_frames), None before the first: whether the next one continues it.
         self.previous: Optional[Dict[str, "np.ndarray[Any, Any]"]] = None
 
     def current(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
-from .cpprb import ReplayBuffer
+from .buffers import ReplayBuffer
 
 __all__ = ["ReverseReplayBuffer"]
 

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .cpprb_table import stored_shape
+from .table import stored_shape
 
 Fields = Sequence[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
 Columns = Dict[str, "np.ndarray[Any, Any]"]

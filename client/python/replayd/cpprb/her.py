@@ -22,8 +22,8 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
 import numpy as np
 
-from .cpprb import PrioritizedReplayBuffer, ReplayBuffer
-from .cpprb_table import env_fields
+from .buffers import PrioritizedReplayBuffer, ReplayBuffer
+from .table import env_fields
 
 __all__ = ["HindsightReplayBuffer"]
 

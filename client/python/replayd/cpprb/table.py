@@ -13,9 +13,9 @@ from typing import Any, Deque, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .client import Client
-from .schema import wire_dtype
-from .cpprb_steps import Episode, StepWriter
+from ..client import Client
+from ..schema import wire_dtype
+from .steps import Episode, StepWriter
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
