@@ -7,7 +7,7 @@ replayd Writer, which sends them in batches without waiting for replies. The lea
 iterates a prefetching Sampler, takes a TD step on a linear Q function weighted by the
 importance weights, and sends the new |TD| errors back as priorities.
 
-    replayd --unix /tmp/replayd.sock &
+    replayd --unix /tmp/replayd.sock &   # from `cmake --install`; or build/service/replayd
     python3 examples/apex_style.py --address unix:///tmp/replayd.sock --explorers 4
 
 Prints insert and sample rates at the end. Needs only numpy and the replayd package

@@ -8,7 +8,7 @@ environment with a linear epsilon-greedy policy and add them, with priorities |T
 global MPPrioritizedReplayBuffer; the learner samples it, takes TD steps and updates the
 priorities.
 
-    replayd --unix /tmp/replayd.sock &
+    replayd --unix /tmp/replayd.sock &   # from `cmake --install`; or build/service/replayd
     python3 examples/cpprb_apex.py --address unix:///tmp/replayd.sock
 
 Needs only numpy and the replayd package (PYTHONPATH=client/python from a checkout).

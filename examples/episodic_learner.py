@@ -12,8 +12,15 @@ request per batch of steps). The learner estimates V (a table) from replay:
 - ``--mode sequences``: sequences with burn-in and stride (``sample_sequences``): a
   one-step target per real step of each sequence (the mask drops the padding).
 
-    replayd --unix /tmp/replayd.sock &
+    replayd --unix /tmp/replayd.sock &   # from `cmake --install`; or build/service/replayd
     python3 examples/episodic_learner.py --address unix:///tmp/replayd.sock --mode nstep
+    python3 examples/episodic_learner.py --address unix:///tmp/replayd.sock --mode sequences
+
+Each mode has a table of its own unless ``--table`` names one (the default is
+``episodic_learner_nstep`` or ``episodic_learner_sequences``): nstep samples a prioritized
+table and sequences a uniform one, and a name already taken by a table of the other kind
+is refused (``AlreadyExists``). A table left by an earlier run of the same mode is reused,
+its steps included.
 
 Prints the mean absolute error of V against the true values. Needs only numpy.
 """
@@ -81,7 +88,8 @@ def learn_sequences(client: replayd.Client, table: str, values: np.ndarray, step
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--address", required=True)
-    parser.add_argument("--table", default="episodic_learner")
+    parser.add_argument("--table", default=None,
+                        help="table name (default: episodic_learner_<mode>)")
     parser.add_argument("--mode", choices=["nstep", "sequences"], default="nstep")
     parser.add_argument("--states", type=int, default=7)
     parser.add_argument("--env-steps", type=int, default=4000)
@@ -94,6 +102,8 @@ def main() -> None:
     parser.add_argument("--burn-in", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.table is None:
+        args.table = f"episodic_learner_{args.mode}"
 
     rng = np.random.default_rng(args.seed)
     with replayd.Client(args.address, timeout=60) as client:

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import replayd
 from conftest import REPO
 
 
@@ -67,3 +68,16 @@ def test_episodic_learner_estimates_the_random_walk_values(server, table_name, m
     assert result.returncode == 0, result.stdout + result.stderr
     error = float(result.stdout.split("mean absolute error ")[1].split()[0])
     assert error < 0.08, result.stdout
+
+
+def test_episodic_learner_modes_run_one_after_another_without_table(make_server):
+    server = make_server(tcp=False)
+    for mode in ("nstep", "sequences", "nstep"):  # each mode's table, then reused
+        result = run_example("episodic_learner.py", "--address", server.unix_address,
+                             "--mode", mode, "--env-steps", "600", "--learner-steps", "20",
+                             "--batch-size", "16")
+        assert result.returncode == 0, mode + result.stdout + result.stderr
+        assert "mean absolute error" in result.stdout
+    with replayd.Client(server.unix_address) as client:
+        assert sorted(client.tables()) == ["episodic_learner_nstep",
+                                           "episodic_learner_sequences"]
