@@ -1,10 +1,11 @@
 """Every snippet of the client README runs as written against a server on the default
-config (what ./scripts/run starts): the python blocks in order in one interpreter, as a
-reader pasting them into one session would, and the replayd-cli blocks in a shell.
-A python block that imports a module this machine lacks (jax) is skipped."""
+config (what ./scripts/run starts): each python block on its own, in a fresh interpreter,
+as a reader pasting just that block would run it (a block defining pytest tests runs under
+pytest), and the replayd-cli blocks in a shell. A python block that imports a module this
+machine lacks (jax) is skipped."""
 from __future__ import annotations
 
-import json
+import importlib.util
 import os
 import re
 import subprocess
@@ -15,19 +16,6 @@ from conftest import REPO, server_binary
 README = REPO / "client" / "python" / "README.md"
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 
-RUNNER = r"""
-import importlib.util, json, re, sys
-namespace = {"__name__": "__readme__"}
-for number, block in enumerate(json.loads(sys.argv[1])):
-    modules = re.findall(r"^\s*(?:import|from)\s+(\w+)", block, re.M)
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    if missing:
-        print(f"-- block {number} skipped: no module {missing[0]}", flush=True)
-        continue
-    print(f"-- block {number}", flush=True)
-    exec(compile(block, f"README block {number}", "exec"), namespace)
-"""
-
 
 def blocks(language: str):
     return re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.S)
@@ -37,22 +25,45 @@ def readme_server(make_server):
     return make_server(tcp=False, extra_args=["--config", str(REPO / "config" / "replayd.json")])
 
 
-def test_client_readme_python_blocks_run_as_written(make_server):
-    server = readme_server(make_server)
-    code = [b.replace(DEFAULT_ADDRESS, server.unix_address) for b in blocks("python")]
-    assert len(code) >= 5 and all(DEFAULT_ADDRESS not in b for b in code)
+def missing_module(block: str):
+    modules = re.findall(r"^\s*(?:import|from)\s+(\w+)", block, re.M)
+    return next((m for m in modules if importlib.util.find_spec(m) is None), None)
+
+
+def run_alone(block: str, address: str, tmp_path, number: int) -> subprocess.CompletedProcess:
+    """`block` in a new interpreter (under pytest when it defines tests), nothing run before."""
+    code = block.replace(DEFAULT_ADDRESS, address)
     env = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"),
                REPLAYD_BIN=str(server_binary()))
-    result = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(code)], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
-    assert "<replayd.Sample n=256 {obs: float32[4], act: int64[]" in out
-    assert "(256, 4)" in out
-    ran = re.findall(r"^-- block (\d+)$", out, re.M)
-    skipped = re.findall(r"^-- block (\d+) skipped", out, re.M)  # only for missing modules
-    assert len(ran) + len(skipped) == len(code) and "0" in ran, out
-    assert "has waited" not in result.stderr, result.stderr  # nothing held by a limiter
+    if re.search(r"^def test_", code, re.M):
+        test_file = tmp_path / f"test_readme_block_{number}.py"
+        test_file.write_text(code)
+        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    else:
+        args = [sys.executable, "-c", code]
+    return subprocess.run(args, env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_client_readme_python_blocks_each_run_alone_as_written(make_server, tmp_path):
+    server = readme_server(make_server)
+    code = blocks("python")
+    assert len(code) >= 7
+    ran = []
+    for number, block in enumerate(code):
+        if missing_module(block) is not None:
+            continue
+        result = run_alone(block, server.unix_address, tmp_path, number)
+        assert result.returncode == 0, f"block {number}:\n{block}\n{result.stdout}{result.stderr}"
+        assert "has waited" not in result.stderr, result.stderr  # nothing held by a limiter
+        ran.append((number, result.stdout))
+    out = dict(ran)
+    assert 0 in out, "the quick start did not run"
+    assert "<replayd.Sample n=256 {obs: float32[4], act: int64[]" in out[0]
+    assert "(256, 4)" in out[0]
+    assert any("1 passed" in text for text in out.values())  # the replayd_server fixture
+    if importlib.util.find_spec("torch") is not None:  # the PyTorch block, without a client
+        assert any("'rew', 'times_sampled', 'weights']" in text for text in out.values())
 
 
 def test_client_readme_cli_blocks_run_as_written(make_server, tmp_path):
