@@ -103,6 +103,7 @@ from .buffers import (MPPrioritizedReplayBuffer, MPReplayBuffer, PrioritizedRepl
                       ReplayBuffer, create_buffer)
 from .her import HindsightReplayBuffer
 from .laber import LaBER, LaBERlazy, LaBERmax, LaBERmean
+from .local_buffers import NstepBuffer, dict2buffer
 from .reverse import ReverseReplayBuffer
 from .selective import SelectiveReplayBuffer
 from .table import DEFAULT_ADDRESS
