@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "core/table.h"
+#include "core/table/table.h"
 
 namespace replayd {
 namespace {

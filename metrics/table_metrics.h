@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/table.h"
+#include "core/table/table.h"
 #include "prometheus/metric_family.h"
 
 namespace replayd::metrics {

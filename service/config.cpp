@@ -3,9 +3,9 @@
 #include <charconv>
 #include <set>
 
-#include "service/auth.h"
-#include "service/commands/sample_reply.h"
-#include "service/json_reader.h"
+#include "service/net/auth.h"
+#include "service/protocol/sample_reply.h"
+#include "service/protocol/json_reader.h"
 #include "service/table_description.h"
 
 namespace replayd::service {

@@ -15,7 +15,7 @@
 
 #include "service/config.h"
 #include "service/health_probe.h"
-#include "service/protocol_description.h"
+#include "service/protocol/protocol_description.h"
 #include "service/server.h"
 
 namespace {

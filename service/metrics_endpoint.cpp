@@ -1,7 +1,7 @@
 #include "service/metrics_endpoint.h"
 
 #include "metrics/endpoints.h"
-#include "service/reply.h"
+#include "service/protocol/reply.h"
 
 namespace replayd::service {
 

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <random>
 
-#include "service/listener.h"
+#include "service/net/listener.h"
 #include "service/memory_trimmer.h"
-#include "service/session.h"
-#include "service/snapshot_files.h"
-#include "service/snapshot_restore.h"
+#include "service/net/session.h"
+#include "service/snapshot/snapshot_files.h"
+#include "service/snapshot/snapshot_restore.h"
 
 namespace replayd::service {
 namespace {

@@ -16,7 +16,7 @@
 #include "service/config.h"
 #include "service/metrics_endpoint.h"
 #include "service/service_context.h"
-#include "service/snapshotter.h"
+#include "service/snapshot/snapshotter.h"
 
 namespace replayd::service {
 

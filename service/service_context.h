@@ -13,7 +13,7 @@
 #include "service/config.h"
 #include "service/scheduler.h"
 #include "service/table_registry.h"
-#include "service/wait_queue.h"
+#include "service/commands/wait_queue.h"
 
 namespace replayd::service {
 
@@ -22,7 +22,7 @@ inline constexpr const char* kServerVersion = REPLAYD_VERSION;
 class Session;
 class Snapshotter;
 
-// The request op labels of the metrics: the command table's names (service/command_table.cpp).
+// The request op labels of the metrics: the command table's names (service/commands/command_table.cpp).
 std::span<const metrics::OpLabel> metric_op_labels();
 
 struct ServiceContext {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "core/storage.h"
-#include "service/json_reader.h"
+#include "core/storage/storage.h"
+#include "service/protocol/json_reader.h"
 
 namespace replayd::service {
 namespace json = boost::json;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "core/table_config.h"
+#include "core/table/table_config.h"
 
 namespace replayd::service {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/table.h"
-#include "service/wait_queue.h"
+#include "core/table/table.h"
+#include "service/commands/wait_queue.h"
 
 namespace replayd::service {
 

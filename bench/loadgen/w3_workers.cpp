@@ -7,7 +7,7 @@
 #include <string>
 
 #include "replayd_client/client.h"
-#include "replayd_client/zstd_codec.h"
+#include "replayd_client/pixels/zstd_codec.h"
 
 namespace replayd::loadgen {
 namespace {

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "replayd_client/episode_writer.h"
+#include "replayd_client/episodes/episode_writer.h"
 #include "w3_frames.h"
 #include "workers.h"
 

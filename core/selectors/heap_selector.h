@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "core/selector.h"
+#include "core/selectors/selector.h"
 
 namespace replayd {
 

@@ -3,8 +3,8 @@
 // As removers, FIFO evicts the oldest item and LIFO the newest.
 #pragma once
 
-#include "core/selector.h"
-#include "core/slot_order.h"
+#include "core/selectors/selector.h"
+#include "core/storage/slot_order.h"
 
 namespace replayd {
 

@@ -11,10 +11,10 @@
 // so a zero-priority item is never returned while any item has positive priority.
 #pragma once
 
-#include "core/min_tree.h"
-#include "core/selector.h"
-#include "core/slot_set.h"
-#include "core/sum_tree.h"
+#include "core/selectors/min_tree.h"
+#include "core/selectors/selector.h"
+#include "core/storage/slot_set.h"
+#include "core/selectors/sum_tree.h"
 
 namespace replayd {
 

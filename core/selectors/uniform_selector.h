@@ -1,8 +1,8 @@
 // UniformSelector: every present slot equally likely, P = 1/N, weight 1. O(1) per call.
 #pragma once
 
-#include "core/selector.h"
-#include "core/slot_set.h"
+#include "core/selectors/selector.h"
+#include "core/storage/slot_set.h"
 
 namespace replayd {
 

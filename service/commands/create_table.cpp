@@ -3,8 +3,8 @@
 #include <boost/json.hpp>
 
 #include "service/commands/handlers.h"
-#include "service/commands/sample_reply.h"
-#include "service/commands/table_json.h"
+#include "service/protocol/sample_reply.h"
+#include "service/protocol/table_json.h"
 #include "service/table_description.h"
 
 namespace replayd::service::commands {

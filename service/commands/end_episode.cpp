@@ -5,8 +5,8 @@
 // writer may pipeline it after its appends: its episode's steps are all in when it runs.
 // In a table with next_of fields it may carry the final observation (docs/PIXELS.md): the
 // next_of fields' values as "columns" of one row, in the payload.
-#include "service/admission.h"
-#include "service/commands/column_decoding.h"
+#include "service/commands/admission.h"
+#include "service/protocol/column_decoding.h"
 #include "service/commands/handlers.h"
 
 namespace replayd::service::commands {

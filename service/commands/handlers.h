@@ -4,7 +4,7 @@
 // Threading: io_context thread only; none suspends.
 #pragma once
 
-#include "service/command.h"
+#include "service/commands/command.h"
 
 namespace replayd::service::commands {
 

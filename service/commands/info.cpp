@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "service/commands/handlers.h"
-#include "service/commands/table_json.h"
+#include "service/protocol/table_json.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;

@@ -4,9 +4,9 @@
 // empty. Not rate limited and never waits.
 #include <algorithm>
 
-#include "service/commands/frame_columns.h"
+#include "service/protocol/pixel_frame_columns.h"
 #include "service/commands/handlers.h"
-#include "service/commands/sample_reply.h"
+#include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {
 namespace {

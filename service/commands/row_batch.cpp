@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <boost/json.hpp>
 
-#include "core/batch_layout.h"
-#include "service/commands/column_decoding.h"
+#include "core/storage/batch_layout.h"
+#include "service/protocol/column_decoding.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;

@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-#include "service/admission.h"
-#include "service/command.h"
-#include "service/commands/column_decoding.h"
+#include "service/commands/admission.h"
+#include "service/commands/command.h"
+#include "service/protocol/column_decoding.h"
 
 namespace replayd::service::commands {
 

@@ -4,9 +4,9 @@
 // (service/commands/sample_nstep.cpp); without, so does a table with frame fields (k = 1).
 #include <cmath>
 
-#include "service/admission.h"
+#include "service/commands/admission.h"
 #include "service/commands/handlers.h"
-#include "service/commands/sample_reply.h"
+#include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {
 namespace {

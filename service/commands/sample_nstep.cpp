@@ -5,10 +5,10 @@
 // (stacks, next_of, compressed values) follow the other columns (frame_columns.h).
 #include <algorithm>
 
-#include "service/admission.h"
-#include "service/commands/frame_columns.h"
+#include "service/commands/admission.h"
+#include "service/protocol/pixel_frame_columns.h"
 #include "service/commands/handlers.h"
-#include "service/commands/sample_reply.h"
+#include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {
 namespace {

@@ -2,9 +2,9 @@
 // answers when it is durable on disk, while the connection's other requests keep being served.
 #include <boost/json.hpp>
 
-#include "service/admission.h"
+#include "service/commands/admission.h"
 #include "service/commands/handlers.h"
-#include "service/snapshotter.h"
+#include "service/snapshot/snapshotter.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;

@@ -1,6 +1,6 @@
 // Tests for core/complete_episodes.*: an episode counts as complete from its end until one
 // of its steps is removed; open episodes and ones missing their first steps never count.
-#include "core/complete_episodes.h"
+#include "core/episodes/complete_episodes.h"
 
 #include <catch2/catch.hpp>
 

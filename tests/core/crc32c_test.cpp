@@ -1,6 +1,6 @@
 // Tests for core/crc32c.*: the standard check value, incremental use, and that the hardware
 // and table implementations agree at every length and alignment.
-#include "core/crc32c.h"
+#include "core/snapshot/crc32c.h"
 
 #include <catch2/catch.hpp>
 

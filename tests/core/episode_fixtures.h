@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/table.h"
+#include "core/table/table.h"
 
 namespace replayd::testing {
 

@@ -1,6 +1,6 @@
 // Tests for core/episode_index.*: positions, slots by position, removal of first, middle
 // and last steps, forgetting ended episodes, writers' open episodes, reset.
-#include "core/episode_index.h"
+#include "core/episodes/episode_index.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

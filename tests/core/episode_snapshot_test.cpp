@@ -2,13 +2,13 @@
 // restored episodic table keeps its episodes and gives the same n-step and sequence draws
 // for the same seed; damaged episode sections are rejected; tables that are not episodic
 // keep the old layout.
-#include "core/episode_snapshot.h"
+#include "core/snapshot/episode_snapshot.h"
 
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "core/table_snapshot.h"
+#include "core/snapshot/table_snapshot.h"
 #include "tests/core/episode_fixtures.h"
 
 namespace replayd {

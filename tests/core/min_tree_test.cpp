@@ -1,6 +1,6 @@
 // Tests for core/min_tree.*: the minimum checked against a brute-force scan over long random
 // sequences, including emptied leaves and capacities that are not powers of two.
-#include "core/min_tree.h"
+#include "core/selectors/min_tree.h"
 
 #include <catch2/catch.hpp>
 

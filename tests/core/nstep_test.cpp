@@ -1,6 +1,6 @@
 // Tests for core/nstep.*: window length and terminal flag at and before an episode's end,
 // discounts, reward dtypes.
-#include "core/nstep.h"
+#include "core/episodes/nstep.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

@@ -1,6 +1,6 @@
 // Tests for core/rate_limiter.*: truth tables for the presets with Reverb's semantics, the
 // configurations refused at creation, and the batch checks that refuse impossible batches.
-#include "core/rate_limiter.h"
+#include "core/table/rate_limiter.h"
 
 #include <catch2/catch.hpp>
 

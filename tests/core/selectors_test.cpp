@@ -2,7 +2,7 @@
 // matches its exact probabilities (chi-square over >= 100k draws, fixed seeds), importance
 // weights match the formula computed here from the priorities, FIFO/LIFO order, heap order
 // against a sorted model on random streams.
-#include "core/selector.h"
+#include "core/selectors/selector.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Tests for core/step_log.*: insertion order, pages after a cursor, removals at the front
 // and in the middle (with compaction), reset keeping sequences unique, restore.
-#include "core/step_log.h"
+#include "core/episodes/step_log.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Tests for core/storage.*: keys are never reused (across release, eviction-style reuse and
 // clear), stale keys are recognised, slot accounting, and per-slot cells.
-#include "core/storage.h"
+#include "core/storage/storage.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Tests for core/sum_tree.*: totals and find() checked against a brute-force vector of leaf
 // values over long random sequences, plus the rounding guarantees at the end of the range.
-#include "core/sum_tree.h"
+#include "core/selectors/sum_tree.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Tests for the episodic operations of core/table (core/table_episodes.cpp): every n-step
+// Tests for the episodic operations of core/table (core/table/table_episodes.cpp): every n-step
 // and sequence draw is checked exactly against a brute-force reference model on random
 // streams (several writers and environments interleaved, terminations, truncations,
 // deletions, eviction past capacity); draws are chi-square tested over exactly the valid
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/table.h"
+#include "core/table/table.h"
 #include "tests/core/chi_square.h"
 #include "tests/core/episode_fixtures.h"
 

@@ -3,7 +3,7 @@
 // section boundary or byte, any byte flipped, bad magic or version, lengths over limits,
 // values that break invariants under valid checksums) are rejected with a reason; a sink or
 // source that fails reports its error.
-#include "core/table_snapshot.h"
+#include "core/snapshot/table_snapshot.h"
 
 #include <catch2/catch.hpp>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/crc32c.h"
+#include "core/snapshot/crc32c.h"
 
 namespace replayd {
 namespace {

@@ -1,7 +1,7 @@
 // Tests for core/table.*: eviction order, expiry after max_times_sampled, queue semantics,
 // stale keys, priority validation and defaults, input validation with the table unchanged,
 // rate-limiter refusals, byte-exact sampling, reset and info counters.
-#include "core/table.h"
+#include "core/table/table.h"
 
 #include <catch2/catch.hpp>
 

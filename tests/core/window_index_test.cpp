@@ -1,7 +1,7 @@
 // Tests for core/window_index.*: the valid-start rule (stride, backward, forward, short
 // windows at an ended episode), incremental upkeep on append, end and removal, and the
 // bound on distinct requirements. The table-level reference test covers random streams.
-#include "core/window_index.h"
+#include "core/episodes/window_index.h"
 
 #include <catch2/catch.hpp>
 

@@ -16,9 +16,9 @@
 #include <span>
 #include <string>
 
-#include "service/auth.h"
-#include "service/command_runner.h"
-#include "service/frame.h"
+#include "service/net/auth.h"
+#include "service/commands/command_runner.h"
+#include "service/protocol/wire_frame.h"
 #include "service/service_context.h"
 #include "service/table_description.h"
 

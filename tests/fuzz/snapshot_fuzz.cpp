@@ -13,10 +13,10 @@
 #include <span>
 #include <vector>
 
-#include "core/crc32c.h"
-#include "core/snapshot_io.h"
-#include "core/snapshot_sections.h"
-#include "core/table_snapshot.h"
+#include "core/snapshot/crc32c.h"
+#include "core/snapshot/snapshot_io.h"
+#include "core/snapshot/snapshot_sections.h"
+#include "core/snapshot/table_snapshot.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <random>
 #include <set>
 
-#include "replayd_client/episode_writer.h"
-#include "replayd_client/episodic_table.h"
+#include "replayd_client/episodes/episode_writer.h"
+#include "replayd_client/episodes/episodic_table.h"
 #include "server_process.h"
 #include "test_support.h"
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "replayd_client/episode_writer.h"
+#include "replayd_client/episodes/episode_writer.h"
 #include "server_process.h"
 #include "test_support.h"
 

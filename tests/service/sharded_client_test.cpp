@@ -7,9 +7,9 @@
 #include <numeric>
 #include <set>
 
-#include "replayd_client/shard_keys.h"
-#include "replayd_client/sharded_client.h"
-#include "replayd_client/union_sample.h"
+#include "replayd_client/sharded/shard_keys.h"
+#include "replayd_client/sharded/sharded_client.h"
+#include "replayd_client/sharded/union_sample.h"
 #include "server_process.h"
 #include "test_support.h"
 

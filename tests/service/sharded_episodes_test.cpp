@@ -10,10 +10,10 @@
 #include <numeric>
 #include <set>
 
-#include "replayd_client/episodic_table.h"
-#include "replayd_client/shard_keys.h"
-#include "replayd_client/sharded_client.h"
-#include "replayd_client/sharded_episode_writer.h"
+#include "replayd_client/episodes/episodic_table.h"
+#include "replayd_client/sharded/shard_keys.h"
+#include "replayd_client/sharded/sharded_client.h"
+#include "replayd_client/sharded/sharded_episode_writer.h"
 #include "server_process.h"
 #include "test_support.h"
 

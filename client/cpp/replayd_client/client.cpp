@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "replayd_client/frame_codec.h"
-#include "replayd_client/json_text.h"
-#include "replayd_client/request_meta.h"
+#include "replayd_client/wire/wire_frame_codec.h"
+#include "replayd_client/wire/json_text.h"
+#include "replayd_client/wire/request_meta.h"
 
 namespace replayd::client {
 Client::Client(std::string_view address, ClientOptions options)

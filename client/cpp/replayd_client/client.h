@@ -20,8 +20,8 @@
 
 #include "replayd_client/address.h"
 #include "replayd_client/columns.h"
-#include "replayd_client/connection.h"
-#include "replayd_client/episode_results.h"
+#include "replayd_client/wire/connection.h"
+#include "replayd_client/episodes/episode_results.h"
 #include "replayd_client/error.h"
 #include "replayd_client/results.h"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "replayd_client/connection.h"
+#include "replayd_client/wire/connection.h"
 #include "replayd_client/dtype.h"
 
 namespace replayd::client {

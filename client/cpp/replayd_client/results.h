@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "replayd_client/buffer.h"
+#include "replayd_client/wire/buffer.h"
 #include "replayd_client/dtype.h"
 #include "replayd_client/error.h"
-#include "replayd_client/frame_results.h"
+#include "replayd_client/pixels/pixel_frame_results.h"
 
 namespace replayd::client {
 

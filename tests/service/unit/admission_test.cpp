@@ -1,4 +1,4 @@
-// Tests of service/admission.h: the one awaitable every waiting request uses: admission in
+// Tests of service/commands/admission.h: the one awaitable every waiting request uses: admission in
 // arrival order, deadlines, cancellation (connection closed, table dropped, server stopping).
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/table.h"
-#include "service/admission.h"
+#include "core/table/table.h"
+#include "service/commands/admission.h"
 
 using namespace replayd::service;
 using namespace std::chrono_literals;

@@ -1,7 +1,7 @@
-// Tests of service/auth.h: the token check of a TCP connection's first request.
+// Tests of service/net/auth.h: the token check of a TCP connection's first request.
 #include <catch2/catch.hpp>
 
-#include "service/auth.h"
+#include "service/net/auth.h"
 
 using namespace replayd::service;
 

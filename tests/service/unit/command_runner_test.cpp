@@ -1,12 +1,12 @@
-// Tests of service/command_runner.h and the command table: a request runs through the entry
+// Tests of service/commands/command_runner.h and the command table: a request runs through the entry
 // its op names, and what the entry declares is checked before any handler acts.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <set>
 #include <string>
 
-#include "service/command_runner.h"
-#include "service/command_table.h"
+#include "service/commands/command_runner.h"
+#include "service/commands/command_table.h"
 
 using namespace replayd::service;
 

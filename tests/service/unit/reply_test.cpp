@@ -1,4 +1,4 @@
-// Tests of service/reply.h: reply frames as they go on the wire, error replies, and replies
+// Tests of service/protocol/reply.h: reply frames as they go on the wire, error replies, and replies
 // that borrow table rows (settled by a copy when the socket cannot take them at once).
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "service/reply.h"
+#include "service/protocol/reply.h"
 
 using namespace replayd::service;
 

@@ -1,4 +1,4 @@
-// Tests of service/snapshot_files.h: snapshot file names, crash-safe writes, listing newest
+// Tests of service/snapshot/snapshot_files.h: snapshot file names, crash-safe writes, listing newest
 // first, pruning that keeps the newest and never goes below the retention floor, leftovers of
 // interrupted writes, and reading a file back into tables.
 #include <catch2/catch.hpp>
@@ -6,8 +6,8 @@
 #include <fstream>
 #include <random>
 
-#include "core/table.h"
-#include "service/snapshot_files.h"
+#include "core/table/table.h"
+#include "service/snapshot/snapshot_files.h"
 
 using namespace replayd;
 using namespace replayd::service;

@@ -3,7 +3,7 @@
 #include <asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
-#include "core/table.h"
+#include "core/table/table.h"
 #include "service/table_registry.h"
 
 using namespace replayd;

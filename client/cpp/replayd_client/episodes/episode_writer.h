@@ -1,0 +1,207 @@
+// EpisodeWriter: appends steps of one or more environments' episodes to an episodic table
+// (docs/TRAJECTORIES.md). Steps are copied into per-field buffers and sent `batch` at a time
+// (append_steps); requests are pipelined, so there is no round trip per step or per batch.
+// It opens episodes as environments need them (open_episodes, `envs` ids per round trip)
+// and ends them on request (end_episode).
+//
+// The writer owns a Client of its own: the server knows an episode's writer by its
+// connection, so only this writer may append to or end its episodes, and if the writer's
+// process dies or its connection is lost, the episodes it left open end as truncated with
+// their steps kept (episodes opened but never written are forgotten).
+//
+// What blocks: append() and end_episode() only when they send a request while
+// max_in_flight requests await their replies (they then wait for the oldest), or when an
+// environment starts an episode and no opened id is left (one open_episodes round trip);
+// end_episode() goes with the next batch of steps, or on its own after the appends before
+// it (the server runs it after them);
+// flush() and close() until every reply arrived. A pipelined request's error (Error with the
+// server's code and message) is thrown by the call that collects its reply: a later append,
+// end_episode, flush or close.
+// Frame fields (docs/PROTOCOL.md, "Frame fields"): a field with "compression": "zstd" is
+// compressed here, one zstd frame per value (its level, a content checksum), in append()
+// and end_episode(); the server stores the frames as sent.
+// Threading: one thread uses a writer at a time.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "replayd_client/client.h"
+#include "replayd_client/columns.h"
+#include "replayd_client/dtype.h"
+#include "replayd_client/table_fields.h"
+#include "replayd_client/pixels/zstd_codec.h"
+
+namespace replayd::client {
+
+// One field's value of one step, borrowed for the duration of the append() call: `bytes`
+// is one item of the field (prod(shape) values of `dtype`, row-major), or, with
+// `compressed`, one zstd frame of it made elsewhere (fields with "compression": "zstd" only;
+// its declared content size must be the item's bytes).
+struct StepValue {
+  std::string_view name;
+  DType dtype;
+  std::span<const std::byte> bytes;
+  bool compressed = false;
+};
+
+// A value given as one zstd frame (a writer that compresses ahead of time, or elsewhere).
+inline StepValue compressed_step_value(std::string_view name, DType dtype,
+                                       std::span<const std::byte> frame) {
+  return {name, dtype, frame, true};
+}
+
+// A step value from an array of values (a field with a shape).
+template <typename T>
+StepValue step_value(std::string_view name, std::span<const T> values) {
+  return {name, dtype_of<T>, std::as_bytes(values)};
+}
+template <typename T>
+StepValue step_value(std::string_view name, const std::vector<T>& values) {
+  return step_value(name, std::span<const T>(values));
+}
+// A step value of a scalar field; the scalar must outlive the append() call.
+template <typename T>
+requires std::is_arithmetic_v<T> || std::is_same_v<T, Float16Bits> StepValue
+step_value(std::string_view name, const T& scalar) {
+  return step_value(name, std::span<const T>(&scalar, 1));
+}
+
+struct EpisodeWriterOptions {
+  std::size_t envs = 1;           // environments written in parallel (env = 0 .. envs-1), >= 1
+  std::size_t batch = 64;         // steps per append_steps request, >= 1
+  std::size_t max_in_flight = 8;  // requests awaiting replies before a send blocks, >= 1
+  // Longest each append waits on the server for the rate limiter, in ms; nullopt waits.
+  std::optional<std::uint64_t> timeout_ms;
+  // Keep the keys of the written steps (keys()); off by default, as they grow without bound.
+  bool keep_keys = false;
+  ClientOptions client;  // of the writer's own connection
+};
+
+class EpisodeWriter {
+ public:
+  // Connects to `address` and reads the table's fields (one info round trip). Throws Error:
+  // as Client's constructor; not_found (no such table); invalid_argument (a table that is
+  // not episodic, envs, batch or max_in_flight 0).
+  EpisodeWriter(std::string_view address, std::string table, EpisodeWriterOptions options = {});
+  // close(), its errors swallowed (call close() to see them).
+  ~EpisodeWriter();
+  EpisodeWriter(const EpisodeWriter&) = delete;
+  EpisodeWriter& operator=(const EpisodeWriter&) = delete;
+
+  // Buffers one step of env's current episode (a new episode starts at the first step after
+  // end_episode): one value for every field of the table, in any order. The values are
+  // copied; sends a batch once `batch` steps are buffered. Throws Error(invalid_argument)
+  // naming the env or the field (missing, unknown, given twice, dtype or size mismatch),
+  // buffering nothing. O(fields + bytes of the step).
+  void append(std::size_t env, std::span<const StepValue> step);
+  void append(std::size_t env, std::initializer_list<StepValue> step) {
+    append(env, std::span<const StepValue>(step.begin(), step.size()));
+  }
+
+  // Ends env's episode: `terminated` (nothing bootstrapped past its last step) or
+  // truncated (a time limit). Pipelined: with steps buffered, the end goes in their
+  // append_steps request ("end", right after them), else as its own end_episode request.
+  // Throws Error(invalid_argument) when env has no step in its current episode.
+  // `final_observation` (tables with next_of fields): the value of each next_of field after
+  // the last step (the next_obs of the last step), copied; empty: the last step stands in
+  // (it is then no transition of its own). Throws Error(invalid_argument) naming the field
+  // when the values are not exactly one per next_of field, ending nothing.
+  void end_episode(std::size_t env, bool terminated = true,
+                   std::span<const StepValue> final_observation = {});
+  void end_episode(std::size_t env, bool terminated,
+                   std::initializer_list<StepValue> final_observation) {
+    end_episode(env, terminated,
+                std::span<const StepValue>(final_observation.begin(), final_observation.size()));
+  }
+
+  // Sends the buffered steps and waits for every reply. Throws the first error among them.
+  void flush();
+
+  // Flushes, ends every episode that has steps as truncated, waits for the replies and
+  // closes the connection. Idempotent; later appends throw Error(connection_lost).
+  void close();
+
+  // The id of env's current episode; nullopt before its first step.
+  std::optional<std::uint64_t> episode(std::size_t env) const;
+  // With keep_keys: the keys of the steps whose replies arrived, in append order.
+  const std::vector<std::uint64_t>& keys() const { return keys_; }
+  // Steps buffered but not sent yet.
+  std::size_t buffered() const { return rows_; }
+  const std::string& table() const { return table_; }
+  // The table's fields as the server described them, with their frame options.
+  const std::vector<FieldDescription>& fields() const { return descriptions_; }
+
+ private:
+  struct Field {
+    std::string name;
+    DType dtype;
+    std::vector<std::uint64_t> shape;
+    std::size_t item_bytes = 0;
+    bool zstd = false;
+    int level = 3;
+    // The buffered rows: raw items, or for zstd fields one frame per row (made at append).
+    std::vector<std::byte> rows;
+    std::vector<std::uint32_t> frame_sizes;
+    // next_of fields: the final observations of the pending ends, one row each, as rows.
+    std::vector<std::byte> finals;
+    std::vector<std::uint32_t> final_sizes;
+  };
+  // One request awaiting its reply: an append (keys) or an end_episode.
+  struct Pending {
+    std::uint64_t sequence = 0;
+    std::future<Keys> append;
+    std::future<std::uint64_t> end;
+  };
+
+  std::size_t check_env(std::size_t env) const;
+  // The value of each field (each next_of field with `finals_only`) in `values`, by field
+  // index (null for fields not asked for). Throws Error(invalid_argument) naming the field.
+  std::vector<const StepValue*> match_values(std::span<const StepValue> values,
+                                             bool finals_only) const;
+  // Appends one value of `field` to `rows` (raw), or its zstd frame to `rows` and its
+  // size to `sizes` (compressing a raw value here, in the caller's thread).
+  void buffer_value(const Field& field, const StepValue& value, std::vector<std::byte>& rows,
+                    std::vector<std::uint32_t>& sizes);
+  // Adds `count` buffered rows of `field` to `batch`, which borrows the buffers.
+  static void add_column(InsertBatch& batch, const Field& field, std::span<const std::byte> rows,
+                         std::span<const std::uint32_t> sizes, std::size_t count);
+  // The final observations of ends_ as final_request_ (one row per end).
+  const InsertBatch* final_batch();
+  std::uint64_t open_episode(std::size_t env);
+  void send_buffered();
+  void push(Pending pending);
+  void collect_front();
+  void collect_through(std::uint64_t sequence);
+
+  std::unique_ptr<Client> client_;
+  std::string table_;
+  EpisodeWriterOptions options_;
+  std::vector<FieldDescription> descriptions_;
+  std::vector<Field> fields_;
+  std::vector<std::size_t> next_of_;  // indexes of the next_of fields, in table order
+  ZstdCompressor compressor_;
+  std::size_t rows_ = 0;                     // steps buffered in fields_[*].rows
+  std::vector<std::uint64_t> row_episodes_;  // episode of each buffered step
+  std::vector<EpisodeEnding> ends_;          // sent with the buffered steps
+  bool ends_have_finals_ = false;            // ends_ carry final observations (all of them or none)
+  InsertBatch final_request_;                // final observations of one request
+  InsertBatch request_;                      // reused for every append_steps
+  std::vector<std::optional<std::uint64_t>> episodes_;  // per env
+  std::vector<std::uint64_t> spare_ids_;                // opened, not yet used
+  std::deque<Pending> pending_;
+  std::uint64_t next_sequence_ = 1;  // of the next request sent
+  std::vector<std::uint64_t> keys_;
+  bool closed_ = false;
+};
+
+}  // namespace replayd::client

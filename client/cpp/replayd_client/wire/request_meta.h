@@ -1,0 +1,29 @@
+// Request metadata text shared by the Client's operation files: a per-thread scratch string
+// whose capacity is kept, so building a request allocates nothing once warm. The string is
+// valid until the next call of scratch_meta() on the same thread; Connection::call writes it
+// before returning, which is all the callers need.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "replayd_client/wire/json_text.h"
+
+namespace replayd::client {
+
+// The thread's scratch string, emptied.
+inline std::string& scratch_meta() {
+  thread_local std::string text;
+  text.clear();
+  return text;
+}
+
+// `{"op":"<op>","table":"<table>"` (unterminated) in the scratch string.
+inline std::string& table_request(std::string_view op, std::string_view table) {
+  std::string& meta = scratch_meta();
+  meta.append("{\"op\":\"").append(op).append("\",\"table\":");
+  append_json_string(meta, table);
+  return meta;
+}
+
+}  // namespace replayd::client

@@ -1,0 +1,100 @@
+// The snapshot image around the tables: file header, FINF and FEND sections.
+#include <cstring>
+
+#include "core/snapshot/crc32c.h"
+#include "core/snapshot/table_snapshot.h"
+
+namespace replayd {
+namespace {
+
+constexpr std::uint32_t kFileInfo = section_tag("FINF");
+constexpr std::uint32_t kFileEnd = section_tag("FEND");
+
+Error bad(const std::string& what) {
+  return make_error(ErrorCode::invalid_argument, what);
+}
+
+}  // namespace
+
+Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
+                                     std::uint64_t created_unix_ms, SnapshotSink& sink) {
+  std::byte header[kSnapshotHeaderBytes];
+  std::memcpy(header, kSnapshotMagic, 8);
+  std::memcpy(header + 8, &kSnapshotVersion, 4);
+  const std::uint32_t header_crc = crc32c(std::span<const std::byte>(header, 12));
+  std::memcpy(header + 12, &header_crc, 4);
+  REPLAYD_RETURN_IF_ERROR(sink.write(header));
+
+  SectionWriter writer(sink);
+  SnapshotStats stats;
+  stats.tables = static_cast<std::uint32_t>(tables.size());
+  ByteWriter info;
+  info.u32(stats.tables);
+  info.u32(0);
+  info.u64(created_unix_ms);
+  REPLAYD_RETURN_IF_ERROR(writer.section(kFileInfo, info.data()));
+  for (const Table* table : tables) {
+    REPLAYD_RETURN_IF_ERROR(write_table_sections(*table, writer));
+    stats.items += table->size();
+  }
+  ByteWriter end;
+  end.u32(stats.tables);
+  end.u32(0);
+  end.u64(stats.items);
+  REPLAYD_RETURN_IF_ERROR(writer.section(kFileEnd, end.data()));
+  stats.bytes = kSnapshotHeaderBytes + writer.bytes_written();
+  return stats;
+}
+
+Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimits& limits) {
+  std::byte header[kSnapshotHeaderBytes];
+  REPLAYD_ASSIGN_OR_RETURN(std::size_t n, source.read(header));
+  if (n != kSnapshotHeaderBytes) {
+    return bad("truncated: the file holds " + std::to_string(n) + " bytes, less than a header");
+  }
+  if (std::memcmp(header, kSnapshotMagic, 8) != 0) return bad("not a replayd snapshot (bad magic)");
+  std::uint32_t version = 0;
+  std::uint32_t stored_crc = 0;
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&stored_crc, header + 12, 4);
+  if (crc32c(std::span<const std::byte>(header, 12)) != stored_crc) {
+    return bad("file header checksum mismatch");
+  }
+  if (version != kSnapshotVersion) {
+    return bad("unknown snapshot format version " + std::to_string(version) +
+               " (this server reads version " + std::to_string(kSnapshotVersion) + ")");
+  }
+  SectionReader reader(source, kSnapshotHeaderBytes);
+  REPLAYD_ASSIGN_OR_RETURN(auto info_bytes, reader.section(kFileInfo));
+  ByteReader info(info_bytes);
+  DecodedSnapshot decoded;
+  std::uint32_t table_count = 0;
+  std::uint32_t reserved = 0;
+  if (!info.u32(table_count) || !info.u32(reserved) || !info.u64(decoded.created_unix_ms) ||
+      info.remaining() != 0) {
+    return bad("section FINF: malformed");
+  }
+  if (table_count > limits.max_tables) {
+    return bad("the snapshot holds " + std::to_string(table_count) +
+               " tables, more than max_tables = " + std::to_string(limits.max_tables));
+  }
+  for (std::uint32_t i = 0; i < table_count; ++i) {
+    REPLAYD_ASSIGN_OR_RETURN(auto table, read_table_sections(reader, limits.max_table_bytes));
+    decoded.stats.items += table->size();
+    decoded.tables.push_back(std::move(table));
+  }
+  REPLAYD_ASSIGN_OR_RETURN(auto end_bytes, reader.section(kFileEnd));
+  ByteReader end(end_bytes);
+  std::uint32_t end_tables = 0;
+  std::uint64_t end_items = 0;
+  if (!end.u32(end_tables) || !end.u32(reserved) || !end.u64(end_items) || end.remaining() != 0 ||
+      end_tables != table_count || end_items != decoded.stats.items) {
+    return bad("section FEND: table or item count does not match the tables read");
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.expect_end());
+  decoded.stats.tables = table_count;
+  decoded.stats.bytes = reader.offset();
+  return decoded;
+}
+
+}  // namespace replayd

@@ -1,0 +1,505 @@
+#include "core/snapshot/table_snapshot.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/snapshot/episode_snapshot.h"
+#include "core/storage/zstd_value.h"
+
+namespace replayd {
+namespace {
+
+constexpr std::uint32_t kTableConfig = section_tag("TCFG");
+constexpr std::uint32_t kTableState = section_tag("TSTA");
+constexpr std::uint32_t kGenerations = section_tag("TGEN");
+constexpr std::uint32_t kFreeSlots = section_tag("TFRE");
+constexpr std::uint32_t kItems = section_tag("TITM");
+constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
+constexpr std::uint32_t kBlobs = section_tag("TBLB");
+constexpr std::uint8_t kFrameOptionsTail = 2;
+constexpr std::uint8_t kNoHistoryPaddingTail = 3;  // EpisodeConfig::pad_history = false
+
+// Codes in the file, by position: independent of the enums' order in the code.
+constexpr DType kDTypes[] = {DType::boolean, DType::int8,    DType::int16,   DType::int32,
+                             DType::int64,   DType::uint8,   DType::uint16,  DType::uint32,
+                             DType::uint64,  DType::float16, DType::float32, DType::float64};
+constexpr SelectorKind kSelectorKinds[] = {SelectorKind::uniform,  SelectorKind::prioritized,
+                                           SelectorKind::fifo,     SelectorKind::lifo,
+                                           SelectorKind::max_heap, SelectorKind::min_heap};
+
+template <typename T, std::size_t N>
+std::uint8_t code_of(const T (&codes)[N], T value) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (codes[i] == value) return static_cast<std::uint8_t>(i);
+  }
+  return 0xff;
+}
+
+// Bytes per item row in the items stream: key, priority, times sampled, then the fields
+// (a compressed field: its value's size, the value itself in the blob stream).
+constexpr std::uint64_t kRowHeaderBytes = 8 + 8 + 4;
+std::uint64_t row_bytes(const Schema& schema) {
+  std::uint64_t bytes = kRowHeaderBytes;
+  for (const auto& field : schema.fields())
+    bytes += field.compression != Compression::none ? 4 : field.item_bytes();
+  return bytes;
+}
+
+Error bad(const std::string& what) {
+  return make_error(ErrorCode::invalid_argument, what);
+}
+
+Error in_table(const std::string& table, const Error& error) {
+  return make_error(error.code, "table '" + table + "': " + error.message);
+}
+
+}  // namespace
+
+// The one place that reads and rebuilds Table's private state (friend of Table).
+class TableSnapshotAccess {
+ public:
+  static Status write(const Table& table, SectionWriter& writer);
+  static Result<std::unique_ptr<Table>> read(SectionReader& reader, std::uint64_t max_table_bytes);
+
+ private:
+  static Result<TableConfig> read_config(std::span<const std::byte> payload);
+  static Status read_slots(SectionReader& reader, Table& table, std::uint32_t size,
+                           std::vector<bool>& occupied);
+  static Status read_items(SectionReader& reader, Table& table, const std::vector<bool>& occupied);
+  static Status read_sampler_order(SectionReader& reader, Table& table,
+                                   const std::vector<bool>& occupied);
+};
+
+Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
+  const TableConfig& config = table.config_;
+  ByteWriter cfg;
+  cfg.str(config.name);
+  cfg.u32(config.capacity);
+  cfg.u32(static_cast<std::uint32_t>(config.schema.size()));
+  for (const Field& field : config.schema.fields()) {
+    cfg.str(field.name);
+    cfg.u8(code_of(kDTypes, field.dtype));
+    cfg.u8(static_cast<std::uint8_t>(field.shape.size()));
+    for (auto dim : field.shape)
+      cfg.u64(dim);
+  }
+  cfg.u8(code_of(kSelectorKinds, config.sampler.kind));
+  cfg.f64(config.sampler.priority_exponent);
+  cfg.u8(code_of(kSelectorKinds, config.remover));
+  cfg.u32(config.max_times_sampled);
+  cfg.f64(config.rate_limiter.samples_per_insert);
+  cfg.u64(static_cast<std::uint64_t>(config.rate_limiter.min_size_to_sample));
+  cfg.f64(config.rate_limiter.min_diff);
+  cfg.f64(config.rate_limiter.max_diff);
+  cfg.u64(config.seed);
+  if (config.episodes.enabled) {  // absent in tables that are not episodic (and in old files)
+    cfg.u8(1);
+    cfg.str(config.episodes.reward_field);
+    cfg.u32(static_cast<std::uint32_t>(config.episodes.bootstrap_fields.size()));
+    for (const auto& name : config.episodes.bootstrap_fields)
+      cfg.str(name);
+    if (config.schema.has_frames()) {  // absent in tables without frame fields
+      cfg.u8(kFrameOptionsTail);
+      for (const Field& field : config.schema.fields()) {
+        cfg.u32(field.stack);
+        cfg.u8(field.next_of ? 1 : 0);
+        cfg.u8(static_cast<std::uint8_t>(field.compression));
+        cfg.u8(static_cast<std::uint8_t>(field.compression_level));
+      }
+      cfg.u64(config.max_compressed_bytes);
+    }
+    if (!config.episodes.pad_history) cfg.u8(kNoHistoryPaddingTail);  // absent: padded
+  }
+  REPLAYD_RETURN_IF_ERROR(writer.section(kTableConfig, cfg.data()));
+
+  const Storage& storage = table.storage_;
+  ByteWriter state;
+  state.u32(storage.size());
+  state.u32(0);
+  const TableCounters& c = table.counters_;
+  for (auto value : {c.inserts, c.samples, c.priority_updates, c.stale_updates, c.deletes,
+                     c.stale_deletes, c.evictions, c.expirations}) {
+    state.u64(value);
+  }
+  const RateLimiterCounters& limiter = table.rate_limiter_.counters();
+  for (auto value : {limiter.inserts, limiter.samples, limiter.deletes})
+    state.u64(value);
+  for (auto word : table.rng_.state())
+    state.u64(word);
+  state.f64(table.max_priority_);
+  REPLAYD_RETURN_IF_ERROR(writer.section(kTableState, state.data()));
+
+  writer.begin_stream(kGenerations);
+  for (std::uint32_t slot = 0; slot < storage.capacity(); ++slot) {
+    REPLAYD_RETURN_IF_ERROR(writer.append_value(storage.generation(slot)));
+  }
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+
+  writer.begin_stream(kFreeSlots);
+  REPLAYD_RETURN_IF_ERROR(writer.append(std::as_bytes(storage.free_slots())));
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+
+  // Items in the remover's order, so that eviction order survives.
+  writer.begin_stream(kItems);
+  Status status = Ok{};
+  table.remover_->for_each_in_order([&](std::uint32_t slot) {
+    if (!status) return;
+    status = writer.append_value(storage.key(slot));
+    if (status) status = writer.append_value(storage.priority(slot));
+    if (status) status = writer.append_value(storage.times_sampled(slot));
+    for (std::size_t f = 0; status && f < config.schema.size(); ++f) {
+      if (const BlobColumn* blobs = storage.blobs(f)) {
+        status = writer.append_value(static_cast<std::uint32_t>(blobs->get(slot).size()));
+      } else {
+        status = writer.append({storage.cell(f, slot), storage.item_bytes(f)});
+      }
+    }
+  });
+  REPLAYD_RETURN_IF_ERROR(status);
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+
+  if (config.schema.has_compression()) {  // the compressed values, in the items' order
+    writer.begin_stream(kBlobs);
+    table.remover_->for_each_in_order([&](std::uint32_t slot) {
+      for (std::size_t f = 0; status && f < config.schema.size(); ++f) {
+        if (const BlobColumn* blobs = storage.blobs(f)) status = writer.append(blobs->get(slot));
+      }
+    });
+    REPLAYD_RETURN_IF_ERROR(status);
+    REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+  }
+
+  writer.begin_stream(kSamplerOrder);
+  table.sampler_->for_each_in_order([&](std::uint32_t slot) {
+    if (status) status = writer.append_value(slot);
+  });
+  REPLAYD_RETURN_IF_ERROR(status);
+  REPLAYD_RETURN_IF_ERROR(writer.end_stream());
+  if (table.episodes_)
+    return write_episode_sections(*table.episodes_, *table.step_log_, *table.windows_, writer);
+  return Ok{};
+}
+
+Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> payload) {
+  ByteReader in(payload);
+  const auto truncated = [] { return bad("section TCFG: configuration is cut short"); };
+  TableConfig config;
+  std::uint32_t field_count = 0;
+  if (!in.str(config.name, Schema::kMaxNameChars) || !in.u32(config.capacity) ||
+      !in.u32(field_count)) {
+    return truncated();
+  }
+  if (field_count > Schema::kMaxFields) {
+    return bad("section TCFG: " + std::to_string(field_count) + " fields, more than the limit of " +
+               std::to_string(Schema::kMaxFields));
+  }
+  std::vector<Field> fields(field_count);
+  for (Field& field : fields) {
+    std::uint8_t dtype = 0;
+    std::uint8_t dims = 0;
+    if (!in.str(field.name, Schema::kMaxNameChars) || !in.u8(dtype) || !in.u8(dims)) {
+      return truncated();
+    }
+    if (dtype >= std::size(kDTypes))
+      return bad("section TCFG: unknown dtype code " + std::to_string(dtype));
+    if (dims > Schema::kMaxDims)
+      return bad("section TCFG: field with " + std::to_string(dims) + " dimensions");
+    field.dtype = kDTypes[dtype];
+    field.shape.resize(dims);
+    for (auto& dim : field.shape) {
+      if (!in.u64(dim)) return truncated();
+    }
+  }
+  std::uint8_t sampler = 0;
+  std::uint8_t remover = 0;
+  std::uint64_t min_size = 0;
+  if (!in.u8(sampler) || !in.f64(config.sampler.priority_exponent) || !in.u8(remover) ||
+      !in.u32(config.max_times_sampled) || !in.f64(config.rate_limiter.samples_per_insert) ||
+      !in.u64(min_size) || !in.f64(config.rate_limiter.min_diff) ||
+      !in.f64(config.rate_limiter.max_diff) || !in.u64(config.seed)) {
+    return truncated();
+  }
+  if (sampler >= std::size(kSelectorKinds) || remover >= std::size(kSelectorKinds)) {
+    return bad("section TCFG: unknown selector code");
+  }
+  if (min_size > (std::uint64_t{1} << 40))
+    return bad("section TCFG: min_size_to_sample out of range");
+  if (in.remaining() != 0) {  // the episodic tail
+    std::uint8_t episodic = 0;
+    std::uint32_t bootstrap_count = 0;
+    config.episodes.bootstrap_fields.clear();
+    if (!in.u8(episodic) || episodic != 1 ||
+        !in.str(config.episodes.reward_field, Schema::kMaxNameChars) || !in.u32(bootstrap_count) ||
+        bootstrap_count > Schema::kMaxFields) {
+      return bad("section TCFG: unexpected bytes after the configuration");
+    }
+    config.episodes.enabled = true;
+    config.episodes.bootstrap_fields.resize(bootstrap_count);
+    for (auto& name : config.episodes.bootstrap_fields) {
+      if (!in.str(name, Schema::kMaxNameChars)) return truncated();
+    }
+    // Optional tails, each a marker byte and its data, in this order; 0 = none (left).
+    std::uint8_t tail = 0;
+    const auto next_tail = [&in, &tail] {
+      return in.remaining() == 0 || (in.u8(tail) && tail != 0);
+    };
+    if (!next_tail()) return bad("section TCFG: unexpected bytes after the configuration");
+    if (tail == kFrameOptionsTail) {
+      for (Field& field : fields) {
+        std::uint8_t next_of = 0;
+        std::uint8_t compression = 0;
+        std::uint8_t level = 0;
+        if (!in.u32(field.stack) || !in.u8(next_of) || !in.u8(compression) || !in.u8(level))
+          return truncated();
+        if (next_of > 1 || compression > 1)
+          return bad("section TCFG: unknown frame option of field '" + field.name + "'");
+        field.next_of = next_of == 1;
+        field.compression = static_cast<Compression>(compression);
+        field.compression_level = level;
+      }
+      if (!in.u64(config.max_compressed_bytes)) return truncated();
+      tail = 0;
+      if (!next_tail()) return bad("section TCFG: unexpected bytes after the configuration");
+    }
+    if (tail == kNoHistoryPaddingTail) {
+      config.episodes.pad_history = false;
+      tail = 0;
+    }
+    if (tail != 0 || in.remaining() != 0)
+      return bad("section TCFG: unexpected bytes after the configuration");
+  }
+  auto schema = Schema::create(std::move(fields));
+  if (!schema) return bad("section TCFG: " + schema.error().message);
+  config.schema = std::move(schema).value();
+  config.sampler.kind = kSelectorKinds[sampler];
+  config.remover = kSelectorKinds[remover];
+  config.rate_limiter.min_size_to_sample = static_cast<std::int64_t>(min_size);
+  return config;
+}
+
+// Key generations and the free-slot stack; afterwards `occupied` tells the stored slots.
+Status TableSnapshotAccess::read_slots(SectionReader& reader, Table& table, std::uint32_t size,
+                                       std::vector<bool>& occupied) {
+  Storage& storage = table.storage_;
+  const std::uint32_t capacity = storage.capacity();
+  occupied.assign(capacity, true);
+  const std::uint64_t max_generation = ~std::uint64_t{0} >> storage.slot_bits();
+  reader.begin_stream(kGenerations, std::uint64_t{capacity} * 8);
+  for (std::uint32_t slot = 0; slot < capacity; ++slot) {
+    std::uint64_t generation = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(generation));
+    if (generation > max_generation) {
+      return bad("slot " + std::to_string(slot) + ": key generation " + std::to_string(generation) +
+                 " does not fit a key");
+    }
+    storage.set_generation(slot, generation);
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+
+  std::vector<std::uint32_t> free_stack(capacity - size);
+  reader.begin_stream(kFreeSlots, std::uint64_t{capacity - size} * 4);
+  REPLAYD_RETURN_IF_ERROR(reader.read(std::as_writable_bytes(std::span(free_stack))));
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  for (auto slot : free_stack) {
+    if (slot >= capacity || !occupied[slot]) {
+      return bad("free slot " + std::to_string(slot) + " is out of range or listed twice");
+    }
+    occupied[slot] = false;
+  }
+  for (std::uint32_t slot = 0; slot < capacity; ++slot) {
+    if (occupied[slot] && storage.generation(slot) == 0) {
+      return bad("occupied slot " + std::to_string(slot) + " was never acquired (generation 0)");
+    }
+  }
+  storage.restore_layout(free_stack);
+  return Ok{};
+}
+
+Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
+                                       const std::vector<bool>& occupied) {
+  Storage& storage = table.storage_;
+  const TableConfig& config = table.config_;
+  const std::uint32_t size = storage.size();
+  const std::uint64_t mask = (std::uint64_t{1} << storage.slot_bits()) - 1;
+  reader.begin_stream(kItems, std::uint64_t{size} * row_bytes(config.schema));
+  // (slot, field, size) of each compressed value, in the blob stream's order.
+  struct PendingBlob {
+    std::uint32_t slot;
+    std::uint32_t field;
+    std::uint32_t size;
+  };
+  std::vector<PendingBlob> blobs;
+  std::uint64_t blob_total = 0;
+  std::vector<bool> seen(storage.capacity(), false);
+  table.draws_left_ = 0;
+  for (std::uint32_t i = 0; i < size; ++i) {
+    std::uint64_t key = 0;
+    double priority = 0;
+    std::uint32_t times_sampled = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(key));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(priority));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(times_sampled));
+    const std::uint64_t slot = key & mask;
+    if (slot >= storage.capacity() || !occupied[slot] || seen[slot] || storage.key(slot) != key) {
+      return bad("item " + std::to_string(i) + ": key " + std::to_string(key) +
+                 " does not match an occupied slot, or is listed twice");
+    }
+    if (!std::isfinite(priority) || priority < 0) {
+      return bad("item " + std::to_string(i) + ": priority " + std::to_string(priority) +
+                 " is not finite and >= 0");
+    }
+    if (auto status = table.sampler_->check_priority(priority); !status) {
+      return bad("item " + std::to_string(i) + ": " + status.error().message);
+    }
+    if (auto status = table.remover_->check_priority(priority); !status) {
+      return bad("item " + std::to_string(i) + ": remover: " + status.error().message);
+    }
+    // An episodic table keeps a step whose start retired (sampled max_times_sampled times).
+    const std::uint64_t limit = config.max_times_sampled + (table.episodes_ ? 1 : 0);
+    if (config.max_times_sampled != 0 && times_sampled >= limit) {
+      return bad("item " + std::to_string(i) + ": sampled " + std::to_string(times_sampled) +
+                 " times, but max_times_sampled is " + std::to_string(config.max_times_sampled));
+    }
+    const auto s = static_cast<std::uint32_t>(slot);
+    seen[s] = true;
+    for (std::size_t f = 0; f < config.schema.size(); ++f) {
+      if (storage.blobs(f) != nullptr) {
+        std::uint32_t blob_size = 0;
+        REPLAYD_RETURN_IF_ERROR(reader.read_value(blob_size));
+        blob_total += blob_size;
+        blobs.push_back({s, static_cast<std::uint32_t>(f), blob_size});
+        continue;
+      }
+      REPLAYD_RETURN_IF_ERROR(reader.read({storage.cell(f, s), storage.item_bytes(f)}));
+    }
+    storage.set_priority(s, priority);
+    storage.set_times_sampled(s, times_sampled);
+    table.remover_->insert(s, priority);
+    if (config.max_times_sampled != 0 && !table.episodes_)
+      table.draws_left_ += config.max_times_sampled - times_sampled;
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  if (!config.schema.has_compression()) return Ok{};
+  // Every value is checked as an append checks it, and together they keep to the budget.
+  const std::uint64_t budget = compressed_budget(config);
+  if (blob_total > budget) {
+    return bad("compressed values take " + std::to_string(blob_total) +
+               " bytes, more than max_compressed_bytes " + std::to_string(budget));
+  }
+  reader.begin_stream(kBlobs, blob_total);
+  std::vector<std::byte> value;
+  for (const PendingBlob& blob : blobs) {
+    value.resize(blob.size);
+    REPLAYD_RETURN_IF_ERROR(reader.read(value));
+    const Field& field = config.schema.field(blob.field);
+    if (blob.size != 0) {  // 0: no value (a final observation's fields that are not next_of)
+      if (auto status = check_zstd_frame(value, field.item_bytes()); !status) {
+        return bad("compressed value of field '" + field.name + "' in slot " +
+                   std::to_string(blob.slot) + ": " + status.error().message);
+      }
+    }
+    storage.blobs(blob.field)->set(blob.slot, value);
+  }
+  if (storage.blob_bytes() > budget) {
+    return bad("compressed values exceed max_compressed_bytes " + std::to_string(budget));
+  }
+  return reader.end_stream();
+}
+
+Status TableSnapshotAccess::read_sampler_order(SectionReader& reader, Table& table,
+                                               const std::vector<bool>& occupied) {
+  Storage& storage = table.storage_;
+  const std::uint32_t size = storage.size();
+  reader.begin_stream(kSamplerOrder, std::uint64_t{size} * 4);
+  std::vector<bool> seen(storage.capacity(), false);
+  for (std::uint32_t i = 0; i < size; ++i) {
+    std::uint32_t slot = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(slot));
+    if (slot >= storage.capacity() || !occupied[slot] || seen[slot]) {
+      return bad("sampler order: slot " + std::to_string(slot) +
+                 " is not occupied, or is listed twice");
+    }
+    seen[slot] = true;
+    table.sampler_->insert(slot, storage.priority(slot));
+  }
+  return reader.end_stream();
+}
+
+Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
+                                                         std::uint64_t max_table_bytes) {
+  REPLAYD_ASSIGN_OR_RETURN(auto config_bytes, reader.section(kTableConfig));
+  REPLAYD_ASSIGN_OR_RETURN(TableConfig config, read_config(config_bytes));
+  const std::string name = config.name;
+  // Validates the whole configuration and the byte limit before allocating the columns.
+  auto created = Table::create(std::move(config), max_table_bytes);
+  if (!created) return in_table(name, created.error());
+  std::unique_ptr<Table> table = std::move(created).value();
+
+  auto state_bytes = reader.section(kTableState);
+  if (!state_bytes) return in_table(name, state_bytes.error());
+  ByteReader in(*state_bytes);
+  std::uint32_t size = 0;
+  std::uint32_t reserved = 0;
+  TableCounters c;
+  RateLimiterCounters limiter;
+  Rng::State rng{};
+  double max_priority = 0;
+  bool ok = in.u32(size) && in.u32(reserved);
+  for (auto* value : {&c.inserts, &c.samples, &c.priority_updates, &c.stale_updates, &c.deletes,
+                      &c.stale_deletes, &c.evictions, &c.expirations, &limiter.inserts,
+                      &limiter.samples, &limiter.deletes, &rng[0], &rng[1], &rng[2], &rng[3]}) {
+    ok = ok && in.u64(*value);
+  }
+  ok = ok && in.f64(max_priority) && in.remaining() == 0;
+  if (!ok) return in_table(name, bad("section TSTA: state is cut short or too long"));
+  if (size > table->config_.capacity) {
+    return in_table(name, bad("section TSTA: " + std::to_string(size) + " items exceed capacity"));
+  }
+  if (limiter.deletes > limiter.inserts || limiter.inserts - limiter.deletes != size) {
+    return in_table(
+        name, bad("section TSTA: rate limiter counters (inserts " +
+                  std::to_string(limiter.inserts) + ", deletes " + std::to_string(limiter.deletes) +
+                  ") disagree with size " + std::to_string(size)));
+  }
+  if (rng == Rng::State{}) return in_table(name, bad("section TSTA: RNG state is all zero"));
+  if (!std::isfinite(max_priority) || max_priority < 0) {
+    return in_table(name, bad("section TSTA: largest priority is not finite and >= 0"));
+  }
+  // New items without a priority get this one: its mass must be finite too.
+  if (auto status = table->sampler_->check_priority(max_priority); !status) {
+    return in_table(name, bad("section TSTA: largest priority: " + status.error().message));
+  }
+
+  std::vector<bool> occupied;
+  if (auto status = read_slots(reader, *table, size, occupied); !status) {
+    return in_table(name, status.error());
+  }
+  if (auto status = read_items(reader, *table, occupied); !status) {
+    return in_table(name, status.error());
+  }
+  if (auto status = read_sampler_order(reader, *table, occupied); !status) {
+    return in_table(name, status.error());
+  }
+  if (table->episodes_) {
+    auto status = read_episode_sections(reader, table->storage_, Table::kMaxOpenEpisodes,
+                                        *table->episodes_, *table->step_log_, *table->windows_);
+    if (!status) return in_table(name, status.error());
+    table->complete_->rebuild(*table->episodes_);
+  }
+  table->counters_ = c;
+  table->rate_limiter_.set_counters(limiter);
+  table->rng_.set_state(rng);
+  table->max_priority_ = max_priority;
+  return table;
+}
+
+Status write_table_sections(const Table& table, SectionWriter& writer) {
+  return TableSnapshotAccess::write(table, writer);
+}
+
+Result<std::unique_ptr<Table>> read_table_sections(SectionReader& reader,
+                                                   std::uint64_t max_table_bytes) {
+  return TableSnapshotAccess::read(reader, max_table_bytes);
+}
+
+}  // namespace replayd

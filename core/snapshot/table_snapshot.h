@@ -1,0 +1,62 @@
+// Table snapshots: encodes tables into one snapshot image and decodes it back, through the
+// narrow SnapshotSink / SnapshotSource interface (core/snapshot/snapshot_io.h); the layout is in
+// docs/SNAPSHOT.md. A decoded table behaves exactly as the original would have: same items
+// in the same slots with the same keys, same selector orders, key generations, counters,
+// rate-limiter counters, largest priority and RNG state.
+// Decoding trusts nothing: every length is checked against its limit before allocating,
+// every section's checksum before its bytes are used, every value against the invariants
+// of the table. Any failure rejects the whole image with a reason; nothing is half-restored.
+// Threading: pure functions; the caller must not mutate a table while it is being written.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/result.h"
+#include "core/snapshot/snapshot_io.h"
+#include "core/snapshot/snapshot_sections.h"
+#include "core/table/table.h"
+
+namespace replayd {
+
+inline constexpr char kSnapshotMagic[8] = {'R', 'P', 'L', 'Y', 'S', 'N', 'A', 'P'};
+inline constexpr std::uint32_t kSnapshotVersion = 1;
+inline constexpr std::uint32_t kSnapshotHeaderBytes = 16;  // magic, version, header crc32c
+
+struct SnapshotStats {
+  std::uint32_t tables = 0;
+  std::uint64_t items = 0;
+  std::uint64_t bytes = 0;  // bytes of the whole image
+};
+
+// Writes the file header, every table, and the end section, in that order. On success
+// returns what was written; on a sink error, returns it (the image is then incomplete: no
+// end section). Cost: O(total capacity + stored bytes); memory: one 1 MiB section buffer.
+Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
+                                     std::uint64_t created_unix_ms, SnapshotSink& sink);
+
+struct SnapshotLimits {
+  std::uint32_t max_tables = 256;                           // tables in one image
+  std::uint64_t max_table_bytes = std::uint64_t{64} << 30;  // capacity x item bytes
+};
+
+struct DecodedSnapshot {
+  std::uint64_t created_unix_ms = 0;
+  std::vector<std::unique_ptr<Table>> tables;  // in the order they were written
+  SnapshotStats stats;
+};
+
+// Reads a whole image written by write_snapshot. Errors (invalid_argument for bad data, or
+// the source's own error) name the table, the section, its byte offset and the reason:
+// truncated, bad magic, unknown version, checksum mismatch, a length over its limit, a
+// value that breaks an invariant. Memory: the tables themselves plus one section buffer.
+Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimits& limits);
+
+// One table's sections (also used by tests to corrupt a single table).
+Status write_table_sections(const Table& table, SectionWriter& writer);
+Result<std::unique_ptr<Table>> read_table_sections(SectionReader& reader,
+                                                   std::uint64_t max_table_bytes);
+
+}  // namespace replayd

@@ -1,0 +1,396 @@
+#include "core/table/table.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/storage/zstd_value.h"
+
+namespace replayd {
+namespace {
+
+Error invalid(const std::string& table, std::string message) {
+  return make_error(ErrorCode::invalid_argument, "table '" + table + "': " + std::move(message));
+}
+
+// Every priority finite, >= 0, and giving the sampler a finite mass (Selector::check_priority).
+// A prioritized remover evicts with probability proportional to priority^1.
+constexpr double kRemoverPriorityExponent = 1.0;
+
+// Every priority finite, >= 0 and accepted by both selectors (see check_priority).
+Status check_priorities(const std::string& table, const Selector& sampler, const Selector& remover,
+                        std::span<const double> priorities) {
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    const double p = priorities[i];
+    if (!std::isfinite(p) || p < 0) {
+      return invalid(table, "priority " + std::to_string(i) + " is " + std::to_string(p) +
+                                ": priorities must be finite and >= 0");
+    }
+    if (auto status = sampler.check_priority(p); !status) {
+      return invalid(table, "priority " + std::to_string(i) + ": " + status.error().message);
+    }
+    if (auto status = remover.check_priority(p); !status) {
+      return invalid(table,
+                     "priority " + std::to_string(i) + ": remover: " + status.error().message);
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t max_table_bytes) {
+  if (auto status = validate_table_config(config, max_table_bytes); !status) {
+    return status.error();
+  }
+  const std::string who = "table '" + config.name + "': ";
+  auto limiter = RateLimiter::create(config.rate_limiter);
+  if (!limiter) return make_error(limiter.error().code, who + limiter.error().message);
+  auto sampler = make_selector(config.sampler, config.capacity);
+  if (!sampler)
+    return make_error(sampler.error().code, who + "sampler: " + sampler.error().message);
+  auto remover =
+      make_selector(SelectorConfig{config.remover, kRemoverPriorityExponent}, config.capacity);
+  if (!remover)
+    return make_error(remover.error().code, who + "remover: " + remover.error().message);
+  return std::unique_ptr<Table>(new Table(std::move(config), std::move(limiter).value(),
+                                          std::move(sampler).value(), std::move(remover).value()));
+}
+
+Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
+             std::unique_ptr<Selector> remover)
+    : config_(std::move(config)),
+      storage_(config_.schema, config_.capacity),
+      rate_limiter_(rate_limiter),
+      sampler_(std::move(sampler)),
+      remover_(std::move(remover)),
+      rng_(config_.seed),
+      blob_budget_(compressed_budget(config_)) {
+  if (!config_.episodes.enabled) return;
+  const std::uint32_t history = config_.episodes.pad_history ? 0 : config_.schema.max_stack() - 1;
+  episodes_ = std::make_unique<EpisodeIndex>(config_.capacity, history);
+  WindowContext context;
+  context.storage = &storage_;
+  context.episodes = episodes_.get();
+  context.prioritized = config_.sampler.kind == SelectorKind::prioritized;
+  context.priority_exponent = config_.sampler.priority_exponent;
+  context.max_times_sampled = config_.max_times_sampled;
+  context.next_of = config_.schema.has_next_of();
+  context.pad_history = config_.episodes.pad_history;
+  windows_ = std::make_unique<WindowIndexSet>(context);
+  complete_ = std::make_unique<CompleteEpisodes>(config_.capacity);
+  step_log_ = std::make_unique<StepLog>(config_.capacity);
+  reward_field_ = config_.schema.find(config_.episodes.reward_field);
+  for (const auto& name : config_.episodes.bootstrap_fields)
+    bootstrap_fields_.push_back(config_.schema.find(name));
+}
+
+bool Table::may_insert(std::uint64_t n) const {
+  return rate_limiter_.may_insert(n);
+}
+
+bool Table::may_sample(std::uint64_t n) const {
+  if (storage_.size() == 0 || !rate_limiter_.may_sample(n)) return false;
+  return config_.max_times_sampled == 0 || draws_left_ >= n;
+}
+
+std::uint64_t Table::draws_left(std::uint32_t slot) const {
+  return config_.max_times_sampled - storage_.times_sampled(slot);
+}
+
+void Table::remove_item(std::uint32_t slot) {
+  if (episodes_) {
+    const StepRef ref = episodes_->step(slot);
+    const Episode& episode = *episodes_->find(ref.episode);
+    windows_->on_remove(slot, ref, episode);
+    complete_->on_remove(episode);
+    step_log_->on_remove(slot);
+    episodes_->remove(slot);
+  } else if (config_.max_times_sampled != 0) {
+    draws_left_ -= draws_left(slot);
+  }
+  sampler_->remove(slot);
+  remover_->remove(slot);
+  storage_.release(slot);
+  rate_limiter_.record_deletes(1);
+}
+
+Result<std::uint64_t> Table::check_frames(
+    std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+    std::span<const std::span<const std::uint32_t>> frame_sizes) {
+  const auto& fields = config_.schema.fields();
+  if (!frame_sizes.empty() && frame_sizes.size() != fields.size()) {
+    return invalid(name(), "frame sizes given for " + std::to_string(frame_sizes.size()) +
+                               " fields, schema has " + std::to_string(fields.size()));
+  }
+  std::uint64_t cost = 0;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const bool compressed = fields[f].compression != Compression::none;
+    const auto sizes = frame_sizes.empty() ? std::span<const std::uint32_t>{} : frame_sizes[f];
+    if (!compressed) {
+      if (!sizes.empty()) {
+        return invalid(name(), "field '" + fields[f].name +
+                                   "' is not compressed but frame sizes "
+                                   "were given");
+      }
+      continue;
+    }
+    if (sizes.size() != n) {
+      return invalid(name(), "field '" + fields[f].name + "' is compressed: " + std::to_string(n) +
+                                 " rows need " + std::to_string(n) + " frame sizes, got " +
+                                 std::to_string(sizes.size()));
+    }
+    std::uint64_t offset = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (sizes[i] > columns[f].size() - offset) {
+        return invalid(name(), "field '" + fields[f].name +
+                                   "': frame sizes add up to more than "
+                                   "the column's " +
+                                   std::to_string(columns[f].size()) + " bytes");
+      }
+      const auto frame = columns[f].subspan(offset, sizes[i]);
+      if (auto status = check_zstd_frame(frame, fields[f].item_bytes()); !status) {
+        return invalid(name(), "field '" + fields[f].name + "', row " + std::to_string(i) + ": " +
+                                   status.error().message);
+      }
+      offset += sizes[i];
+      cost += BlobColumn::cost(sizes[i]);
+    }
+    if (offset != columns[f].size()) {
+      return invalid(name(), "field '" + fields[f].name + "': frame sizes add up to " +
+                                 std::to_string(offset) + " bytes, the column holds " +
+                                 std::to_string(columns[f].size()));
+    }
+  }
+  if (cost > blob_budget_) {
+    return invalid(name(), "the batch's compressed values take " + std::to_string(cost) +
+                               " bytes, more than the table's max_compressed_bytes " +
+                               std::to_string(blob_budget_));
+  }
+  return cost;
+}
+
+Result<std::uint64_t> Table::check_rows(
+    std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+    std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+    std::span<const std::span<const std::uint32_t>> frame_sizes) {
+  const auto& fields = config_.schema.fields();
+  if (n == 0) return invalid(name(), "insert of 0 items");
+  if (n > config_.capacity) {
+    return invalid(name(), "insert of " + std::to_string(n) + " items exceeds capacity " +
+                               std::to_string(config_.capacity));
+  }
+  if (columns.size() != fields.size()) {
+    return invalid(name(), "insert has " + std::to_string(columns.size()) +
+                               " columns, schema has " + std::to_string(fields.size()) + " fields");
+  }
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (fields[f].compression != Compression::none) continue;  // check_frames
+    if (columns[f].size() != n * fields[f].item_bytes()) {
+      return invalid(name(), "field '" + fields[f].name + "': column holds " +
+                                 std::to_string(columns[f].size()) + " bytes, " +
+                                 std::to_string(n) + " items need " +
+                                 std::to_string(n * fields[f].item_bytes()));
+    }
+  }
+  if (!priorities.empty() && priorities.size() != n) {
+    return invalid(name(), std::to_string(priorities.size()) + " priorities for " +
+                               std::to_string(n) + " items");
+  }
+  if (keys_out.size() != n) return invalid(name(), "key output does not hold n keys");
+  if (auto status = check_priorities(name(), *sampler_, *remover_, priorities); !status)
+    return status.error();
+  if (auto status = rate_limiter_.check_insert_batch(n); !status) {
+    return invalid(name(), status.error().message);
+  }
+  return check_frames(columns, n, frame_sizes);
+}
+
+std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
+                               std::span<const double> priorities,
+                               std::span<const std::span<const std::uint32_t>> frame_sizes,
+                               std::span<std::uint64_t> frame_offsets) {
+  std::uint64_t cost = 0;
+  for (std::size_t f = 0; f < frame_sizes.size(); ++f)
+    if (!frame_sizes[f].empty()) cost += BlobColumn::cost(frame_sizes[f][i]);
+  // check_frames bounded a batch's cost by the budget, so emptying the table always fits.
+  while (storage_.full() ||
+         (cost != 0 && storage_.size() != 0 && storage_.blob_bytes() + cost > blob_budget_)) {
+    remove_item(remover_->sample(rng_, 0.0).slot);
+    ++counters_.evictions;
+  }
+  const std::uint32_t slot = storage_.acquire();
+  for (std::size_t f = 0; f < columns.size(); ++f) {
+    if (BlobColumn* blobs = storage_.blobs(f)) {
+      const std::uint32_t size = frame_sizes[f][i];
+      blobs->set(slot, columns[f].subspan(frame_offsets[f], size));
+      frame_offsets[f] += size;
+      continue;
+    }
+    const std::uint64_t bytes = storage_.item_bytes(f);
+    std::memcpy(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
+  }
+  double priority = max_priority_;
+  if (!priorities.empty()) {
+    priority = priorities[i];
+    if (priority > max_priority_) max_priority_ = priority;
+  }
+  storage_.set_priority(slot, priority);
+  sampler_->insert(slot, priority);
+  remover_->insert(slot, priority);
+  return slot;
+}
+
+Status Table::insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
+                     std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+  if (episodes_) {
+    return make_error(ErrorCode::failed_precondition,
+                      "table '" + name() + "' is episodic: store steps with append_steps");
+  }
+  REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out));
+  if (!rate_limiter_.may_insert(n)) {
+    return make_error(ErrorCode::would_block,
+                      "table '" + name() + "': insert held by rate limiter");
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint32_t slot = store_row(columns, i, priorities);
+    if (config_.max_times_sampled != 0) draws_left_ += config_.max_times_sampled;
+    keys_out[i] = storage_.key(slot);
+  }
+  rate_limiter_.record_inserts(n);
+  counters_.inserts += n;
+  return Ok{};
+}
+
+Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
+  const auto& fields = config_.schema.fields();
+  // An episodic table's steps are items too, unless frame fields need assembling or
+  // max_times_sampled retires them (counted per window index, not here).
+  if (episodes_ && (config_.schema.has_frames() || config_.max_times_sampled != 0)) {
+    return make_error(ErrorCode::failed_precondition,
+                      "table '" + name() +
+                          "' is episodic with frame fields or max_times_sampled: sample with "
+                          "sample_nstep (k = 1 for plain transitions) or sample_sequences");
+  }
+  if (n == 0) return invalid(name(), "sample of 0 items");
+  if (!std::isfinite(beta) || beta < 0) {
+    return invalid(name(), "beta must be finite and >= 0, got " + std::to_string(beta));
+  }
+  if (out.keys.size() != n || out.probabilities.size() != n || out.weights.size() != n ||
+      out.times_sampled.size() != n || out.columns.size() != fields.size()) {
+    return invalid(name(), "sample output buffers do not match n and the schema");
+  }
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const bool copied = out.columns[f].size() == n * fields[f].item_bytes();
+    const bool viewed = out.columns[f].empty() && f < out.rows.size() && out.rows[f].size() == n;
+    if (!copied && !viewed) {
+      return invalid(name(), "field '" + fields[f].name + "': output column has the wrong size");
+    }
+  }
+  if (auto status = rate_limiter_.check_sample_batch(n); !status) {
+    return invalid(name(), status.error().message);
+  }
+  if (config_.max_times_sampled != 0 &&
+      n > std::uint64_t{config_.capacity} * config_.max_times_sampled) {
+    return invalid(
+        name(), "a sample of " + std::to_string(n) + " items exceeds capacity x max_times_sampled");
+  }
+  if (!may_sample(n)) {
+    return make_error(ErrorCode::would_block,
+                      "table '" + name() + "': sample held by rate limiter or too few items");
+  }
+
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const Pick pick = sampler_->sample(rng_, beta);
+    const std::uint32_t slot = pick.slot;
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      const std::uint64_t bytes = storage_.item_bytes(f);
+      if (out.columns[f].empty()) {
+        out.rows[f][i] = storage_.cell(f, slot);
+      } else {
+        std::memcpy(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+      }
+    }
+    const std::uint32_t times = storage_.times_sampled(slot) + 1;
+    storage_.set_times_sampled(slot, times);
+    out.keys[i] = storage_.key(slot);
+    out.probabilities[i] = pick.probability;
+    out.weights[i] = pick.weight;
+    out.times_sampled[i] = times;
+    if (config_.max_times_sampled != 0) {
+      --draws_left_;
+      if (times >= config_.max_times_sampled) {
+        remove_item(slot);
+        ++counters_.expirations;
+      }
+    }
+  }
+  rate_limiter_.record_samples(n);
+  counters_.samples += n;
+  return Ok{};
+}
+
+Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> keys,
+                                               std::span<const double> priorities) {
+  if (keys.size() != priorities.size()) {
+    return invalid(name(), std::to_string(keys.size()) + " keys but " +
+                               std::to_string(priorities.size()) + " priorities");
+  }
+  if (auto status = check_priorities(name(), *sampler_, *remover_, priorities); !status)
+    return status.error();
+  UpdateOutcome outcome;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto slot = storage_.find(keys[i]);
+    if (!slot) {
+      ++outcome.stale;
+      continue;
+    }
+    storage_.set_priority(*slot, priorities[i]);
+    sampler_->update(*slot, priorities[i]);
+    remover_->update(*slot, priorities[i]);
+    if (windows_) windows_->on_priority(*slot);
+    if (priorities[i] > max_priority_) max_priority_ = priorities[i];
+    ++outcome.applied;
+  }
+  counters_.priority_updates += outcome.applied;
+  counters_.stale_updates += outcome.stale;
+  return outcome;
+}
+
+DeleteOutcome Table::delete_keys(std::span<const std::uint64_t> keys) {
+  DeleteOutcome outcome;
+  for (auto key : keys) {
+    const auto slot = storage_.find(key);
+    if (!slot) {
+      ++outcome.stale;
+      continue;
+    }
+    remove_item(*slot);
+    ++outcome.deleted;
+  }
+  counters_.deletes += outcome.deleted;
+  counters_.stale_deletes += outcome.stale;
+  return outcome;
+}
+
+void Table::reset() {
+  storage_.clear();
+  sampler_->clear();
+  remover_->clear();
+  rate_limiter_.reset();
+  draws_left_ = 0;
+  if (episodes_) {
+    episodes_->remove_all_steps();
+    windows_->clear();
+    complete_->clear();
+    step_log_->clear();
+  }
+  max_priority_ = 1.0;
+}
+
+TableInfo Table::info() const {
+  return TableInfo{storage_.size(), config_.capacity,
+                   counters_,       rate_limiter_.counters(),
+                   max_priority_,   episodes_ ? episodes_->history_steps() : 0};
+}
+
+}  // namespace replayd

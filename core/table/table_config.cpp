@@ -1,0 +1,163 @@
+#include "core/table/table_config.h"
+
+#include "core/storage/blob_column.h"
+#include "core/rng.h"
+#include "core/storage/storage.h"
+#include "core/storage/zstd_value.h"
+
+namespace replayd {
+namespace {
+
+Status validate_episode_config(const TableConfig& config) {
+  const std::string who = "table '" + config.name + "': ";
+  const SelectorKind sampler = config.sampler.kind;
+  if (sampler != SelectorKind::uniform && sampler != SelectorKind::prioritized) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "sampler of an episodic table must be uniform or prioritized, got " +
+                          std::string(selector_kind_name(sampler)));
+  }
+  const int reward = config.schema.find(config.episodes.reward_field);
+  if (reward < 0) {
+    return make_error(ErrorCode::invalid_argument, who + "episodes.reward_field: no field named '" +
+                                                       config.episodes.reward_field + "'");
+  }
+  const Field& field = config.schema.field(static_cast<std::size_t>(reward));
+  if (!field.shape.empty() || field.is_frame() ||
+      (field.dtype != DType::float32 && field.dtype != DType::float64)) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "episodes.reward_field: field '" + field.name +
+                          "' must be a scalar float32 or float64, no frame field");
+  }
+  for (const auto& name : config.episodes.bootstrap_fields) {
+    const int found = config.schema.find(name);
+    if (found < 0) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "episodes.bootstrap_fields: no field named '" + name + "'");
+    }
+    if (config.schema.field(static_cast<std::size_t>(found)).is_frame()) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "episodes.bootstrap_fields: '" + name +
+                            "' is a frame field (stack, next_of or compression); its next value "
+                            "comes with next_of");
+    }
+  }
+  if (config.max_compressed_bytes != 0 && !config.schema.has_compression()) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "max_compressed_bytes: the table has no compressed field");
+  }
+  for (const auto& field : config.schema.fields()) {
+    if (field.next_of && config.schema.find("next_" + field.name) >= 0) {
+      return make_error(ErrorCode::invalid_argument, who + "field '" + field.name +
+                                                         "' is next_of, so samples name its next "
+                                                         "value 'next_" +
+                                                         field.name +
+                                                         "'; a field of that name exists already");
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+bool is_valid_table_name(std::string_view name) {
+  if (name.empty() || name.size() > Schema::kMaxNameChars) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+namespace {
+
+std::string to_string(uint128 value) {
+  if (value <= UINT64_MAX) return std::to_string(static_cast<std::uint64_t>(value));
+  return "more than " + std::to_string(UINT64_MAX);
+}
+
+}  // namespace
+
+std::uint64_t compressed_budget(const TableConfig& config) {
+  if (config.max_compressed_bytes != 0) return config.max_compressed_bytes;
+  uint128 bytes = 0;
+  for (const auto& field : config.schema.fields())
+    if (field.compression != Compression::none)
+      bytes += static_cast<uint128>(config.capacity) *
+               BlobColumn::cost(max_zstd_frame_bytes(field.item_bytes()));
+  return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
+}
+
+TableBytes table_bytes(const TableConfig& config) {
+  TableBytes bytes;
+  for (const auto& field : config.schema.fields()) {
+    if (field.compression == Compression::none) {
+      bytes.data += static_cast<uint128>(config.capacity) * field.item_bytes();
+    } else {
+      bytes.data += static_cast<uint128>(config.capacity) * BlobColumn::kIndexBytesPerSlot;
+    }
+  }
+  if (config.schema.has_compression()) bytes.data += compressed_budget(config);
+  bytes.metadata = std::uint64_t{config.capacity} * Storage::kMetadataBytesPerSlot;
+  bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
+  bytes.remover = selector_bytes(config.remover, config.capacity);
+  if (config.episodes.enabled) {
+    const std::uint64_t per_index = selector_bytes(config.sampler.kind, config.capacity) +
+                                    config.capacity;  // + membership bytes
+    const std::uint64_t complete =
+        selector_bytes(SelectorKind::prioritized, config.capacity) + config.capacity;
+    bytes.episodes = std::uint64_t{config.capacity} * kEpisodeBytesPerSlot + complete +
+                     kMaxWindowIndexes * per_index;
+  }
+  return bytes;
+}
+
+Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes) {
+  const std::string who = "table '" + config.name + "': ";
+  if (!is_valid_table_name(config.name)) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "name must be 1-64 characters of letters, digits, '_', '.' and '-'");
+  }
+  if (config.schema.size() == 0) {
+    return make_error(ErrorCode::invalid_argument, who + "fields: schema has no fields");
+  }
+  if (config.capacity < 1 || config.capacity > Storage::kMaxCapacity) {
+    return make_error(ErrorCode::invalid_argument, who + "capacity must be between 1 and " +
+                                                       std::to_string(Storage::kMaxCapacity) +
+                                                       ", got " + std::to_string(config.capacity));
+  }
+  const TableBytes bytes = table_bytes(config);
+  if (bytes.total() > max_table_bytes) {
+    return make_error(ErrorCode::resource_exhausted,
+                      who + "capacity " + std::to_string(config.capacity) + " needs " +
+                          to_string(bytes.total()) + " bytes (data " + to_string(bytes.data) +
+                          " = " + std::to_string(config.schema.item_bytes()) +
+                          " bytes per item, slot metadata " + std::to_string(bytes.metadata) +
+                          ", sampler " + std::to_string(bytes.sampler) + ", remover " +
+                          std::to_string(bytes.remover) + ", episodes " +
+                          std::to_string(bytes.episodes) + "), exceeding max_table_bytes = " +
+                          std::to_string(max_table_bytes) + " bytes per table");
+  }
+  if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "rate_limiter.min_size_to_sample (" +
+                          std::to_string(config.rate_limiter.min_size_to_sample) +
+                          ") exceeds capacity (" + std::to_string(config.capacity) +
+                          "): sampling could never start");
+  }
+  if (config.episodes.enabled) return validate_episode_config(config);
+  for (const auto& field : config.schema.fields()) {
+    if (field.is_frame()) {
+      return make_error(ErrorCode::invalid_argument,
+                        who + "field '" + field.name +
+                            "': stack, next_of and compression need an episodic table");
+    }
+  }
+  if (config.max_compressed_bytes != 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "max_compressed_bytes: the table has no compressed field");
+  }
+  return Ok{};
+}
+
+}  // namespace replayd

@@ -1,0 +1,90 @@
+// TableConfig: everything that defines a table, as given in the config file or by a
+// client's create_table. Plain data; validate_table_config() checks it as a whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/table/rate_limiter.h"
+#include "core/result.h"
+#include "core/rng.h"
+#include "core/schema.h"
+#include "core/selectors/selector.h"
+
+namespace replayd {
+
+// An episodic table stores steps of episodes (docs/TRAJECTORIES.md). Off by default.
+struct EpisodeConfig {
+  bool enabled = false;
+  std::string reward_field = "rew";  // scalar float32 or float64; summed by n-step samples
+  // Fields whose value at the last step of an n-step window is returned as the bootstrap
+  // (the observation h steps later). Each must exist in the schema. Default: next_obs.
+  std::vector<std::string> bootstrap_fields = {"next_obs"};
+  // Whether a window may look back before its episode's first step (docs/PIXELS.md,
+  // "Episodes that begin with history"). true: stacks repeat the first step's value and
+  // burn-in reaches before the start. false: a start needs every step its window looks back
+  // on (stack history, burn_in) stored in its own episode, so the first max_stack - 1 steps
+  // of an episode are never drawn: a writer stores an episode's first frames there.
+  bool pad_history = true;
+  bool operator==(const EpisodeConfig&) const = default;
+};
+
+// Bytes of episode bookkeeping per slot of an episodic table (slot's episode id and
+// position, the link to its episode's next step, the episode's slot list, the insertion
+// log), counted against max_table_bytes.
+inline constexpr std::uint64_t kEpisodeBytesPerSlot = 52;
+// Window indexes an episodic table may build (distinct window requirements).
+inline constexpr std::uint64_t kMaxWindowIndexes = 8;
+
+struct TableConfig {
+  std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]
+  Schema schema;                              // fields of every item
+  std::uint32_t capacity = 0;                 // items, 1 .. 2^31
+  SelectorConfig sampler;                     // default uniform
+  SelectorKind remover = SelectorKind::fifo;  // eviction when full: any selector kind; a
+                                              // prioritized remover uses priority_exponent 1
+  std::uint32_t max_times_sampled = 0;        // remove an item after k samples; 0 = never
+  RateLimiterConfig rate_limiter;             // default: min_size 1, no ratio
+  std::uint64_t seed = 0;                     // RNG seed for sampling and uniform eviction
+  EpisodeConfig episodes;                     // default: not episodic
+  // Bytes the values of compressed fields may take together (BlobColumn::cost each); past
+  // it, appends evict steps as a full table does. 0: as much as a full table of the largest
+  // frames accepted (max_zstd_frame_bytes) takes, so that only the capacity evicts; set it
+  // to the expected compressed size to reserve less of max_table_bytes.
+  std::uint64_t max_compressed_bytes = 0;
+};
+
+// The budget of a table's compressed values (max_compressed_bytes, or its default).
+std::uint64_t compressed_budget(const TableConfig& config);
+
+// What a table of this configuration allocates when created, in bytes, split by component.
+// Every part is derived from the structure that allocates it (Storage, selector_bytes), so
+// the total is never less than Table::allocated_bytes(). Precondition: capacity >= 1.
+struct TableBytes {
+  uint128 data = 0;            // capacity * item bytes of uncompressed fields + compressed_budget()
+                               // + the compressed fields' per-slot index
+  std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
+  std::uint64_t sampler = 0;   // the sampler's trees and position maps
+  std::uint64_t remover = 0;   // the remover's structures
+  // Episodic tables: capacity * kEpisodeBytesPerSlot, the complete-episode set, and the
+  // most window indexes a table may build (WindowIndexSet::kMaxIndexes, each a selector of
+  // the sampler's kind and a membership byte per slot).
+  std::uint64_t episodes = 0;
+  uint128 total() const { return data + metadata + sampler + remover + episodes; }
+};
+TableBytes table_bytes(const TableConfig& config);
+
+// Checks what no single component can: the name, the capacity against its bounds and
+// against `max_table_bytes` (everything the table allocates: table_bytes().total()), a
+// remover kind that can evict, and min_size_to_sample <= capacity; for an episodic table a
+// uniform or prioritized sampler and reward / bootstrap fields that exist with the right
+// shape; frame options (stack, next_of, compression) only in episodic tables. Errors name
+// the key at fault; a table too large is resource_exhausted with its
+// bytes per component.
+Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes);
+
+// Whether a name is acceptable for a table (same rule as field names).
+bool is_valid_table_name(std::string_view name);
+
+}  // namespace replayd

@@ -1,0 +1,68 @@
+#include "service/protocol/table_json.h"
+
+#include "service/table_description.h"
+
+namespace replayd::service::commands {
+namespace json = boost::json;
+
+json::object table_info_json(const HostedTable& hosted) {
+  const Table& table = *hosted.table;
+  const TableInfo info = table.info();
+  const auto& c = info.counters;
+  const SamplingMass mass = table.sampling_mass();
+  json::object reply{
+      {"name", table.name()},
+      {"size", info.size},
+      {"capacity", info.capacity},
+      {"description", describe_table(table.config())},
+      {"counters", json::object{{"inserts", c.inserts},
+                                {"samples", c.samples},
+                                {"priority_updates", c.priority_updates},
+                                {"stale_updates", c.stale_updates},
+                                {"deletes", c.deletes},
+                                {"stale_deletes", c.stale_deletes},
+                                {"evictions", c.evictions},
+                                {"expirations", c.expirations}}},
+      {"rate_limiter", json::object{{"inserts", info.rate_limiter.inserts},
+                                    {"samples", info.rate_limiter.samples},
+                                    {"deletes", info.rate_limiter.deletes}}},
+      {"waiting", json::object{{"inserts", hosted.insert_waiters.size()},
+                               {"samples", hosted.sample_waiters.size()}}},
+      {"mass", mass.total},
+      {"min_mass", mass.min_positive},
+      {"bytes", table.allocated_bytes()},
+      {"compressed_bytes", table.storage().blob_bytes()},
+  };
+  if (!table.config().episodes.pad_history) reply["history_steps"] = info.history_steps;
+  return reply;
+}
+
+json::array all_table_infos(const ServiceContext& context) {
+  json::array tables;
+  for (const auto& hosted : context.tables.list())
+    tables.push_back(table_info_json(*hosted));
+  return tables;
+}
+
+json::object limits_json(const Limits& limits) {
+  return json::object{{"max_frame_bytes", limits.max_frame_bytes},
+                      {"max_meta_bytes", limits.max_meta_bytes},
+                      {"max_batch_items", limits.max_batch_items},
+                      {"max_waiting_per_connection", limits.max_waiting_per_connection},
+                      {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
+                      {"max_buffered_bytes", limits.max_buffered_bytes},
+                      {"max_connections", limits.max_connections},
+                      {"max_table_bytes", limits.max_table_bytes},
+                      {"max_tables", limits.max_tables},
+                      {"idle_timeout_ms", limits.idle_timeout_ms},
+                      {"write_timeout_ms", limits.write_timeout_ms},
+                      {"socket_send_buffer_bytes", limits.socket_send_buffer_bytes},
+                      {"requests_per_turn", limits.requests_per_turn},
+                      {"learner_share", limits.learner_share},
+                      {"max_unauthenticated_connections", limits.max_unauthenticated_connections},
+                      {"auth_timeout_ms", limits.auth_timeout_ms},
+                      {"http_header_timeout_ms", limits.http_header_timeout_ms},
+                      {"http_max_connections", limits.http_max_connections}};
+}
+
+}  // namespace replayd::service::commands
