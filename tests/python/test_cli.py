@@ -114,3 +114,19 @@ def test_python_dash_m_replayd_is_the_cli(server):
                              "--interval", "0"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "replayd" in result.stdout and "tables" in result.stdout
+
+
+def test_status_json_piped_into_head_stops_quietly(make_server):
+    """`replayd-cli status --json | head -c 100`: the reader leaves after 100 bytes of a
+    reply larger than a pipe holds; the CLI drops the rest without a traceback, exit 0."""
+    server = make_server(tcp=False)
+    with replayd.Client(server.unix_address) as c:
+        for i in range(80):  # about 100 KB of INFO: more than the 64 KB a pipe buffers
+            c.create_table(f"table_{i:03d}", {"obs": (np.float32, 4)}, 10)
+    script = (f"{sys.executable} -m replayd status {server.unix_address} --json "
+              "--interval 0 | head -c 100; echo; echo \"cli exit ${PIPESTATUS[0]}\"")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout.startswith("{") and result.stdout.endswith("cli exit 0\n"), \
+        result.stdout[-300:] + result.stderr
+    assert result.stderr == ""

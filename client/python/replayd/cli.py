@@ -6,14 +6,16 @@
     replayd-cli drop-table ADDRESS NAME
     replayd-cli snapshot ADDRESS
 
-Exit codes: 0 done; 1 the server refused the request (its error code and message are
-printed); 2 bad command line; 3 the server could not be reached or did not answer.
+Exit codes: 0 done (also when the output's reader stopped reading, as ``| head`` does:
+the rest is dropped quietly); 1 the server refused the request (its error code and message
+are printed); 2 bad command line; 3 the server could not be reached or did not answer.
 ADDRESS is ``unix:///path`` or ``tcp://host:port``; a TCP token comes from REPLAYD_TOKEN.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -200,6 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_stdout() -> None:
+    """The reader of stdout has gone (``| head``): what it did not read is dropped, without
+    a traceback. stdout now points at /dev/null, so the interpreter's final flush of what
+    is still buffered does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs one command; returns its exit code (see the module docstring)."""
     parser = build_parser()
@@ -211,7 +225,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         with client:
             code: int = args.run(client, args)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
             return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_OK
     except _UsageError as exc:
         parser.error(str(exc))  # exits with EXIT_USAGE
     except (ConnectionLost, Unauthenticated, ProtocolError, TimeoutError) as exc:
