@@ -100,3 +100,20 @@ def test_installed_console_script_runs_the_cli(venv):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"replayd-cli {replayd.__version__}"
+
+
+def test_installed_package_passes_mypy_strict_without_the_checkouts_config(venv, tmp_path):
+    """`mypy --strict -p replayd` as a user runs it on the installed package: no
+    pyproject.toml overrides (torch followed, not skipped), replayd.torch included."""
+    if subprocess.run([str(venv / "bin" / "python"), "-c", "import mypy"],
+                      capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("mypy is not installed (scripts/setup-deps installs Debian's mypy)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
+    result = subprocess.run([str(venv / "bin" / "python"), "-m", "mypy", "--strict",
+                             "--cache-dir", os.devnull, "-p", "replayd"], cwd=str(tmp_path),
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checked = int(result.stdout.split("no issues found in ")[1].split()[0])
+    assert checked == len(list((PACKAGE / "replayd").rglob("*.py")))  # torch.py among them
+    installed = venv_python(venv, "import replayd, os; print(os.path.dirname(replayd.__file__))")
+    assert Path(installed).is_relative_to(venv)

@@ -112,3 +112,14 @@ def test_cuda_batches_arrive_on_the_device_with_the_sampled_values(client, table
         dataset.update_priorities(batch["keys"], batch["weights"] + 1)
         count += 1
     assert count == 20
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this torch has a CUDA device")
+def test_a_cuda_device_without_one_is_refused_at_construction_saying_why(client, table):
+    name, _, _ = table
+    for device in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(replayd.InvalidArgument,
+                           match=r"sees no CUDA device .*torch.cuda.is_available\(\) is False"):
+            rt.ReplayDataset(client, name, 32, device=device)
+    dataset = rt.ReplayDataset(client, name, 32, device="cpu", num_batches=1)
+    assert next(iter(dataset))["obs"].device.type == "cpu"

@@ -16,8 +16,8 @@ int8..int64, float16..float64. torch has no uint16/uint32/uint64, so:
 The batch dict holds the fields plus ``keys`` (int64), ``weights`` (float32 importance
 weights, a copy of n values), ``probabilities`` (float64) and ``times_sampled`` (int64);
 a table with a field of one of these names is refused. Episodic tables: with ``nstep=k``
-the fields are those of an n-step sample (the return in the reward field, ``discount``,
-``steps``, see `Client.sample`); with ``sequence_length=T`` each field is (B, burn_in + T,
+the fields are those of an n-step sample (the return in the reward field, ``discount`` in
+the reward's dtype, ``steps`` int64, see `Client.sample`); with ``sequence_length=T`` each field is (B, burn_in + T,
 ...) and the dict also holds ``mask`` (B, burn_in + T) uint8, 1 for a real step (a field
 named ``mask`` is then refused). Stacked frame fields (docs/PIXELS.md) become tensors over
 the received frames, whose rows overlap in memory: read them, or ``clone()`` before writing
@@ -31,6 +31,10 @@ the server keeping up, the learner's step never waits on replay.
 Threading: a ReplayDataset is iterated by one thread per process. It pickles as its
 settings (the Client pickles as its address), so DataLoader workers (``num_workers > 0``)
 each open their own connection and sampler.
+
+Typing: torch's own annotations are incomplete (untyped CUDA stream and event calls), so
+the few calls into them go through names typed Any (`_cuda`); the module passes ``mypy --strict``
+with or without torch's stubs followed.
 """
 from __future__ import annotations
 
@@ -47,6 +51,11 @@ from .errors import InvalidArgument
 from .requests import SequenceShape
 from .sample import Sample
 from .sampler import Sampler
+
+# Untyped in torch's annotations: torch.cuda's Stream, Event, stream(), current_stream(),
+# and get_worker_info.
+_cuda: Any = torch.cuda
+_get_worker_info: Any = get_worker_info
 
 __all__ = ["ReplayDataset", "as_tensors", "update_priorities", "RESERVED_NAMES"]
 
@@ -166,21 +175,21 @@ class _DeviceStager:
 
     def __call__(self, sample: Sample) -> Tuple[Dict[str, torch.Tensor], Any]:
         if self._stream is None:
-            self._stream = torch.cuda.Stream(self.device)
+            self._stream = _cuda.Stream(self.device)
         out: Dict[str, torch.Tensor] = {}
-        with torch.cuda.stream(self._stream):
+        with _cuda.stream(self._stream):
             for name, array in _sample_columns(sample):
                 tensor, finish = _host_view(array)
                 moved = tensor.to(self.device, non_blocking=True)
                 out[name] = moved if finish is None else finish(moved)
             out["weights"] = out["weights"].to(torch.float32)
-            event = torch.cuda.Event()
+            event: Any = _cuda.Event()
             event.record(self._stream)
         self.pool.release_after(sample, event)
         return out, event
 
 
-class ReplayDataset(IterableDataset):  # type: ignore[misc]
+class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
     """An endless `torch.utils.data.IterableDataset` of batch dicts sampled from `table`.
 
     Args:
@@ -192,7 +201,8 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
         timeout: server-side wait of each request for the rate limiter (None: forever).
         device: None or "cpu" for CPU tensors sharing memory with the received payload; a
             CUDA device for tensors there (pinned receive buffers, non-blocking copies on a
-            side stream; only with ``num_workers=0``).
+            side stream; only with ``num_workers=0``). InvalidArgument when torch has no
+            CUDA device.
         num_batches: stop after this many batches per iteration (None: never stop).
         nstep, gamma: n-step samples of an episodic table (see `Client.sample`).
         sequence_length, stride, burn_in, pad: sequences of an episodic table instead
@@ -226,6 +236,12 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
         self.prefetch = int(prefetch)
         self.timeout = timeout
         self.device = None if device is None else torch.device(device)
+        if self.device is not None and self.device.type == "cuda" and \
+                not torch.cuda.is_available():
+            raise InvalidArgument(
+                f"ReplayDataset(device={str(self.device)!r}): torch {torch.__version__} sees no "
+                "CUDA device (torch.cuda.is_available() is False: a CPU-only build of torch, "
+                "or no GPU or driver); leave device=None for CPU tensors")
         self.num_batches = num_batches
         self.wait_seconds = 0.0
         self.batches = 0
@@ -236,7 +252,7 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
 
     def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
         on_device = self.device is not None and self.device.type == "cuda"
-        if on_device and get_worker_info() is not None:
+        if on_device and _get_worker_info() is not None:
             raise InvalidArgument("ReplayDataset(device='cuda') copies to the device itself: "
                                   "use it with num_workers=0, or leave device=None and "
                                   "move batches in the learner")
@@ -261,7 +277,7 @@ class ReplayDataset(IterableDataset):  # type: ignore[misc]
                     yield item
                     continue
                 batch, event = item
-                stream = torch.cuda.current_stream(self.device)
+                stream: Any = _cuda.current_stream(self.device)
                 stream.wait_event(event)
                 for tensor in batch.values():
                     tensor.record_stream(stream)
