@@ -57,7 +57,10 @@ def check_nstep(sample: replayd.Sample, k: int, gamma: float, ended: bool = True
         expected_discounts = {0.0 if ends_terminated else gamma ** h}
         if not ended and position + h == length:
             expected_discounts.add(gamma ** h)
-        assert min(abs(sample.data["discount"][row] - d) for d in expected_discounts) < 1e-12
+        discount = sample.data["discount"]  # gamma^h rounded to the reward's dtype, float32
+        assert discount.dtype == sample.data["rew"].dtype == np.float32
+        assert sample.data["steps"].dtype == np.int64
+        assert discount[row] in {np.float32(d) for d in expected_discounts}
 
 
 def check_sequences(sample: replayd.Sample, length: int, burn_in: int) -> None:

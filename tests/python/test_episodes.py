@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -122,7 +123,7 @@ def test_a_writer_disconnecting_mid_episode_leaves_it_truncated_with_its_steps(
 
 def test_read_all_pages_through_every_step_and_episodes_groups_them(client, table_name):
     make_table(client, table_name, capacity=40)
-    with client.episode_writer(table_name, envs=2, batch=3) as writer:
+    with client.episode_writer(table_name, envs=2, batch=3, keep_keys=True) as writer:
         for i in range(50):  # past the capacity: the 10 oldest steps are evicted
             writer.append(env=i % 2, **step(i))
             if i % 7 == 6:
@@ -336,3 +337,76 @@ def test_a_sample_without_nstep_draws_steps_as_items_unless_max_times_sampled(cl
             client.sample(table_name + "-once", 1, timeout=0)
     finally:
         client.drop_table(table_name + "-once")
+
+
+def test_the_error_codes_trajectories_md_names_are_those_clients_get(client, table_name):
+    """TRAJECTORIES.md's error codes are wire codes (docs/PROTOCOL.md's table), and an
+    insert into an episodic table gets the one it names."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    protocol = (docs / "PROTOCOL.md").read_text()
+    table = protocol[protocol.index("| code "):].split("\n\n", 1)[0]  # the error codes
+    wire = set(re.findall(r"^\| `(\w+)` +\|", table, re.M))
+    assert {"invalid_argument", "not_found", "resource_exhausted"} <= wire
+    text = (docs / "TRAJECTORIES.md").read_text()
+    named = re.findall(r"\(`([a-z_]+)`[,;)]", text)
+    assert "invalid_argument" in named and set(named) <= wire, set(named) - wire
+    refusal = re.search(r"`insert` is refused\s+on an episodic table \(`(\w+)`", text)
+    assert refusal is not None
+    make_table(client, table_name)
+    with pytest.raises(replayd.ReplayError) as info:
+        client.insert(table_name, {name: np.stack([step(0)[name]]) for name in FIELDS})
+    assert info.value.code == refusal.group(1) == "invalid_argument"
+
+
+@pytest.mark.parametrize("reward_dtype", [np.float32, np.float64])
+def test_nstep_steps_are_int64_and_discount_has_the_reward_dtype(client, table_name,
+                                                                 reward_dtype):
+    """A hand-written n-step target ``rew + discount * v`` stays in the reward's dtype
+    (float32 stays float32), and ``steps`` goes into torch.from_numpy and index arithmetic
+    as int64, on every way of sampling."""
+    fields = {"obs": (np.float32, (2,)), "rew": (reward_dtype, ()),
+              "next_obs": (np.float32, (2,))}
+    client.create_table(table_name, fields, 64, episodic=True)
+    with client.episode_writer(table_name) as writer:
+        for i in range(6):
+            writer.append(obs=[i, 0], rew=1.0, next_obs=[i + 1, 0])
+        writer.end_episode(terminated=True)
+    fresh = replayd.Client(client.address, timeout=30)  # no schema cached yet
+    with fresh, fresh.sampler(table_name, 8, nstep=3, gamma=0.9) as sampler:
+        samples = [client.sample(table_name, 8, nstep=3, gamma=0.9),
+                   fresh.sample_async(table_name, 8, nstep=3, gamma=0.9).result(timeout=30),
+                   next(sampler)]
+    for sample in samples:
+        assert sample["steps"].dtype == np.int64
+        assert sample["discount"].dtype == sample["rew"].dtype == reward_dtype
+        target = sample["rew"] + sample["discount"] * np.ones(8, reward_dtype)
+        assert target.dtype == reward_dtype
+        for obs, steps, discount in zip(sample["obs"], sample["steps"], sample["discount"]):
+            h = min(3, 6 - int(obs[0]))
+            assert steps == h
+            assert discount == reward_dtype(0.0 if int(obs[0]) + h == 6 else 0.9 ** h)
+    try:
+        import torch
+    except ImportError:
+        return
+    assert torch.from_numpy(samples[0]["steps"]).dtype == torch.int64
+
+
+def test_an_episode_writer_keeps_no_keys_unless_asked(client, table_name):
+    """A long-lived explorer's writer does not hold every key it wrote: `keys` needs
+    keep_keys=True, which collects them in append order."""
+    make_table(client, table_name)
+    with client.episode_writer(table_name, batch=4) as writer:
+        for i in range(10):
+            writer.append(**step(i))
+        writer.flush()
+        with pytest.raises(replayd.ReplayError, match="keep_keys=True"):
+            writer.keys
+    clone = pickle.loads(pickle.dumps(client.episode_writer(table_name, keep_keys=True)))
+    with clone:
+        for i in range(3):
+            clone.append(**step(i))
+        clone.flush()
+        assert len(clone.keys) == 3 and clone.keys.dtype == np.uint64
+    stored = np.concatenate([page["key"] for page in client.read_all(table_name)])
+    assert stored[-3:].tolist() == clone.keys.tolist()

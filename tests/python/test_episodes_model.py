@@ -75,7 +75,8 @@ class Model:
         last = self.steps[self.slots[episode][p + h - 1]][2]
         terminal = ended and left <= k and self.state[episode] == "terminated"
         return {"obs": row["obs"], "act": row["act"], "rew": np.float32(total),
-                "next_obs": last["next_obs"], "discount": 0.0 if terminal else gamma ** h,
+                "next_obs": last["next_obs"],
+                "discount": np.float32(0.0 if terminal else gamma ** h),  # the reward's dtype
                 "steps": h}
 
     def sequence(self, key: int, length: int, burn_in: int) -> Tuple[Dict[str, Any], Any]:
@@ -132,6 +133,8 @@ def check_nstep(client: replayd.Client, table: str, model: Model, k: int, gamma:
     valid = model.valid_starts(k, True)
     sample = client.sample(table, draws, nstep=k, gamma=gamma, beta=0.0)
     assert set(sample.data) == {"obs", "act", "rew", "next_obs", "discount", "steps"}
+    assert sample["discount"].dtype == sample["rew"].dtype == np.float32
+    assert sample["steps"].dtype == np.int64
     for i, key in enumerate(sample.keys.tolist()):
         assert key in valid, f"k={k}: start {key} is not a valid start"
         want = model.nstep(key, k, gamma)
@@ -167,7 +170,7 @@ def test_nstep_and_sequence_samples_match_the_reference_model_exactly(
     model = Model(capacity)
     current: List[Optional[int]] = [None] * envs
     next_episode = [1]
-    with client.episode_writer(table_name, envs=envs, batch=8) as writer:
+    with client.episode_writer(table_name, envs=envs, batch=8, keep_keys=True) as writer:
         for phase in range(4):  # later phases evict past the capacity
             write_stream(writer, model, rng, 250, envs, current, next_episode)
             for k in (1, 3, 10):
@@ -194,7 +197,7 @@ def test_sequence_starts_are_uniform_over_exactly_the_valid_starts(
     client.create_table(table_name, FIELDS, capacity, episodic=True, seed=11)
     model = Model(capacity)
     current: List[Optional[int]] = [None] * envs
-    with client.episode_writer(table_name, envs=envs, batch=8) as writer:
+    with client.episode_writer(table_name, envs=envs, batch=8, keep_keys=True) as writer:
         write_stream(writer, model, rng, 200, envs, current, [1])
         valid = model.valid_starts(4, True, 2, 1)
         assert len(valid) > 10

@@ -100,7 +100,8 @@ class Model:
         terminal = ended and p + h == self.last(episode) and self.state[episode] == "terminated"
         return {"obs": self.stack(episode, p), "next_obs": self.stack(episode, p + h),
                 "act": self.rows[(episode, p)]["act"], "rew": np.float32(total),
-                "discount": 0.0 if terminal else gamma ** h, "steps": h}
+                "discount": np.float32(0.0 if terminal else gamma ** h),  # the reward's dtype
+                "steps": h}
 
     def sequence(self, key: int, length: int, burn_in: int) -> Tuple[np.ndarray, np.ndarray]:
         episode, p = self.row_of[key]
@@ -218,7 +219,7 @@ def test_stacks_and_next_obs_match_the_reference_model_across_starts_ends_and_wr
     model = Model(capacity, padded)
     current: List[Optional[int]] = [None] * envs
     appended: List[Tuple[int, int]] = []
-    with client.episode_writer(table_name, envs=envs, batch=8) as writer:
+    with client.episode_writer(table_name, envs=envs, batch=8, keep_keys=True) as writer:
         for phase in range(4):  # the ring wraps several times
             write_stream(writer, model, rng, 120, envs, current, [phase * 1000 + 1], appended)
             learn_keys(writer, model, appended)

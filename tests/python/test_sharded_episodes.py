@@ -70,7 +70,7 @@ def test_each_episode_stays_on_the_shard_chosen_round_robin_when_it_opened(shard
 
 def test_envs_each_pin_their_episode_and_writers_pickle(shards):
     shards.create_table("envs", FIELDS, 300, episodic=True)
-    writer = shards.episode_writer("envs", envs=2, batch=2)
+    writer = shards.episode_writer("envs", envs=2, batch=2, keep_keys=True)
     writer.append(env=0, **step(0, 0))
     writer.append(env=1, **step(1, 0))
     assert (writer.shard_of(0), writer.shard_of(1)) == (0, 1)
@@ -211,3 +211,22 @@ def test_a_sharded_nstep_sampler_yields_union_nstep_samples(shards):
             assert len(sample) == 64 and "discount" in sample.data
             episodes = sample.data["obs"][:, 0].astype(int)
             assert (shard_of_keys(sample.keys) == np.array(shard_of)[episodes]).all()
+
+
+def test_a_sharded_episode_writer_keeps_no_keys_unless_asked(shards):
+    write(shards, "quiet")  # keep_keys off: nothing collected
+    with shards.episode_writer("quiet") as writer:
+        writer.append(**step(0, 0))
+        with pytest.raises(replayd.ReplayError, match="keep_keys=True"):
+            writer.keys
+    with shards.episode_writer("quiet", keep_keys=True) as writer:
+        writer.append(**step(0, 0))
+        writer.flush()
+        assert len(writer.keys) == 1
+
+
+def test_sharded_nstep_samples_have_int64_steps_and_the_reward_dtype_discount(shards):
+    write(shards, "dtypes")
+    sample = shards.sample("dtypes", 32, nstep=3, gamma=0.9)
+    assert sample["steps"].dtype == np.int64
+    assert sample["discount"].dtype == sample["rew"].dtype == np.float32

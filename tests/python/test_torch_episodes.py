@@ -69,7 +69,9 @@ def test_sequence_datasets_pickle_into_dataloader_workers(client, episodic):
 def test_an_nstep_dataset_yields_returns_discounts_and_bootstraps(client, episodic):
     dataset = rt.ReplayDataset(client, episodic, 16, nstep=3, gamma=0.5, num_batches=3)
     for batch in dataset:
-        assert "mask" not in batch and batch["discount"].dtype == torch.float64
+        assert "mask" not in batch
+        assert batch["discount"].dtype == batch["rew"].dtype == torch.float32  # the reward's
+        assert batch["steps"].dtype == torch.int64
         for row in range(16):
             episode, position = (int(v) for v in batch["obs"][row])
             h = min(3, LENGTHS[episode] - position)

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import requests, wait_notice
 from .address import Address, parse_address
-from .columns import InsertBatch, decode_keys, decode_sample, prepare_insert, sample_nbytes
+from .columns import InsertBatch, decode_keys, prepare_insert, sample_decoder, sample_nbytes
 from .connection import Connection
 from .episode_replies import decode_sequences, group_episodes, iterate_steps, ragged_episodes
 from .episodes import EpisodeWriter
@@ -405,14 +405,25 @@ class Client:
 
         `nstep` (episodic tables): draw n-step transitions of k = nstep steps discounted
         by `gamma` in [0, 1]; the Sample's data then holds the return in place of the
-        reward field, the bootstrap fields h steps on, ``discount`` and ``steps`` (see
-        Sample and docs/TRAJECTORIES.md for which steps are drawn). The server samples a
-        table with frame fields (docs/PIXELS.md) as n-step transitions, k = 1 unless given."""
+        reward field, the bootstrap fields h steps on, ``discount`` (gamma^h, 0 when the
+        episode terminated in the window; in the reward field's dtype) and ``steps`` (h,
+        int64) (see Sample and docs/TRAJECTORIES.md for which steps are drawn). The server
+        samples a table with frame fields (docs/PIXELS.md) as n-step transitions, k = 1
+        unless given."""
         meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, None))
-        sample: Sample = self._call(meta, decode=decode_sample, timeout=timeout,
-                                    server_timeout=True, allocate=allocate)
+        sample: Sample = self._call(meta, decode=self._sample_decoder(table, nstep),
+                                    timeout=timeout, server_timeout=True, allocate=allocate)
         return sample
+
+    def _sample_decoder(self, table: str, nstep: Optional[int]
+                        ) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Sample]:
+        """The decoder of `table`'s sample replies. An n-step request needs the table's
+        reward dtype (`schema`: one ``info`` round trip, the first time); a plain one uses
+        the schema when it is known already (a table with frame fields answers it with
+        n-step columns)."""
+        return sample_decoder(self.schema(table) if nstep is not None
+                              else self._schemas.get(table))
 
     def sample_into(self, table: str, out: Any, batch_size: int, *, beta: float = 0.4,
                     timeout: Any = DEFAULT) -> Sample:
@@ -443,11 +454,13 @@ class Client:
                      nstep: Optional[int] = None, gamma: float = 1.0,
                      timeout: Any = DEFAULT,
                      allocate: Optional[Allocator] = None) -> "Future[Sample]":
-        """Like `sample` (also with `nstep`) but returns a Future at once."""
+        """Like `sample` (also with `nstep`) but returns a Future at once (with `nstep`,
+        after reading the table's schema the first time: one ``info`` round trip)."""
         seconds = self._timeout_of(timeout)
         meta = (requests.sample_meta(table, batch_size, beta, seconds) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, seconds))
-        return self.connection().submit(meta, (), decode_sample, allocate=allocate)[1]
+        return self.connection().submit(meta, (), self._sample_decoder(table, nstep),
+                                        allocate=allocate)[1]
 
     def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
                 nstep: Optional[int] = None, gamma: float = 1.0,
@@ -463,10 +476,11 @@ class Client:
 
     def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
                        max_in_flight: int = 8, timeout: Any = DEFAULT,
-                       keep_keys: bool = True) -> "EpisodeWriter":
+                       keep_keys: bool = False) -> "EpisodeWriter":
         """An EpisodeWriter that appends steps of `envs` concurrent episodes of an episodic
         table, `batch` steps per request, up to `max_in_flight` requests unacknowledged
-        (see replayd.episodes)."""
+        (see replayd.episodes). ``keep_keys=True`` collects the written steps' keys
+        (`EpisodeWriter.keys`); off by default, as they would grow without bound."""
         return EpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
                              timeout=self._timeout_of(timeout), keep_keys=keep_keys)
 

@@ -4,7 +4,8 @@
   converting dtypes only when that cannot lose information.
 - `convert_item` does the same for one item, strictly (used by the writer, which must
   reject a bad item before it joins a batch).
-- `decode_sample` / `decode_keys` view reply payloads in place (zero copy).
+- `decode_sample` / `decode_keys` view reply payloads in place (zero copy), except an
+  n-step sample's ``steps`` and ``discount`` (see `sample_decoder`).
 
 Pure functions; thread-safe.
 
@@ -18,10 +19,11 @@ Conversion rules (the same everywhere):
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import abc
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -32,7 +34,8 @@ from .sample import Sample
 from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype
 
 __all__ = ["InsertBatch", "prepare_insert", "convert_item", "convert_value",
-           "sample_layout", "sample_nbytes", "decode_sample", "decode_keys", "SAMPLE_INFO_COLUMNS"]
+           "sample_layout", "sample_nbytes", "decode_sample", "sample_decoder", "decode_keys",
+           "SAMPLE_INFO_COLUMNS"]
 
 #: The columns every sample reply starts with, in order, and their dtypes.
 SAMPLE_INFO_COLUMNS: Tuple[Tuple[str, str], ...] = (
@@ -351,12 +354,14 @@ def _sample_plan(columns: List[Any]) -> _SamplePlan:
     return plan
 
 
-def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sample:
+def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any], *,
+                  discount_dtype: Optional[np.dtype[Any]] = None) -> Sample:
     """Views a sample reply's payload as a Sample, without copying.
 
     The first four columns are key, probability, weight and times_sampled (by position, so
-    a field may itself be called "key"); the table's fields follow. Raises ProtocolError
-    when the metadata does not describe the payload.
+    a field may itself be called "key"); the table's fields follow. An n-step reply ends
+    with ``discount`` and ``steps``, which are converted (see `finish_nstep_columns`).
+    Raises ProtocolError when the metadata does not describe the payload.
     """
     columns = meta.get("columns")
     if not isinstance(columns, list) or len(columns) < len(SAMPLE_INFO_COLUMNS):
@@ -375,8 +380,42 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Sam
     data = {name: array for name, array in views[len(SAMPLE_INFO_COLUMNS):]}
     if specs:
         add_nstep_frames(data, meta, payload, specs, frame_columns, info[0])
+    if meta.get("nstep") is not None:
+        finish_nstep_columns(data, discount_dtype)
     return Sample(data=data, keys=info[0], probabilities=info[1], weights=info[2],
                   times_sampled=info[3], state=meta.get("state"))
+
+
+def finish_nstep_columns(data: Dict[str, np.ndarray[Any, Any]],
+                         discount_dtype: Optional[np.dtype[Any]]) -> None:
+    """An n-step sample's trailing columns in the dtypes a learner computes with: ``steps``
+    (uint32 on the wire) as int64, which ``torch.from_numpy`` and index arithmetic take;
+    ``discount`` (float64 on the wire) in the reward field's dtype, so that
+    ``rew + discount * value`` stays float32 for a float32 reward (gamma^h rounded to
+    float32, as the return already is). `discount_dtype` None: the dtype of the sample's
+    scalar float fields when they share one (the reward is one of them), else float64.
+    Each a copy of n values."""
+    steps, discount = data.get("steps"), data.get("discount")
+    if steps is None or discount is None:
+        raise ProtocolError("an n-step reply without its 'discount' and 'steps' columns")
+    if discount_dtype is None:
+        scalar_floats = {array.dtype for name, array in data.items()
+                         if name not in ("discount", "steps") and array.ndim == 1
+                         and array.dtype.kind == "f" and array.dtype.itemsize >= 4}
+        discount_dtype = (scalar_floats.pop() if len(scalar_floats) == 1
+                          else np.dtype(np.float64))
+    data["steps"] = steps.astype(np.int64)
+    data["discount"] = discount.astype(discount_dtype)
+
+
+def sample_decoder(schema: Optional[TableSchema]
+                   ) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Sample]:
+    """`decode_sample` for replies of the table of `schema` (None: not known yet): an
+    n-step reply's ``discount`` in the dtype of its reward field."""
+    dtype = None if schema is None else schema.discount_dtype
+    if dtype is None:
+        return decode_sample
+    return functools.partial(decode_sample, discount_dtype=dtype)
 
 
 def decode_keys(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -138,7 +138,9 @@ class EpisodeWriter:
         batch: steps per ``append_steps`` request.
         max_in_flight: requests sent but not yet acknowledged before `append` waits.
         timeout: seconds each request may wait (server-side, for the rate limiter).
-        keep_keys: collect the keys of the written steps (`keys`); they grow without bound.
+        keep_keys: collect the keys of the written steps (`keys`, 8 bytes per step, never
+            freed while the writer lives). Off by default: a long-lived explorer writing
+            without end would hold every key it ever wrote.
 
     ``append(env=i, **step)`` buffers one step of env i's current episode (a new episode
     starts at the first step after `end_episode`); ``end_episode(env=i, terminated=...)``
@@ -149,7 +151,7 @@ class EpisodeWriter:
 
     def __init__(self, client: "Client", table: str, envs: int = 1, batch: int = 64, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
-                 keep_keys: bool = True) -> None:
+                 keep_keys: bool = False) -> None:
         if envs < 1:
             raise InvalidArgument(f"envs must be >= 1, got {envs}")
         self._client = client
@@ -186,7 +188,8 @@ class EpisodeWriter:
     @property
     def keys(self) -> np.ndarray[Any, Any]:
         """uint64 keys of the steps whose appends the server confirmed, in append order
-        (after `flush`, every step sent)."""
+        (after `flush`, every step sent). Needs ``keep_keys=True``: raises ReplayError
+        otherwise."""
         return self._steps.keys
 
     def _connection(self) -> "Connection":

@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 
 from . import requests, wait_notice
-from .columns import decode_sample
+from .columns import decode_sample, sample_decoder
 from .episode_replies import decode_sequences
 from .errors import InvalidArgument, TimeoutError
 from .wire import Allocator, encode_meta
@@ -77,6 +77,7 @@ class Sampler:
             meta = requests.sequence_meta(table, batch_size, *sequence, beta, timeout)
         elif nstep is not None:
             meta = requests.nstep_meta(table, batch_size, nstep, gamma, beta, timeout)
+            self._decode = sample_decoder(client.schema(table))  # discount: the reward's dtype
         else:
             meta = requests.sample_meta(table, batch_size, beta, timeout)
         self._meta = encode_meta(meta)

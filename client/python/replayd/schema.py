@@ -92,10 +92,12 @@ class Field:
 
 @dataclass(frozen=True)
 class TableSchema:
-    """The ordered fields of a table, as the server reported or accepted them."""
+    """The ordered fields of a table, as the server reported or accepted them; `reward`
+    names an episodic table's reward field (None for a table of items)."""
 
     table: str
     fields: Tuple[Field, ...]
+    reward: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.fields})
@@ -109,6 +111,13 @@ class TableSchema:
     def names(self) -> Tuple[str, ...]:
         return tuple(f.name for f in self.fields)
 
+    @property
+    def discount_dtype(self) -> Optional[np.dtype[Any]]:
+        """The dtype of an n-step sample's ``discount``: the reward field's (float32 or
+        float64); None for a table without one."""
+        field = None if self.reward is None else self.get(self.reward)
+        return None if field is None else field.dtype
+
     @classmethod
     def from_description(cls, description: Mapping[str, Any]) -> "TableSchema":
         """Builds a schema from a table description (``info``'s ``description``)."""
@@ -119,7 +128,8 @@ class TableSchema:
                              else str(f["compression"]),
                              int(f.get("compression_level", 3)))
                        for f in description["fields"])
-        return cls(str(description["name"]), fields)
+        reward = description.get("reward") if description.get("episodic") else None
+        return cls(str(description["name"]), fields, None if reward is None else str(reward))
 
 
 def normalize_fields(fields: FieldsLike) -> Tuple[Field, ...]:

@@ -273,10 +273,13 @@ class ShardedClient:
     # -- episodic tables (replayd.sharded_episodes) --------------------------------------
 
     def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
-                       timeout: Any = DEFAULT) -> "ShardedEpisodeWriter":
+                       timeout: Any = DEFAULT, keep_keys: bool = False
+                       ) -> "ShardedEpisodeWriter":
         """A writer of `envs` concurrent episodes of an episodic table whose episodes each
-        stay on one shard (see ShardedEpisodeWriter)."""
-        return ShardedEpisodeWriter(self, table, envs, batch, timeout=timeout)
+        stay on one shard (see ShardedEpisodeWriter; ``keep_keys=True`` collects the global
+        keys of the written steps)."""
+        return ShardedEpisodeWriter(self, table, envs, batch, timeout=timeout,
+                                    keep_keys=keep_keys)
 
     def sample_sequences_async(self, table: str, batch: int, length: int, *,
                                stride: int = 1, burn_in: int = 0, pad: bool = False,

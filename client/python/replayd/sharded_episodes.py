@@ -45,7 +45,7 @@ class ShardedEpisodeWriter:
     """
 
     def __init__(self, client: "ShardedClient", table: str, envs: int = 1, batch: int = 64,
-                 *, timeout: Any = DEFAULT) -> None:
+                 *, timeout: Any = DEFAULT, keep_keys: bool = False) -> None:
         if envs < 1:
             raise InvalidArgument(f"envs must be >= 1, got {envs}")
         if batch < 1:
@@ -54,6 +54,7 @@ class ShardedEpisodeWriter:
         self._table = table
         self._envs = int(envs)
         self._batch = int(batch)
+        self._keep_keys = bool(keep_keys)
         # Resolved now (the shards share the options): DEFAULT does not survive pickling.
         self._timeout: Optional[float] = (client.shards[0].timeout if timeout is DEFAULT
                                           else timeout)
@@ -62,11 +63,12 @@ class ShardedEpisodeWriter:
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"client": self._client, "table": self._table, "envs": self._envs,
-                "batch": self._batch, "timeout": self._timeout}
+                "batch": self._batch, "timeout": self._timeout, "keep_keys": self._keep_keys}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__init__(state["client"], state["table"], state["envs"],  # type: ignore[misc]
-                      state["batch"], timeout=state["timeout"])
+                      state["batch"], timeout=state["timeout"],
+                      keep_keys=state["keep_keys"])
 
     def __enter__(self) -> "ShardedEpisodeWriter":
         return self
@@ -83,7 +85,8 @@ class ShardedEpisodeWriter:
         writer = self._writers[shard]
         if writer is None:  # opened at the first episode pinned to the shard
             writer = self._client.shards[shard].episode_writer(
-                self._table, self._envs, self._batch, timeout=self._timeout)
+                self._table, self._envs, self._batch, timeout=self._timeout,
+                keep_keys=self._keep_keys)
             self._writers[shard] = writer
         return writer
 
@@ -120,7 +123,10 @@ class ShardedEpisodeWriter:
 
     @property
     def keys(self) -> np.ndarray[Any, Any]:
-        """Global keys of the steps sent so far: shard by shard, each in append order."""
+        """Global keys of the steps sent so far: shard by shard, each in append order
+        (needs ``keep_keys=True``: raises ReplayError otherwise)."""
+        if not self._keep_keys:
+            raise InvalidArgument("create the writer with keep_keys=True to collect keys")
         parts = [global_keys(s, np.asarray(w.keys, np.uint64))
                  for s, w in enumerate(self._writers) if w is not None]
         return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
