@@ -1,11 +1,20 @@
 """The C++ client installs as a library: `cmake --install` into a temporary prefix, then
 client/cpp/examples/quickstart.cpp builds against the installed package, once through
-find_package(replayd_client) and once through pkg-config, and runs against the server."""
+find_package(replayd_client) (the README's CMakeLists.txt, as written) and once through
+pkg-config, and runs against the server. Each C++ program of client/cpp/README.md compiles
+as written against the installed client and runs. The C++ and Python quick starts share a
+server. A whole install also puts the server at bin/replayd, and that server runs.
+
+The build tree is REPLAYD_BUILD_DIR, else the one holding REPLAYD_BIN
+(<build>/service/replayd)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +22,19 @@ import pytest
 from conftest import REPO, server_binary
 
 QUICKSTART = REPO / "client" / "cpp" / "examples" / "quickstart.cpp"
+CPP_README = REPO / "client" / "cpp" / "README.md"
+PY_README = REPO / "client" / "python" / "README.md"
+README_ADDRESS = "unix:///tmp/replayd.sock"
 
 
 def build_dir() -> Path:
-    """The CMake build tree of the server under test (REPLAYD_BIN is <build>/service/replayd)."""
-    return server_binary().resolve().parents[1]
+    """The CMake build tree of the server under test."""
+    explicit = os.environ.get("REPLAYD_BUILD_DIR")
+    return Path(explicit) if explicit else server_binary().resolve().parents[1]
+
+
+def readme_blocks(readme: Path, language: str) -> list:
+    return re.findall(rf"```{language}\n(.*?)```", readme.read_text(), re.S)
 
 
 def sanitizer_flags(build: Path) -> list:
@@ -32,14 +49,29 @@ def run(args, timeout=180, **kwargs):
     return result
 
 
-@pytest.fixture(scope="module")
-def prefix(tmp_path_factory) -> Path:
+def require_build_tree() -> Path:
     build = build_dir()
     if not (build / "CMakeCache.txt").exists():
-        pytest.skip(f"{build} is not a CMake build tree")
+        pytest.skip(f"{build} is not a CMake build tree (set REPLAYD_BUILD_DIR)")
+    return build
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory) -> Path:
+    build = require_build_tree()
     prefix = tmp_path_factory.mktemp("prefix")
     run(["cmake", "--install", str(build), "--component", "client", "--prefix", str(prefix)])
     return prefix
+
+
+def compile_against(prefix: Path, source: Path, binary: Path) -> Path:
+    """`c++ -std=c++20 source $(pkg-config --cflags --libs replayd_client)`, as the README
+    says, with the installed prefix's .pc file."""
+    env = dict(os.environ, PKG_CONFIG_PATH=str(next(prefix.rglob("pkgconfig"))))
+    flags = run(["pkg-config", "--cflags", "--libs", "replayd_client"], env=env).stdout.split()
+    run(["c++", "-std=c++20", "-O1", *sanitizer_flags(build_dir()), str(source), "-o",
+         str(binary), *flags])
+    return binary
 
 
 def check_quickstart_runs(binary: Path, address: str) -> None:
@@ -60,16 +92,13 @@ def test_install_holds_headers_library_package_config_and_pkg_config(prefix):
     assert not any(f.startswith("bin/") for f in files)
 
 
-def test_quickstart_builds_with_find_package_and_runs(prefix, server, tmp_path):
+def test_quickstart_builds_with_the_readmes_cmakelists_and_runs(prefix, server, tmp_path):
+    cmake_blocks = readme_blocks(CPP_README, "cmake")
+    assert len(cmake_blocks) == 1
     project = tmp_path / "consumer"
     project.mkdir()
-    (project / "CMakeLists.txt").write_text(f"""
-cmake_minimum_required(VERSION 3.22)
-project(consumer LANGUAGES CXX)
-find_package(replayd_client 0.1 REQUIRED)
-add_executable(quickstart "{QUICKSTART}")
-target_link_libraries(quickstart PRIVATE replayd::client)
-""")
+    (project / "CMakeLists.txt").write_text(cmake_blocks[0])  # as written
+    shutil.copy(QUICKSTART, project / "quickstart.cpp")
     flags = " ".join(sanitizer_flags(build_dir()))
     run(["cmake", "-S", str(project), "-B", str(project / "build"), f"-DCMAKE_PREFIX_PATH={prefix}",
          "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_CXX_FLAGS={flags}",
@@ -88,3 +117,73 @@ def test_quickstart_builds_with_pkg_config_and_runs(prefix, server, tmp_path):
     sanitize = sanitizer_flags(build_dir())
     run(["c++", "-std=c++20", "-O1", *sanitize, str(QUICKSTART), "-o", str(binary), *flags])
     check_quickstart_runs(binary, server.unix_address)
+
+
+def test_readme_cpp_programs_each_compile_and_run_as_written(prefix, server, tmp_path):
+    """Each ```cpp block of client/cpp/README.md alone: includes, main, its own table."""
+    blocks = readme_blocks(CPP_README, "cpp")
+    assert len(blocks) == 3
+    outputs = []
+    for number, block in enumerate(blocks):
+        source = tmp_path / f"readme_{number}.cpp"
+        source.write_text(block)
+        binary = compile_against(prefix, source, tmp_path / f"readme_{number}")
+        for _ in range(2):  # again: its table was dropped, nothing left behind
+            outputs.append(run([str(binary), server.unix_address], timeout=60).stdout)
+    text = "".join(outputs)
+    assert text.count("sampled 256 items, obs[0] = 0.5; 256 priorities updated") == 2
+    assert text.count("n-step: return 2.9701, discount 0.970299, h 3") == 2
+    assert text.count("sequences: obs 120 steps each") == 2
+    assert text.count("zstd frames; newest frame of draw 0") == 2
+
+
+@pytest.mark.parametrize("cpp_first", [True, False], ids=["cpp-first", "python-first"])
+def test_cpp_and_python_quickstarts_run_on_one_server_in_either_order(prefix, make_server,
+                                                                      tmp_path, cpp_first):
+    quickstart = compile_against(prefix, QUICKSTART, tmp_path / "quickstart")
+    server = make_server(tcp=False, extra_args=["--config", str(REPO / "config" / "replayd.json")])
+    python_quickstart = readme_blocks(PY_README, "python")[0].replace(README_ADDRESS,
+                                                                       server.unix_address)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"))
+
+    def python() -> None:
+        result = subprocess.run([sys.executable, "-c", python_quickstart], env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def cpp() -> None:
+        check_quickstart_runs(quickstart, server.unix_address)
+
+    for step in ([cpp, python] if cpp_first else [python, cpp]) * 2:  # reruns too
+        step()
+
+
+def test_install_puts_the_server_on_path_where_replayd_testing_finds_it(tmp_path):
+    """`cmake --install build --prefix P` (all components): P/bin/replayd, and that server
+    runs for replayd.testing with only P/bin on PATH (no REPLAYD_BIN)."""
+    build = require_build_tree()
+    prefix = tmp_path / "prefix"
+    run(["cmake", "--install", str(build), "--prefix", str(prefix)])
+    server = prefix / "bin" / "replayd"
+    assert server.is_file() and os.access(server, os.X_OK)
+    assert (prefix / "include" / "replayd_client" / "client.h").is_file()  # the client too
+    only_server = tmp_path / "server-only"
+    run(["cmake", "--install", str(build), "--component", "server", "--prefix",
+         str(only_server)])
+    assert sorted(p.relative_to(only_server).as_posix()
+                  for p in only_server.rglob("*") if p.is_file()) == ["bin/replayd"]
+    script = """
+import shutil, sys
+import numpy as np
+import replayd, replayd.testing
+print(shutil.which("replayd"))
+with replayd.testing.server() as srv, replayd.Client(srv.address, timeout=30) as client:
+    client.create_table("t", {"x": (np.int64, ())}, 100)
+    client.insert("t", {"x": np.arange(10)})
+    print(sorted(set(client.sample("t", 64).data["x"].tolist())) == list(range(10)))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "REPLAYD_BIN"}
+    env.update(PYTHONPATH=str(REPO / "client" / "python"),
+               PATH=f"{prefix / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    result = run([sys.executable, "-c", script], env=env, timeout=120)
+    assert result.stdout.split() == [str(server), "True"], result.stdout

@@ -57,7 +57,9 @@ def test_missing_binary_names_where_it_looked(monkeypatch, tmp_path):
             pass
     monkeypatch.delenv("REPLAYD_BIN")
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="PATH"):
+    with pytest.raises(FileNotFoundError,  # and where an installed one comes from
+                       match=r"on PATH \(`cmake --install build --prefix DIR` installs "
+                             r"DIR/bin/replayd\)"):
         replayd.testing.find_binary()
 
 

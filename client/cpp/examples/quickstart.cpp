@@ -5,11 +5,17 @@
 #include <cstdint>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "replayd_client/client.h"
 
 namespace rc = replayd::client;
+
+// Its own table: the Python quick starts use "quickstart" and "replay" with other fields,
+// and a table name already taken by another description is an already_exists error.
+constexpr std::string_view kTable = "quickstart_cpp";
 
 int main(int argc, char** argv) {
   const std::string address = argc > 1 ? argv[1] : std::string(rc::kDefaultAddress);
@@ -18,8 +24,8 @@ int main(int argc, char** argv) {
     std::cout << "connected to " << client.server_hello().server << " at " << address << "\n";
 
     // A prioritized table of CartPole-like transitions; exist_ok makes reruns harmless.
-    const auto description = boost::json::parse(R"({
-      "name": "quickstart", "capacity": 1000,
+    auto description = boost::json::parse(R"({
+      "capacity": 1000,
       "fields": [{"name": "obs", "dtype": "float32", "shape": [4]},
                  {"name": "act", "dtype": "int64", "shape": []},
                  {"name": "rew", "dtype": "float32", "shape": []},
@@ -27,7 +33,8 @@ int main(int argc, char** argv) {
       "sampler": {"kind": "prioritized", "priority_exponent": 0.6},
       "remover": "fifo",
       "rate_limiter": {"kind": "min_size", "min_size_to_sample": 1}})")
-                                 .as_object();
+                           .as_object();
+    description["name"] = kTable;
     client.create_table(description, /*exist_ok=*/true);
 
     // Eight transitions as columns: the batch borrows these vectors, it does not copy them.
@@ -51,12 +58,12 @@ int main(int argc, char** argv) {
         .add("rew", rew)
         .add("done", rc::DType::boolean, {}, std::as_bytes(std::span(done)))
         .priorities(priorities);
-    const rc::Keys keys = client.insert("quickstart", batch);
+    const rc::Keys keys = client.insert(kTable, batch);
     std::cout << "inserted " << keys.size() << " items, keys " << keys[0] << ".."
               << keys[keys.size() - 1] << "\n";
 
     const rc::SampleBatch sample =
-        client.sample("quickstart", 4, {.beta = 0.4, .timeout_ms = 5000});
+        client.sample(kTable, 4, {.beta = 0.4, .timeout_ms = 5000});
     const auto sampled_obs = sample.field("obs").as<float>();
     const auto sampled_act = sample.field("act").as<std::int64_t>();
     std::cout << "sampled " << sample.size() << " items:\n";
@@ -70,7 +77,7 @@ int main(int argc, char** argv) {
 
     // Learner feedback: new priorities for what was sampled.
     std::vector<double> new_priorities(sample.size(), 0.5);
-    const auto updated = client.update_priorities("quickstart", sample.keys(), new_priorities);
+    const auto updated = client.update_priorities(kTable, sample.keys(), new_priorities);
     std::cout << "updated " << updated.applied << " priorities (" << updated.stale << " stale)\n";
     return 0;
   } catch (const rc::Error& e) {

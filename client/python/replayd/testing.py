@@ -46,7 +46,8 @@ def find_binary(binary: Optional[str] = None) -> str:
     found = shutil.which("replayd")
     if found is None:
         raise FileNotFoundError("replayd binary not found: set REPLAYD_BIN to its path "
-                                "(e.g. build/service/replayd) or put it on PATH")
+                                "(e.g. build/service/replayd) or put it on PATH "
+                                "(`cmake --install build --prefix DIR` installs DIR/bin/replayd)")
     return found
 
 
