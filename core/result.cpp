@@ -16,6 +16,8 @@ const char* error_code_name(ErrorCode code) {
       return "resource_exhausted";
     case ErrorCode::failed_precondition:
       return "failed_precondition";
+    case ErrorCode::unavailable:
+      return "unavailable";
   }
   return "unknown";
 }

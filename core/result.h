@@ -12,12 +12,13 @@ namespace replayd {
 // One error enum for the engine. The service maps each code to a wire error code in one
 // place (the codec); `would_block` never reaches the wire: it tells the service to wait.
 enum class ErrorCode {
-  invalid_argument,    // the request or configuration is malformed or out of range
-  not_found,           // a named table or field does not exist
-  already_exists,      // a table with this name exists
-  would_block,         // the rate limiter or min size does not allow this yet
-  resource_exhausted,  // a limit (capacity, memory, batch size) would be exceeded
-  failed_precondition  // the operation can never succeed in the table's current configuration
+  invalid_argument,     // the request or configuration is malformed or out of range
+  not_found,            // a named table or field does not exist
+  already_exists,       // a table with this name exists
+  would_block,          // the rate limiter or min size does not allow this yet
+  resource_exhausted,   // a limit (capacity, memory, batch size) would be exceeded
+  failed_precondition,  // the operation can never succeed in the table's current configuration
+  unavailable           // the service cannot do it now (it is shutting down)
 };
 
 const char* error_code_name(ErrorCode code);

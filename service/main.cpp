@@ -13,9 +13,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "service/commands/protocol_description.h"
 #include "service/config.h"
 #include "service/health_probe.h"
-#include "service/protocol/protocol_description.h"
 #include "service/server.h"
 
 namespace {

@@ -52,4 +52,33 @@ asio::awaitable<void> Scheduler::explorer_turn() {
   progressed_.wake_front();  // credit is left (or no learner waits): the next in line
 }
 
+SchedulerAccount::~SchedulerAccount() {
+  if (lane_ == Lane::learner) scheduler_.remove_learner(&connection_);
+}
+
+void SchedulerAccount::sent(Lane lane) {
+  if (lane == Lane::learner && lane_ != Lane::learner) {
+    lane_ = Lane::learner;
+    scheduler_.add_learner(&connection_);
+  } else if (lane == Lane::explorer && lane_ == Lane::control) {
+    lane_ = Lane::explorer;
+  }
+}
+
+void SchedulerAccount::moved(std::uint64_t bytes) {
+  if (lane_ == Lane::learner) {
+    scheduler_.learner_progressed(bytes);
+  } else if (lane_ == Lane::explorer) {
+    scheduler_.explorer_moved(bytes);
+  }
+}
+
+void SchedulerAccount::worked(Scheduler::Clock::duration spent) {
+  if (lane_ == Lane::learner) {
+    scheduler_.learner_worked(spent);
+  } else if (lane_ == Lane::explorer) {
+    scheduler_.explorer_worked(spent);
+  }
+}
+
 }  // namespace replayd::service

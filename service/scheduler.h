@@ -26,6 +26,10 @@
 
 namespace replayd::service {
 
+// Who typically sends a command, for scheduling: a connection that sends learner commands is
+// protected from connections that send explorer commands.
+enum class Lane : std::uint8_t { control, explorer, learner };
+
 class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
@@ -104,6 +108,34 @@ class Scheduler {
   Clock::time_point last_learner_progress_{};
   std::unordered_set<const Learner*> learners_;
   WaitQueue progressed_;
+};
+
+// One connection's account with the scheduler: its lane, and what the thread did for it.
+// The connection owns it; a learner's account registers the connection with the scheduler
+// and leaves it when destroyed. Threading: io_context thread only.
+class SchedulerAccount {
+ public:
+  SchedulerAccount(Scheduler& scheduler, const Scheduler::Learner& connection)
+      : scheduler_(scheduler), connection_(connection) {}
+  ~SchedulerAccount();
+  SchedulerAccount(const SchedulerAccount&) = delete;
+  SchedulerAccount& operator=(const SchedulerAccount&) = delete;
+
+  // The connection sent a command of `lane`: a learner command makes it a learner for good,
+  // an explorer command makes a control connection an explorer.
+  void sent(Lane lane);
+  Lane lane() const { return lane_; }
+  // Whether learners share the thread now (the scheduler has something to arbitrate).
+  bool shared() const { return scheduler_.has_learners(); }
+  // `bytes` were moved (read or written) for the connection.
+  void moved(std::uint64_t bytes);
+  // The thread spent `spent` on the connection (a request's handler, a timed read or write).
+  void worked(Scheduler::Clock::duration spent);
+
+ private:
+  Scheduler& scheduler_;
+  const Scheduler::Learner& connection_;
+  Lane lane_ = Lane::control;
 };
 
 }  // namespace replayd::service

@@ -1,68 +1,72 @@
 #include "service/commands/admission.h"
 
+#include <string>
+
 namespace replayd::service {
 namespace {
 
-std::string subject(const Deferred& work) {
-  if (const HostedTable* table = work.table()) return "table '" + table->table->name() + "': ";
-  return {};
+std::string subject(const Call& call) {
+  return call.table ? "table '" + call.table->table->name() + "': " : std::string();
 }
 
-bool table_gone(const Deferred& work) {
-  const HostedTable* table = work.table();
-  return table != nullptr && table->dropped;
+bool table_gone(const Call& call) {
+  return call.table && call.table->dropped;
 }
 
 }  // namespace
 
-bool admitted_now(Deferred& work) {
-  if (table_gone(work)) return false;
-  if (work.in_order() && !work.queue().empty()) return false;
-  return work.ready();
-}
-
-Reply refuse_without_waiting(const WaitingRequest& request, const Deferred& work) {
-  return make_error_reply(request.request_id, WireError::timeout,
-                          subject(work) + work.why_not_ready() + ", and timeout_ms is 0");
-}
-
-asio::awaitable<std::optional<Reply>> admit(Deferred& work, WaitingRequest request,
-                                            std::unordered_set<WaitQueue::Waiter*>& parked) {
+asio::awaitable<Status> admit(Call& call, AdmissionRule rule) {
+  WaitQueue& queue = rule.queue;
+  const bool in_order = rule.order == Order::arrival;
+  if (!table_gone(call) && (!in_order || queue.empty()) && rule.ready(rule.context)) {
+    co_return Ok{};  // admitted at once: no suspension
+  }
+  if (call.timeout && call.timeout->count() == 0) {
+    co_return make_error(ErrorCode::would_block,
+                         subject(call) + std::string(rule.why_not_ready) + ", and timeout_ms is 0");
+  }
   auto executor = co_await asio::this_coro::executor;
-  WaitQueue& queue = work.queue();
   WaitQueue::Waiter waiter(queue, executor);
-  parked.insert(&waiter);
+  if (auto parked = call.parking.enter(waiter, rule.held_bytes); !parked) {
+    waiter.leave();
+    co_return parked.error();
+  }
+  const auto parked_at = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (request.timeout) deadline = std::chrono::steady_clock::now() + *request.timeout;
-  std::optional<Reply> reply;
+  if (call.timeout) deadline = parked_at + *call.timeout;
+  Status status = Ok{};
   while (true) {
-    if ((!work.in_order() || waiter.at_front()) && !table_gone(work) && work.ready()) {
+    if ((!in_order || waiter.at_front()) && !table_gone(call) && rule.ready(rule.context)) {
       waiter.leave();
-      reply = work.run();
       break;
     }
     const WaitOutcome outcome = co_await waiter.wait(deadline);
     if (outcome == WaitOutcome::woken) continue;
     const bool was_front = waiter.at_front();
     waiter.leave();
-    if (was_front && work.in_order()) queue.wake_front();
-    const std::string op(request.op);
+    if (was_front && in_order) queue.wake_front();
+    const std::string op(call.op);
     if (outcome == WaitOutcome::timed_out) {
-      reply = make_error_reply(request.request_id, WireError::timeout,
-                               subject(work) + op + " was not admitted within timeout_ms = " +
-                                   std::to_string(request.timeout->count()));
+      status = make_error(ErrorCode::would_block, subject(call) + op +
+                                                      " was not admitted within timeout_ms = " +
+                                                      std::to_string(call.timeout->count()) + ": " +
+                                                      std::string(rule.why_not_ready));
     } else if (waiter.cancel_reason() == CancelReason::table_dropped) {
-      reply = make_error_reply(
-          request.request_id, WireError::not_found,
-          "table '" + work.table()->table->name() + "' was dropped while the " + op + " waited");
+      status = make_error(ErrorCode::not_found, "table '" + call.table->table->name() +
+                                                    "' was dropped while the " + op + " waited");
     } else if (waiter.cancel_reason() == CancelReason::shutting_down) {
-      reply = make_error_reply(request.request_id, WireError::shutting_down,
-                               "the server is shutting down; the " + op + " was not executed");
+      status = make_error(ErrorCode::unavailable,
+                          "the server is shutting down; the " + op + " was not executed");
+    } else {
+      call.reply_wanted = false;  // the connection closed
+      status = make_error(ErrorCode::failed_precondition, "the connection closed");
     }
-    break;  // connection_closed: no reply
+    break;
   }
-  parked.erase(&waiter);
-  co_return reply;
+  call.parking.leave(waiter, rule.held_bytes);
+  call.service.metrics.rate_limiter_waited(call.op_index,
+                                           std::chrono::steady_clock::now() - parked_at);
+  co_return status;
 }
 
 }  // namespace replayd::service

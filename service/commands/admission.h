@@ -1,72 +1,64 @@
-// Admission: the one way a request waits before it runs. A handler that cannot always run at
-// once returns a Deferred; the runner runs it at once when it is admitted, refuses it when it
-// may not wait (timeout_ms 0), and otherwise suspends it in `admit` until it is.
+// Admission: the one way a request waits before it acts. A handler co_awaits admit() with
+// the queue it waits in and the condition that admits it; admit returns without suspending
+// when the request is admitted at once, so the handler goes on to act and reply in the same
+// turn of the io_context.
 // Threading: io_context thread only.
 //
-// Wake-up order: a Deferred that is `in_order` waits in its queue behind every earlier one and
-// may run only at the front (a table's inserts, and its samples, run in arrival order); one
-// that is not (a snapshot waiter) runs as soon as it is ready. Whoever changes what a waiter
-// waits for wakes its queue (table_changed, the Snapshotter).
-// A wait ends in one of four ways: admitted (the work runs and its reply is returned), the
-// deadline passed (`timeout`), the table was dropped (`not_found`), the server is stopping
-// (`shutting_down`), or the connection closed (nothing is returned).
+// Wake-up order: a request that waits in arrival order (Order::arrival) stays behind every
+// earlier one in its queue and is admitted only at the front (a table's inserts, and its
+// samples, run in arrival order); one that does not (a snapshot waiter) is admitted as soon
+// as its condition holds. Whoever changes what a waiter waits for wakes its queue
+// (table_changed, the Snapshotter).
+// A wait ends in one of five ways: admitted (Ok), the deadline passed (timeout), the table
+// was dropped (not_found), the server is stopping (shutting_down), or the connection closed
+// (Call::reply_wanted becomes false: nobody is left to read a reply).
 #pragma once
 
 #include <asio/awaitable.hpp>
-#include <chrono>
-#include <optional>
-#include <string>
+#include <cstddef>
 #include <string_view>
-#include <unordered_set>
 
-#include "service/protocol/reply.h"
-#include "service/table_registry.h"
+#include "service/commands/command.h"
 #include "service/commands/wait_queue.h"
 
 namespace replayd::service {
 
-// Work that runs once admitted. Owns everything it needs (e.g. the request's payload).
-class Deferred {
- public:
-  virtual ~Deferred() = default;
-
-  // The queue it waits in; it outlives the wait (a table's queue lives with its HostedTable,
-  // which the Deferred keeps alive).
-  virtual WaitQueue& queue() = 0;
-  // True: it may run only at the front of queue() (arrival order).
-  virtual bool in_order() const { return true; }
-  // Whether it may run now (rate limiter, min size, a finished snapshot run).
-  virtual bool ready() const = 0;
-  // Runs it and returns its reply; called once, only when admitted.
-  virtual Reply run() = 0;
-  // The table it waits on, when it waits on one (a drop ends the wait with not_found).
-  virtual const HostedTable* table() const { return nullptr; }
-  // Why it is not ready, for the error of a request that may not wait ("the rate limiter
-  // does not admit this insert now").
-  virtual std::string why_not_ready() const = 0;
-  // Payload bytes it holds while it waits (counted against the connection's budget).
-  virtual std::size_t held_bytes() const { return 0; }
+enum class Order : std::uint8_t {
+  arrival,  // behind every earlier waiter of the queue
+  any,      // as soon as its condition holds
 };
 
-// The request a Deferred answers, for error replies and logs.
-struct WaitingRequest {
-  std::uint64_t request_id = 0;
-  std::string_view op;                               // the command's wire name
-  std::optional<std::chrono::milliseconds> timeout;  // nullopt: no limit
+// What a request waits for.
+struct AdmissionRule {
+  WaitQueue& queue;  // where it waits; outlives the wait (a table's queue lives with its
+                     // HostedTable, which the Call keeps alive)
+  // Whether it may act now (rate limiter, min size, a finished snapshot run). Called on the
+  // io_context thread, at admission and at each wake-up.
+  bool (*ready)(const void* context);
+  const void* context;
+  // Why it is not ready, for the error of a request that may not wait or timed out
+  // ("the rate limiter does not admit this insert now").
+  std::string_view why_not_ready;
+  Order order = Order::arrival;
+  std::size_t held_bytes = 0;  // payload bytes the request holds while it waits (budgets)
 };
 
-// Whether `work` is admitted at once: nothing earlier waits in its queue (when in order), its
-// table still exists, and it is ready.
-bool admitted_now(Deferred& work);
+// Suspends until the request is admitted under `rule`, or returns the error that ends its
+// wait (see above). A request that may not wait (timeout_ms 0) and is not admitted now gets
+// `timeout` at once; one beyond limits.max_waiting_per_connection gets resource_exhausted.
+asio::awaitable<Status> admit(Call& call, AdmissionRule rule);
 
-// The error reply to a request that may not wait (timeout 0) and is not admitted now.
-Reply refuse_without_waiting(const WaitingRequest& request, const Deferred& work);
-
-// Suspends until `work` is admitted, runs it and returns its reply; or returns the error reply
-// for a timeout, a dropped table or a stopping server; or nullopt when the connection closed.
-// While it waits, its Waiter is in `parked` so the connection can cancel it (connection_closed)
-// and count it. Wakes the next waiter of the queue when it leaves without running.
-asio::awaitable<std::optional<Reply>> admit(Deferred& work, WaitingRequest request,
-                                            std::unordered_set<WaitQueue::Waiter*>& parked);
+// admit() with the condition as a callable (a lambda over the handler's locals): it lives in
+// the handler's frame, which outlives the wait.
+template <typename Ready>
+asio::awaitable<Status> admit_when(Call& call, WaitQueue& queue, const Ready& ready,
+                                   std::string_view why_not_ready, Order order = Order::arrival,
+                                   std::size_t held_bytes = 0) {
+  const AdmissionRule rule{
+      queue,  [](const void* context) { return (*static_cast<const Ready*>(context))(); },
+      &ready, why_not_ready,
+      order,  held_bytes};
+  return admit(call, rule);
+}
 
 }  // namespace replayd::service

@@ -1,13 +1,21 @@
 // `append_steps` (docs/PROTOCOL.md): n steps of open episodes of this connection, as columns
 // in the payload like `insert`, followed by one uint64 episode id per row; runs once the
-// rate limiter admits it. "end" lists episodes to end right after these steps are stored
-// (what `end_episode` does, without a request of its own). The connection is the writer:
-// its open episodes end as truncated when it closes (docs/TRAJECTORIES.md).
+// rate limiter admits it, in arrival order behind the table's earlier inserts and appends. "end"
+// lists episodes to end right after these steps are stored (what `end_episode` does, without a
+// request of its own). The connection is the writer: its open episodes end as truncated when it
+// closes (docs/TRAJECTORIES.md).
+#include "service/commands/admission.h"
 #include "service/commands/handlers.h"
-#include "service/commands/row_batch.h"
+#include "service/protocol/row_batch.h"
 
 namespace replayd::service::commands {
 namespace {
+
+// An episode an append ends once its steps are stored.
+struct EpisodeEnding {
+  std::uint64_t episode = 0;
+  bool terminated = true;
+};
 
 // Decodes "end": [{"episode": id, "terminated": bool}, ...] (absent: none). At most
 // kMaxEnds entries, checked before anything is allocated.
@@ -36,17 +44,41 @@ Result<std::vector<EpisodeEnding>> decode_ends(Call& call) {
 
 }  // namespace
 
-Result<Outcome> append_steps(Call& call) {
-  if (!call.table->table->episodic()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "table '" + call.table->table->name() +
-                          "' is not episodic: append_steps needs a table created with "
-                          "\"episodic\": true (use insert)");
+asio::awaitable<Result<Reply>> append_steps(Call& call) {
+  Table& table = *call.table->table;
+  if (!table.episodic()) {
+    co_return make_error(ErrorCode::invalid_argument,
+                         "table '" + table.name() +
+                             "' is not episodic: append_steps needs a table created with "
+                             "\"episodic\": true (use insert)");
   }
-  REPLAYD_ASSIGN_OR_RETURN(auto ends, decode_ends(call));
-  REPLAYD_ASSIGN_OR_RETURN(auto work, RowBatchWork::decode(call, call.writer, ends.size()));
-  work->end_after(std::move(ends));
-  return Outcome(std::unique_ptr<Deferred>(std::move(work)));
+  REPLAYD_CO_ASSIGN_OR_RETURN(auto ends, decode_ends(call));
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      RowBatch batch,
+      decode_row_batch(call.args, table, call.n, call.frame.payload, true, ends.size()));
+
+  REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
+      call, call.table->insert_waiters, [&] { return table.may_insert(call.n); },
+      "the rate limiter does not admit this append now", Order::arrival, batch.payload.size()));
+
+  ByteBuffer keys(call.n * sizeof(std::uint64_t));
+  REPLAYD_CO_RETURN_IF_ERROR(
+      table.append_steps(call.writer, batch.episodes, batch.rows.values, call.n, batch.priorities,
+                         {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes));
+  for (std::size_t e = 0; e < ends.size(); ++e) {
+    const auto how = ends[e].terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
+    std::vector<std::span<const std::byte>> final_values;
+    if (!batch.finals.values.empty()) final_values = row_values(batch.finals, table.schema(), e);
+    if (auto ended = table.end_episode(call.writer, ends[e].episode, how, final_values); !ended) {
+      table_changed(*call.table);
+      co_return make_error(
+          ended.error().code,
+          "the " + std::to_string(call.n) +
+              " steps were stored, but ending an episode failed: " + ended.error().message);
+    }
+  }
+  table_changed(*call.table);
+  co_return make_reply(call.request_id, "{\"n\":" + std::to_string(call.n) + "}", std::move(keys));
 }
 
 }  // namespace replayd::service::commands

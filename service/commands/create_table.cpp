@@ -10,41 +10,42 @@
 namespace replayd::service::commands {
 namespace json = boost::json;
 
-Result<Outcome> create_table(Call& call) {
+asio::awaitable<Result<Reply>> create_table(Call& call) {
   ServiceContext& service = call.service;
   const json::value* description = call.args.value("table");
-  if (!description) return call.args.error("table", "is required (a table description)");
-  REPLAYD_ASSIGN_OR_RETURN(bool exist_ok, call.args.boolean_or("exist_ok", false));
-  REPLAYD_ASSIGN_OR_RETURN(TableConfig config,
-                           parse_table_description(*description, "table", service.seed_source()));
-  REPLAYD_RETURN_IF_ERROR(commands::check_item_fits_frames(config, service.limits.max_frame_bytes,
-                                                           "table '" + config.name + "'"));
+  if (!description) co_return call.args.error("table", "is required (a table description)");
+  REPLAYD_CO_ASSIGN_OR_RETURN(bool exist_ok, call.args.boolean_or("exist_ok", false));
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      TableConfig config, parse_table_description(*description, "table", service.seed_source()));
+  REPLAYD_CO_RETURN_IF_ERROR(commands::check_item_fits_frames(
+      config, service.limits.max_frame_bytes, "table '" + config.name + "'"));
   if (auto existing = service.tables.find(config.name)) {
     if (!exist_ok) {
-      return make_error(ErrorCode::already_exists, "table '" + config.name + "' already exists");
+      co_return make_error(ErrorCode::already_exists, "table '" + config.name + "' already exists");
     }
     const auto differences = table_differences(existing->table->config(), config);
     if (differences.empty()) {
-      return reply_with(call, json::serialize(json::object{{"table", table_info_json(*existing)}}));
+      co_return reply_with(call,
+                           json::serialize(json::object{{"table", table_info_json(*existing)}}));
     }
     std::string text;
     for (const auto& difference : differences)
       text += (text.empty() ? "" : "; ") + difference;
-    return make_error(ErrorCode::already_exists,
-                      "table '" + config.name +
-                          "' already exists with a different description (existing vs "
-                          "requested): " +
-                          text);
+    co_return make_error(ErrorCode::already_exists,
+                         "table '" + config.name +
+                             "' already exists with a different description (existing vs "
+                             "requested): " +
+                             text);
   }
   if (service.tables.size() >= service.limits.max_tables) {
-    return make_error(ErrorCode::resource_exhausted, "the server already holds max_tables = " +
-                                                         std::to_string(service.limits.max_tables) +
-                                                         " tables");
+    co_return make_error(ErrorCode::resource_exhausted,
+                         "the server already holds max_tables = " +
+                             std::to_string(service.limits.max_tables) + " tables");
   }
-  REPLAYD_ASSIGN_OR_RETURN(auto table,
-                           Table::create(std::move(config), service.limits.max_table_bytes));
+  REPLAYD_CO_ASSIGN_OR_RETURN(auto table,
+                              Table::create(std::move(config), service.limits.max_table_bytes));
   auto hosted = service.tables.add(std::move(table));
-  return reply_with(call, json::serialize(json::object{{"table", table_info_json(*hosted)}}));
+  co_return reply_with(call, json::serialize(json::object{{"table", table_info_json(*hosted)}}));
 }
 
 }  // namespace replayd::service::commands

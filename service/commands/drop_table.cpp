@@ -3,9 +3,9 @@
 
 namespace replayd::service::commands {
 
-Result<Outcome> drop_table(Call& call) {
+asio::awaitable<Result<Reply>> drop_table(Call& call) {
   call.service.tables.drop(call.table->table->name());
-  return reply_with(call, "{}");
+  co_return reply_with(call, "{}");
 }
 
 }  // namespace replayd::service::commands

@@ -1,36 +1,37 @@
 // The handlers of the command table, one file each in service/commands/. Each reads like its
-// section of docs/PROTOCOL.md: decode the keys the entry declares, act on the table (the
-// table decides), return the reply or a Deferred that runs once admitted.
-// Threading: io_context thread only; none suspends.
+// section of docs/PROTOCOL.md: decode the keys the entry declares, co_await admission when
+// the operation may wait (service/commands/admission.h), act on the table (the table
+// decides), return the reply.
+// Threading: io_context thread only; a handler suspends only in admission.
 #pragma once
 
 #include "service/commands/command.h"
 
 namespace replayd::service::commands {
 
-Result<Outcome> hello(Call& call);
-Result<Outcome> ping(Call& call);
-Result<Outcome> info(Call& call);
-Result<Outcome> list_tables(Call& call);
-Result<Outcome> create_table(Call& call);
-Result<Outcome> drop_table(Call& call);
-Result<Outcome> reset_table(Call& call);
-Result<Outcome> insert(Call& call);
-Result<Outcome> sample(Call& call);
-Result<Outcome> update_priorities(Call& call);
-Result<Outcome> delete_keys(Call& call);
-Result<Outcome> snapshot(Call& call);
-Result<Outcome> open_episodes(Call& call);
-Result<Outcome> append_steps(Call& call);
-Result<Outcome> end_episode(Call& call);
-Result<Outcome> sample_sequences(Call& call);
-Result<Outcome> read_steps(Call& call);
+asio::awaitable<Result<Reply>> hello(Call& call);
+asio::awaitable<Result<Reply>> ping(Call& call);
+asio::awaitable<Result<Reply>> info(Call& call);
+asio::awaitable<Result<Reply>> list_tables(Call& call);
+asio::awaitable<Result<Reply>> create_table(Call& call);
+asio::awaitable<Result<Reply>> drop_table(Call& call);
+asio::awaitable<Result<Reply>> reset_table(Call& call);
+asio::awaitable<Result<Reply>> insert(Call& call);
+asio::awaitable<Result<Reply>> sample(Call& call);
+asio::awaitable<Result<Reply>> update_priorities(Call& call);
+asio::awaitable<Result<Reply>> delete_keys(Call& call);
+asio::awaitable<Result<Reply>> snapshot(Call& call);
+asio::awaitable<Result<Reply>> open_episodes(Call& call);
+asio::awaitable<Result<Reply>> append_steps(Call& call);
+asio::awaitable<Result<Reply>> end_episode(Call& call);
+asio::awaitable<Result<Reply>> sample_sequences(Call& call);
+asio::awaitable<Result<Reply>> read_steps(Call& call);
 
 // `sample` with "nstep": k, validated here; beta already read. Reads "gamma".
-Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta);
+asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double beta);
 
 // A reply with JSON metadata `meta` and no payload.
-inline Outcome reply_with(const Call& call, std::string meta) {
+inline Reply reply_with(const Call& call, std::string meta) {
   return make_reply(call.request_id, std::move(meta));
 }
 

@@ -8,20 +8,22 @@
 namespace replayd::service::commands {
 namespace json = boost::json;
 
-Result<Outcome> hello(Call& call) {
-  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t protocol, call.args.uint_or("protocol", kProtocolVersion));
-  REPLAYD_ASSIGN_OR_RETURN(auto client, call.args.optional_string("client"));
+asio::awaitable<Result<Reply>> hello(Call& call) {
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t protocol,
+                              call.args.uint_or("protocol", kProtocolVersion));
+  REPLAYD_CO_ASSIGN_OR_RETURN(auto client, call.args.optional_string("client"));
   (void)client;  // informational only
-  REPLAYD_ASSIGN_OR_RETURN(auto token, call.args.optional_string("token"));
+  REPLAYD_CO_ASSIGN_OR_RETURN(auto token, call.args.optional_string("token"));
   (void)token;
   if (protocol != kProtocolVersion) {
-    return make_error(ErrorCode::invalid_argument, "protocol " + std::to_string(protocol) +
-                                                       " is not supported; this server speaks 1");
+    co_return make_error(
+        ErrorCode::invalid_argument,
+        "protocol " + std::to_string(protocol) + " is not supported; this server speaks 1");
   }
   json::array names;
   for (const auto& hosted : call.service.tables.list())
     names.push_back(json::string(hosted->table->name()));
-  return reply_with(
+  co_return reply_with(
       call, json::serialize(json::object{{"protocol", kProtocolVersion},
                                          {"server", std::string("replayd ") + kServerVersion},
                                          {"tables", std::move(names)},

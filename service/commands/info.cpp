@@ -8,12 +8,12 @@
 namespace replayd::service::commands {
 namespace json = boost::json;
 
-Result<Outcome> info(Call& call) {
+asio::awaitable<Result<Reply>> info(Call& call) {
   json::array tables;
   if (call.args.has("table")) {
-    REPLAYD_ASSIGN_OR_RETURN(std::string name, call.args.string("table"));
+    REPLAYD_CO_ASSIGN_OR_RETURN(std::string name, call.args.string("table"));
     auto hosted = call.service.tables.find(name);
-    if (!hosted) return make_error(ErrorCode::not_found, "table '" + name + "' does not exist");
+    if (!hosted) co_return make_error(ErrorCode::not_found, "table '" + name + "' does not exist");
     tables.push_back(table_info_json(*hosted));
   } else {
     tables = all_table_infos(call.service);
@@ -21,16 +21,17 @@ Result<Outcome> info(Call& call) {
   const ServiceContext& service = call.service;
   const double uptime_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - service.started).count();
-  return reply_with(call, json::serialize(json::object{
-                              {"server", json::object{{"version", kServerVersion},
-                                                      {"protocol", kProtocolVersion},
-                                                      {"connections", service.sessions.size()},
-                                                      {"uptime_s", uptime_s}}},
-                              {"tables", std::move(tables)}}));
+  co_return reply_with(call, json::serialize(json::object{
+                                 {"server", json::object{{"version", kServerVersion},
+                                                         {"protocol", kProtocolVersion},
+                                                         {"connections", service.sessions.size()},
+                                                         {"uptime_s", uptime_s}}},
+                                 {"tables", std::move(tables)}}));
 }
 
-Result<Outcome> list_tables(Call& call) {
-  return reply_with(call, json::serialize(json::object{{"tables", all_table_infos(call.service)}}));
+asio::awaitable<Result<Reply>> list_tables(Call& call) {
+  co_return reply_with(call,
+                       json::serialize(json::object{{"tables", all_table_infos(call.service)}}));
 }
 
 }  // namespace replayd::service::commands

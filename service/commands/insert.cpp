@@ -1,19 +1,32 @@
 // `insert` (docs/PROTOCOL.md): n items as columns in the payload, checked against the table's
-// schema before anything is stored; runs once the rate limiter admits it.
+// schema before anything is stored; stored once the rate limiter admits them, in arrival
+// order behind the table's earlier inserts. Replies {"n"} and the new keys.
+#include "service/commands/admission.h"
 #include "service/commands/handlers.h"
-#include "service/commands/row_batch.h"
+#include "service/protocol/row_batch.h"
 
 namespace replayd::service::commands {
 
-Result<Outcome> insert(Call& call) {
-  if (call.table->table->episodic()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "table '" + call.table->table->name() +
-                          "' is episodic: write it with open_episodes, append_steps and "
-                          "end_episode");
+asio::awaitable<Result<Reply>> insert(Call& call) {
+  Table& table = *call.table->table;
+  if (table.episodic()) {
+    co_return make_error(ErrorCode::invalid_argument,
+                         "table '" + table.name() +
+                             "' is episodic: write it with open_episodes, append_steps and "
+                             "end_episode");
   }
-  REPLAYD_ASSIGN_OR_RETURN(auto work, RowBatchWork::decode(call, std::nullopt));
-  return Outcome(std::unique_ptr<Deferred>(std::move(work)));
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      RowBatch batch, decode_row_batch(call.args, table, call.n, call.frame.payload, false));
+
+  REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
+      call, call.table->insert_waiters, [&] { return table.may_insert(call.n); },
+      "the rate limiter does not admit this insert now", Order::arrival, batch.payload.size()));
+
+  ByteBuffer keys(call.n * sizeof(std::uint64_t));
+  REPLAYD_CO_RETURN_IF_ERROR(table.insert(batch.rows.values, call.n, batch.priorities,
+                                          {keys.as<std::uint64_t>(0), call.n}));
+  table_changed(*call.table);
+  co_return make_reply(call.request_id, "{\"n\":" + std::to_string(call.n) + "}", std::move(keys));
 }
 
 }  // namespace replayd::service::commands

@@ -5,28 +5,28 @@
 
 namespace replayd::service::commands {
 
-Result<Outcome> open_episodes(Call& call) {
+asio::awaitable<Result<Reply>> open_episodes(Call& call) {
   Table& table = *call.table->table;
   if (!table.episodic()) {
-    return make_error(
+    co_return make_error(
         ErrorCode::invalid_argument,
         "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
   }
   const std::size_t open = table.episodes()->open_count();
   if (open + call.n > Table::kMaxOpenEpisodes) {
-    return make_error(ErrorCode::resource_exhausted,
-                      "table '" + table.name() + "': " + std::to_string(open) +
-                          " episodes are open; opening " + std::to_string(call.n) +
-                          " more would exceed the limit of " +
-                          std::to_string(Table::kMaxOpenEpisodes) + " (end episodes first)");
+    co_return make_error(ErrorCode::resource_exhausted,
+                         "table '" + table.name() + "': " + std::to_string(open) +
+                             " episodes are open; opening " + std::to_string(call.n) +
+                             " more would exceed the limit of " +
+                             std::to_string(Table::kMaxOpenEpisodes) + " (end episodes first)");
   }
   std::string ids;
   for (std::uint64_t i = 0; i < call.n; ++i) {
-    REPLAYD_ASSIGN_OR_RETURN(std::uint64_t id, table.open_episode(call.writer));
+    REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t id, table.open_episode(call.writer));
     if (i > 0) ids += ',';
     ids += std::to_string(id);
   }
-  return reply_with(call, "{\"episodes\":[" + ids + "]}");
+  co_return reply_with(call, "{\"episodes\":[" + ids + "]}");
 }
 
 }  // namespace replayd::service::commands

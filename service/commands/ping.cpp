@@ -3,8 +3,8 @@
 
 namespace replayd::service::commands {
 
-Result<Outcome> ping(Call& call) {
-  return reply_with(call, "{}");
+asio::awaitable<Result<Reply>> ping(Call& call) {
+  co_return reply_with(call, "{}");
 }
 
 }  // namespace replayd::service::commands

@@ -4,8 +4,8 @@
 // empty. Not rate limited and never waits.
 #include <algorithm>
 
-#include "service/protocol/pixel_frame_columns.h"
 #include "service/commands/handlers.h"
+#include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {
@@ -74,15 +74,15 @@ Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint
 
 }  // namespace
 
-Result<Outcome> read_steps(Call& call) {
+asio::awaitable<Result<Reply>> read_steps(Call& call) {
   const Table& table = *call.table->table;
   if (!table.episodic()) {
-    return make_error(
+    co_return make_error(
         ErrorCode::invalid_argument,
         "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
   }
-  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t after, call.args.uint_or("after", 0));
-  REPLAYD_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t after, call.args.uint_or("after", 0));
+  REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   const auto columns = step_columns(table.schema());
   std::uint64_t row_bytes = 0;
   for (const auto& column : columns)
@@ -94,7 +94,7 @@ Result<Outcome> read_steps(Call& call) {
   const std::uint64_t overhead = kHeaderBytes + kPageMetaBytes + 8 * columns.size();
   const std::uint64_t fit = limit > overhead ? (limit - overhead) / row_bytes : 0;
   if (fit == 0) {
-    return make_error(
+    co_return make_error(
         ErrorCode::resource_exhausted,
         "table '" + table.name() + "': one step is " + std::to_string(row_bytes) +
             " bytes; a page of steps does not fit in max_frame_bytes = " + std::to_string(limit));
@@ -102,15 +102,16 @@ Result<Outcome> read_steps(Call& call) {
   const std::uint64_t rows = std::min({call.n, fit, std::uint64_t{table.size()}});
   std::uint64_t got = 0;
   std::string frame_meta;
-  REPLAYD_ASSIGN_OR_RETURN(ColumnReply page, read_page(table, after, rows, raw, got, frame_meta));
+  REPLAYD_CO_ASSIGN_OR_RETURN(ColumnReply page,
+                              read_page(table, after, rows, raw, got, frame_meta));
   if (got < rows) {
     // The last page: read again into a reply of exactly the rows there are.
     const std::uint64_t last = got;
-    REPLAYD_ASSIGN_OR_RETURN(page, read_page(table, after, last, raw, got, frame_meta));
+    REPLAYD_CO_ASSIGN_OR_RETURN(page, read_page(table, after, last, raw, got, frame_meta));
   }
   std::uint64_t next = after;
   if (got > 0) next = page.as<std::uint64_t>(3)[got - 1];
-  return Outcome(page.finish(call.request_id, ",\"next\":" + std::to_string(next) + frame_meta));
+  co_return (page.finish(call.request_id, ",\"next\":" + std::to_string(next) + frame_meta));
 }
 
 }  // namespace replayd::service::commands

@@ -3,10 +3,10 @@
 
 namespace replayd::service::commands {
 
-Result<Outcome> reset_table(Call& call) {
+asio::awaitable<Result<Reply>> reset_table(Call& call) {
   call.table->table->reset();
   table_changed(*call.table);
-  return reply_with(call, "{}");
+  co_return reply_with(call, "{}");
 }
 
 }  // namespace replayd::service::commands

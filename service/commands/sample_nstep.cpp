@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "service/commands/admission.h"
-#include "service/protocol/pixel_frame_columns.h"
 #include "service/commands/handlers.h"
+#include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {
@@ -38,103 +38,24 @@ std::vector<ReplyColumn> nstep_columns(const Schema& schema, const EpisodeConfig
   return columns;
 }
 
-class NStepWork final : public Deferred {
- public:
-  NStepWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
-            NStepRequest request, bool raw)
-      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request), raw_(raw) {}
-
-  WaitQueue& queue() override { return table_->sample_waiters; }
-  bool ready() const override { return table_->table->may_sample_nstep(n_, request_); }
-  const HostedTable* table() const override { return table_.get(); }
-  std::string why_not_ready() const override {
-    return "no valid n-step start yet, or the rate limiter does not admit this sample now";
-  }
-  Reply run() override {
-    Table& table = *table_->table;
-    const Schema& schema = table.schema();
-    const auto& episodes = table.config().episodes;
-    const std::vector<ReplyColumn> reply_columns = nstep_columns(schema, episodes, n_);
-    auto reply = ColumnReply::create(reply_columns, {n_});
-    if (!reply) return make_error_reply(request_id_, reply.error());
-    // Step t's own fields go straight into the reply, except the reward and bootstrap fields,
-    // whose reply columns receive the return and the bootstrap values instead.
-    // Reply column of each field that is not a frame field.
-    std::vector<std::size_t> column_of(schema.size(), 0);
-    std::size_t next_column = 4;
-    for (std::size_t f = 0; f < schema.size(); ++f)
-      if (!schema.field(f).is_frame()) column_of[f] = next_column++;
-    const int reward = schema.find(episodes.reward_field);
-    std::vector<std::vector<std::byte>> scratch;
-    std::vector<std::span<std::byte>> columns;
-    std::vector<std::span<const std::byte*>> rows(schema.size());  // of the viewed fields
-    std::vector<std::span<std::byte>> bootstrap;
-    for (const auto& name : episodes.bootstrap_fields)
-      bootstrap.push_back(reply->column(column_of[static_cast<std::size_t>(schema.find(name))]));
-    scratch.reserve(schema.size());
-    for (std::size_t f = 0; f < schema.size(); ++f) {
-      const bool replaced = !takes_own_value(schema, episodes, f);
-      if (schema.field(f).is_frame()) {
-        columns.emplace_back();
-      } else if (reply_columns[column_of[f]].viewed) {
-        columns.emplace_back();
-        rows[f] = reply->rows(column_of[f]);
-      } else if (replaced) {
-        scratch.emplace_back(n_ * schema.field(f).item_bytes());
-        columns.emplace_back(scratch.back());
-      } else {
-        columns.push_back(reply->column(column_of[f]));
-      }
-    }
-    std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
-    NStepBuffers buffers{{reply->as<std::uint64_t>(0), reply->as<double>(1), reply->as<double>(2),
-                          reply->as<std::uint32_t>(3), columns, rows},
-                         reply->column(column_of[static_cast<std::size_t>(reward)]),
-                         bootstrap,
-                         reply->as<double>(next_column),
-                         reply->as<std::uint32_t>(next_column + 1),
-                         frames};
-    auto state = table.nstep_state(request_);
-    if (!state) return make_error_reply(request_id_, state.error());
-    auto status = table.sample_nstep(n_, request_, buffers);
-    if (!status) return make_error_reply(request_id_, status.error());
-    table_changed(*table_);
-    std::string frame_meta;
-    if (!frames.empty()) {
-      auto added = add_frame_columns(*reply, table, frames, raw_, true);
-      if (!added) return make_error_reply(request_id_, added.error());
-      frame_meta = std::move(added).value();
-    }
-    return reply->finish(request_id_, ",\"nstep\":" + std::to_string(request_.k) +
-                                          sampled_state(state->starts, state->mass) + frame_meta);
-  }
-
- private:
-  std::shared_ptr<HostedTable> table_;
-  std::uint64_t request_id_;
-  std::uint64_t n_;
-  NStepRequest request_;
-  bool raw_;
-};
-
 }  // namespace
 
-Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
+asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double beta) {
   Table& table = *call.table->table;
-  REPLAYD_ASSIGN_OR_RETURN(double gamma, call.args.number_or("gamma", 1.0));
-  REPLAYD_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
+  REPLAYD_CO_ASSIGN_OR_RETURN(double gamma, call.args.number_or("gamma", 1.0));
+  REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   if (!table.episodic()) {
-    return call.args.error("nstep", "table '" + table.name() +
-                                        "' is not episodic (create it with \"episodic\": true)");
+    co_return call.args.error("nstep", "table '" + table.name() +
+                                           "' is not episodic (create it with \"episodic\": true)");
   }
   if (k == 0 || k > table.config().capacity) {
-    return call.args.error("nstep", "must be between 1 and the capacity " +
-                                        std::to_string(table.config().capacity) + ", got " +
-                                        std::to_string(k));
+    co_return call.args.error("nstep", "must be between 1 and the capacity " +
+                                           std::to_string(table.config().capacity) + ", got " +
+                                           std::to_string(k));
   }
   NStepRequest request{static_cast<std::uint32_t>(k), gamma, beta};
   // Validates gamma and beta, and builds the window index of k (O(capacity * k), once).
-  if (auto starts = table.nstep_starts(request); !starts) return starts.error();
+  if (auto starts = table.nstep_starts(request); !starts) co_return starts.error();
   std::uint64_t reply_bytes =
       ColumnReply::frame_bytes(nstep_columns(table.schema(), table.config().episodes), {call.n});
   for (const auto& field : table.schema().fields()) {
@@ -145,14 +66,74 @@ Result<Outcome> sample_nstep(Call& call, std::uint64_t k, double beta) {
     reply_bytes += frame_columns_bound(field, call.n * per_draw);
   }
   if (reply_bytes > call.service.limits.max_frame_bytes) {
-    return make_error(ErrorCode::resource_exhausted,
-                      "table '" + table.name() + "': an n-step sample of n = " +
-                          std::to_string(call.n) + " would be a reply of " +
-                          std::to_string(reply_bytes) + " bytes, more than max_frame_bytes = " +
-                          std::to_string(call.service.limits.max_frame_bytes) +
-                          "; sample fewer items per request");
+    co_return make_error(ErrorCode::resource_exhausted,
+                         "table '" + table.name() + "': an n-step sample of n = " +
+                             std::to_string(call.n) + " would be a reply of " +
+                             std::to_string(reply_bytes) + " bytes, more than max_frame_bytes = " +
+                             std::to_string(call.service.limits.max_frame_bytes) +
+                             "; sample fewer items per request");
   }
-  return Outcome(std::make_unique<NStepWork>(call.table, call.request_id, call.n, request, raw));
+
+  REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
+      call, call.table->sample_waiters, [&] { return table.may_sample_nstep(call.n, request); },
+      "no valid n-step start yet, or the rate limiter does not admit this sample now"));
+
+  const Schema& schema = table.schema();
+  const auto& episodes = table.config().episodes;
+  const std::vector<ReplyColumn> reply_columns = nstep_columns(schema, episodes, call.n);
+  auto reply = ColumnReply::create(reply_columns, {call.n});
+  if (!reply) co_return reply.error();
+  // Step t's own fields go straight into the reply, except the reward and bootstrap fields,
+  // whose reply columns receive the return and the bootstrap values instead.
+  // Reply column of each field that is not a frame field.
+  std::vector<std::size_t> column_of(schema.size(), 0);
+  std::size_t next_column = 4;
+  for (std::size_t f = 0; f < schema.size(); ++f)
+    if (!schema.field(f).is_frame()) column_of[f] = next_column++;
+  const int reward = schema.find(episodes.reward_field);
+  std::vector<std::vector<std::byte>> scratch;
+  std::vector<std::span<std::byte>> columns;
+  std::vector<std::span<const std::byte*>> rows(schema.size());  // of the viewed fields
+  std::vector<std::span<std::byte>> bootstrap;
+  for (const auto& name : episodes.bootstrap_fields)
+    bootstrap.push_back(reply->column(column_of[static_cast<std::size_t>(schema.find(name))]));
+  scratch.reserve(schema.size());
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    const bool replaced = !takes_own_value(schema, episodes, f);
+    if (schema.field(f).is_frame()) {
+      columns.emplace_back();
+    } else if (reply_columns[column_of[f]].viewed) {
+      columns.emplace_back();
+      rows[f] = reply->rows(column_of[f]);
+    } else if (replaced) {
+      scratch.emplace_back(call.n * schema.field(f).item_bytes());
+      columns.emplace_back(scratch.back());
+    } else {
+      columns.push_back(reply->column(column_of[f]));
+    }
+  }
+  std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
+  NStepBuffers buffers{{reply->as<std::uint64_t>(0), reply->as<double>(1), reply->as<double>(2),
+                        reply->as<std::uint32_t>(3), columns, rows},
+                       reply->column(column_of[static_cast<std::size_t>(reward)]),
+                       bootstrap,
+                       reply->as<double>(next_column),
+                       reply->as<std::uint32_t>(next_column + 1),
+                       frames};
+  auto state = table.nstep_state(request);
+  if (!state) co_return state.error();
+  auto status = table.sample_nstep(call.n, request, buffers);
+  if (!status) co_return status.error();
+  table_changed(*call.table);
+  std::string frame_meta;
+  if (!frames.empty()) {
+    auto added = add_frame_columns(*reply, table, frames, raw, true);
+    if (!added) co_return added.error();
+    frame_meta = std::move(added).value();
+  }
+  co_return reply->finish(call.request_id, ",\"nstep\":" + std::to_string(request.k) +
+                                               sampled_state(state->starts, state->mass) +
+                                               frame_meta);
 }
 
 }  // namespace replayd::service::commands

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "service/commands/admission.h"
-#include "service/protocol/pixel_frame_columns.h"
 #include "service/commands/handlers.h"
+#include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {
@@ -24,94 +24,35 @@ std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n)
   return columns;
 }
 
-class SequenceWork final : public Deferred {
- public:
-  SequenceWork(std::shared_ptr<HostedTable> table, std::uint64_t request_id, std::uint64_t n,
-               SequenceRequest request, bool raw)
-      : table_(std::move(table)), request_id_(request_id), n_(n), request_(request), raw_(raw) {}
-
-  WaitQueue& queue() override { return table_->sample_waiters; }
-  bool ready() const override { return table_->table->may_sample_sequences(n_, request_); }
-  const HostedTable* table() const override { return table_.get(); }
-  std::string why_not_ready() const override {
-    return "no valid sequence start yet, or the rate limiter does not admit this sample now";
-  }
-  Reply run() override {
-    Table& table = *table_->table;
-    const std::uint64_t steps = std::uint64_t{request_.burn_in} + request_.length;
-    auto reply = ColumnReply::create(sequence_columns(table.schema(), n_), {n_, steps});
-    if (!reply) return make_error_reply(request_id_, reply.error());
-    const Schema& schema = table.schema();
-    std::vector<std::span<std::byte>> columns;
-    std::size_t next_column = 5;
-    for (std::size_t f = 0; f < schema.size(); ++f) {
-      if (schema.field(f).is_frame()) {
-        columns.emplace_back();
-      } else {
-        columns.push_back(reply->column(next_column++));
-      }
-    }
-    std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
-    SequenceBuffers buffers{reply->as<std::uint64_t>(0),
-                            reply->as<double>(1),
-                            reply->as<double>(2),
-                            reply->as<std::uint32_t>(3),
-                            columns,
-                            reply->as<std::uint8_t>(4),
-                            frames};
-    auto state = table.sequence_state(request_);
-    if (!state) return make_error_reply(request_id_, state.error());
-    auto status = table.sample_sequences(n_, request_, buffers);
-    if (!status) return make_error_reply(request_id_, status.error());
-    table_changed(*table_);
-    std::string frame_meta;
-    if (!frames.empty()) {
-      auto added = add_frame_columns(*reply, table, frames, raw_, true);
-      if (!added) return make_error_reply(request_id_, added.error());
-      frame_meta = std::move(added).value();
-    }
-    return reply->finish(request_id_, ",\"length\":" + std::to_string(request_.length) +
-                                          ",\"burn_in\":" + std::to_string(request_.burn_in) +
-                                          sampled_state(state->starts, state->mass) + frame_meta);
-  }
-
- private:
-  std::shared_ptr<HostedTable> table_;
-  std::uint64_t request_id_;
-  std::uint64_t n_;
-  SequenceRequest request_;
-  bool raw_;
-};
-
 }  // namespace
 
-Result<Outcome> sample_sequences(Call& call) {
+asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   Table& table = *call.table->table;
   if (!table.episodic()) {
-    return make_error(
+    co_return make_error(
         ErrorCode::invalid_argument,
         "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
   }
-  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t length, call.args.uint("length"));
-  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t stride, call.args.uint_or("stride", 1));
-  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t burn_in, call.args.uint_or("burn_in", 0));
-  REPLAYD_ASSIGN_OR_RETURN(bool pad, call.args.boolean_or("pad", false));
-  REPLAYD_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
-  REPLAYD_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t length, call.args.uint("length"));
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t stride, call.args.uint_or("stride", 1));
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t burn_in, call.args.uint_or("burn_in", 0));
+  REPLAYD_CO_ASSIGN_OR_RETURN(bool pad, call.args.boolean_or("pad", false));
+  REPLAYD_CO_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
+  REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   const std::uint64_t capacity = table.config().capacity;
   if (length == 0 || burn_in > capacity || length > capacity - burn_in) {
-    return call.args.error(
+    co_return call.args.error(
         "length", "length " + std::to_string(length) + " + burn_in " + std::to_string(burn_in) +
                       " must be between 1 and the capacity " + std::to_string(capacity));
   }
   if (stride == 0 || stride > capacity) {
-    return call.args.error("stride",
-                           "must be between 1 and the capacity " + std::to_string(capacity));
+    co_return call.args.error("stride",
+                              "must be between 1 and the capacity " + std::to_string(capacity));
   }
   SequenceRequest request{static_cast<std::uint32_t>(length), static_cast<std::uint32_t>(stride),
                           static_cast<std::uint32_t>(burn_in), pad, beta};
   // Validates beta, and builds the window index of this request (once).
-  if (auto starts = table.sequence_starts(request); !starts) return starts.error();
+  if (auto starts = table.sequence_starts(request); !starts) co_return starts.error();
   std::uint64_t reply_bytes = ColumnReply::frame_bytes(sequence_columns(table.schema(), call.n),
                                                        {call.n, burn_in + length});
   for (const auto& field : table.schema().fields()) {
@@ -119,14 +60,55 @@ Result<Outcome> sample_sequences(Call& call) {
       reply_bytes += frame_columns_bound(field, call.n * (burn_in + length + field.stack - 1));
   }
   if (reply_bytes > call.service.limits.max_frame_bytes) {
-    return make_error(ErrorCode::resource_exhausted,
-                      "table '" + table.name() + "': " + std::to_string(call.n) + " sequences of " +
-                          std::to_string(burn_in + length) + " steps would be a reply of " +
-                          std::to_string(reply_bytes) + " bytes, more than max_frame_bytes = " +
-                          std::to_string(call.service.limits.max_frame_bytes) +
-                          "; sample fewer or shorter sequences per request");
+    co_return make_error(ErrorCode::resource_exhausted,
+                         "table '" + table.name() + "': " + std::to_string(call.n) +
+                             " sequences of " + std::to_string(burn_in + length) +
+                             " steps would be a reply of " + std::to_string(reply_bytes) +
+                             " bytes, more than max_frame_bytes = " +
+                             std::to_string(call.service.limits.max_frame_bytes) +
+                             "; sample fewer or shorter sequences per request");
   }
-  return Outcome(std::make_unique<SequenceWork>(call.table, call.request_id, call.n, request, raw));
+
+  REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
+      call, call.table->sample_waiters, [&] { return table.may_sample_sequences(call.n, request); },
+      "no valid sequence start yet, or the rate limiter does not admit this sample now"));
+
+  const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
+  auto reply = ColumnReply::create(sequence_columns(table.schema(), call.n), {call.n, steps});
+  if (!reply) co_return reply.error();
+  const Schema& schema = table.schema();
+  std::vector<std::span<std::byte>> columns;
+  std::size_t next_column = 5;
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    if (schema.field(f).is_frame()) {
+      columns.emplace_back();
+    } else {
+      columns.push_back(reply->column(next_column++));
+    }
+  }
+  std::vector<std::vector<std::uint32_t>> frames(schema.has_frames() ? schema.size() : 0);
+  SequenceBuffers buffers{reply->as<std::uint64_t>(0),
+                          reply->as<double>(1),
+                          reply->as<double>(2),
+                          reply->as<std::uint32_t>(3),
+                          columns,
+                          reply->as<std::uint8_t>(4),
+                          frames};
+  auto state = table.sequence_state(request);
+  if (!state) co_return state.error();
+  auto status = table.sample_sequences(call.n, request, buffers);
+  if (!status) co_return status.error();
+  table_changed(*call.table);
+  std::string frame_meta;
+  if (!frames.empty()) {
+    auto added = add_frame_columns(*reply, table, frames, raw, true);
+    if (!added) co_return added.error();
+    frame_meta = std::move(added).value();
+  }
+  co_return reply->finish(call.request_id, ",\"length\":" + std::to_string(request.length) +
+                                               ",\"burn_in\":" + std::to_string(request.burn_in) +
+                                               sampled_state(state->starts, state->mass) +
+                                               frame_meta);
 }
 
 }  // namespace replayd::service::commands

@@ -8,51 +8,34 @@
 
 namespace replayd::service::commands {
 namespace json = boost::json;
-namespace {
 
-class SnapshotWork final : public Deferred {
- public:
-  SnapshotWork(Snapshotter& snapshots, std::uint64_t request_id, std::uint64_t run)
-      : snapshots_(snapshots), request_id_(request_id), run_(run) {}
-
-  WaitQueue& queue() override { return snapshots_.finished(); }
-  bool in_order() const override { return false; }
-  bool ready() const override { return snapshots_.outcome(run_) != nullptr; }
-  std::string why_not_ready() const override { return "the snapshot has not finished"; }
-
-  Reply run() override {
-    const SnapshotOutcome& outcome = *snapshots_.outcome(run_);
-    if (!outcome.status) {
-      return make_error_reply(request_id_, WireError::resource_exhausted,
-                              "snapshot failed: " + outcome.status.error().message +
-                                  "; serving continues and earlier snapshots are kept");
-    }
-    return make_reply(request_id_, json::serialize(json::object{
-                                       {"file", outcome.path},
-                                       {"tables", outcome.stats.tables},
-                                       {"items", outcome.stats.items},
-                                       {"bytes", outcome.stats.bytes},
-                                       {"duration_ms", outcome.duration_ms},
-                                       {"stall_ms", outcome.stall_ms},
-                                   }));
-  }
-
- private:
-  Snapshotter& snapshots_;  // owned by the Server, outlives every connection
-  std::uint64_t request_id_;
-  std::uint64_t run_;
-};
-
-}  // namespace
-
-Result<Outcome> snapshot(Call& call) {
-  Snapshotter* snapshots = call.service.snapshots;
+asio::awaitable<Result<Reply>> snapshot(Call& call) {
+  Snapshotter* snapshots = call.service.snapshots;  // owned by the Server, outlives the wait
   if (snapshots == nullptr || !snapshots->enabled()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "snapshots are disabled: the server was started without a data directory "
-                      "(data_dir in the config, or --data-dir)");
+    co_return make_error(ErrorCode::invalid_argument,
+                         "snapshots are disabled: the server was started without a data "
+                         "directory (data_dir in the config, or --data-dir)");
   }
-  return Outcome(std::make_unique<SnapshotWork>(*snapshots, call.request_id, snapshots->request()));
+  const std::uint64_t run = snapshots->request();
+
+  REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
+      call, snapshots->finished(), [&] { return snapshots->outcome(run) != nullptr; },
+      "the snapshot has not finished", Order::any));
+
+  const SnapshotOutcome& outcome = *snapshots->outcome(run);
+  if (!outcome.status) {
+    co_return make_error_reply(call.request_id, WireError::resource_exhausted,
+                               "snapshot failed: " + outcome.status.error().message +
+                                   "; serving continues and earlier snapshots are kept");
+  }
+  co_return make_reply(call.request_id, json::serialize(json::object{
+                                            {"file", outcome.path},
+                                            {"tables", outcome.stats.tables},
+                                            {"items", outcome.stats.items},
+                                            {"bytes", outcome.stats.bytes},
+                                            {"duration_ms", outcome.duration_ms},
+                                            {"stall_ms", outcome.stall_ms},
+                                        }));
 }
 
 }  // namespace replayd::service::commands

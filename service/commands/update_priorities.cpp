@@ -4,20 +4,20 @@
 
 namespace replayd::service::commands {
 
-Result<Outcome> update_priorities(Call& call) {
+asio::awaitable<Result<Reply>> update_priorities(Call& call) {
   const std::uint64_t n = call.n;
   const ByteBuffer& payload = call.frame.payload;
   if (payload.size() != 16 * n) {
-    return make_error(ErrorCode::invalid_argument,
-                      "table '" + call.table->table->name() + "': payload holds " +
-                          std::to_string(payload.size()) + " bytes, " + std::to_string(n) +
-                          " keys and priorities need " + std::to_string(16 * n));
+    co_return make_error(ErrorCode::invalid_argument,
+                         "table '" + call.table->table->name() + "': payload holds " +
+                             std::to_string(payload.size()) + " bytes, " + std::to_string(n) +
+                             " keys and priorities need " + std::to_string(16 * n));
   }
-  REPLAYD_ASSIGN_OR_RETURN(UpdateOutcome outcome,
-                           call.table->table->update_priorities({payload.as<std::uint64_t>(0), n},
-                                                                {payload.as<double>(8 * n), n}));
-  return reply_with(call, "{\"applied\":" + std::to_string(outcome.applied) +
-                              ",\"stale\":" + std::to_string(outcome.stale) + "}");
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      UpdateOutcome outcome, call.table->table->update_priorities({payload.as<std::uint64_t>(0), n},
+                                                                  {payload.as<double>(8 * n), n}));
+  co_return reply_with(call, "{\"applied\":" + std::to_string(outcome.applied) +
+                                 ",\"stale\":" + std::to_string(outcome.stale) + "}");
 }
 
 }  // namespace replayd::service::commands

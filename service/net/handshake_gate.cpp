@@ -71,7 +71,7 @@ asio::awaitable<HandshakeVerdict> await_hello(asio::ip::tcp::socket& socket, std
     FrameDecoder decoder(limits);
     decoder.feed(std::span<const std::byte>(peeked.data(), last_seen));
     if (decoder.has_frame()) {
-      const Frame frame = decoder.take_frame();
+      const WireFrame frame = decoder.take_frame();
       co_return refuse_unauthenticated(token, frame.meta, frame.header.payload_bytes)
           ? HandshakeVerdict::refused
           : HandshakeVerdict::authenticated;

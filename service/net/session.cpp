@@ -8,8 +8,8 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
-#include "service/net/auth.h"
-#include "service/commands/command_table.h"
+#include "service/commands/command.h"
+#include "service/commands/dispatch.h"
 
 namespace replayd::service {
 namespace {
@@ -37,6 +37,9 @@ Session::Session(Socket socket, ServiceContext& context)
     : socket_(std::move(socket)),
       context_(context),
       decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}),
+      account_(context.scheduler, *this),
+      parking_(*this, context.limits.max_waiting_per_connection),
+      read_chunk_(kReadChunkBytes),
       watchdog_(socket_.get_executor()) {
   context_.sessions.insert(this);
   context_.metrics.connection_opened();
@@ -44,7 +47,6 @@ Session::Session(Socket socket, ServiceContext& context)
 }
 
 Session::~Session() {
-  if (lane_ == Lane::learner) context_.scheduler.remove_learner(this);
   context_.sessions.erase(this);
   // What it still held leaves the server-wide count (waking readers paused by it).
   release(outbox_bytes_, outbox_bytes_);
@@ -56,9 +58,8 @@ Session::~Session() {
 }
 
 void Session::require_token() {
-  authenticated_ = false;
-  decoder_.set_limits(
-      FrameLimits{kHeaderBytes + context_.limits.max_meta_bytes, context_.limits.max_meta_bytes});
+  token_guard_.require(context_.auth_token);
+  decoder_.set_limits(token_guard_.frame_limits(context_.limits));
 }
 
 void Session::start() {
@@ -68,12 +69,18 @@ void Session::start() {
   socket_.non_blocking(true, ignored);
   auto executor = socket_.get_executor();
   asio::co_spawn(
-      executor, [self = shared_from_this()] { return self->read_loop(); }, log_coroutine_exit);
+      executor, [self = shared_from_this()] { return self->read_loop(false); }, log_coroutine_exit);
   asio::co_spawn(
       executor, [self = shared_from_this()] { return self->write_loop(); }, log_coroutine_exit);
   if (context_.limits.idle_timeout_ms > 0 || context_.limits.write_timeout_ms > 0) {
     asio::co_spawn(
-        executor, [self = shared_from_this()] { return self->watch_timeouts(); },
+        executor,
+        [self = shared_from_this()] {
+          return watch_connection(
+              *self, self->watchdog_,
+              std::chrono::milliseconds(self->context_.limits.idle_timeout_ms),
+              std::chrono::milliseconds(self->context_.limits.write_timeout_ms));
+        },
         log_coroutine_exit);
   }
 }
@@ -111,28 +118,41 @@ void Session::release(std::size_t& counter, std::size_t bytes) {
 }
 
 bool Session::waits_for_server() const {
-  if (!outbox_.empty() || !parked_.empty()) return true;
+  if (!outbox_.empty() || !parking_.empty()) return true;
   if (!reading_ || reading_paused()) return false;
   asio::error_code ec;
   return socket_.available(ec) > 0 && !ec;
 }
 
-void Session::moved(std::uint64_t bytes) {
-  if (lane_ == Lane::learner) {
-    context_.scheduler.learner_progressed(bytes);
-  } else if (lane_ == Lane::explorer) {
-    context_.scheduler.explorer_moved(bytes);
+void Session::request_suspends() {
+  // The synchronous part of the request's handler is the connection's work.
+  account_.worked(std::chrono::steady_clock::now() - handle_began_);
+  ++reader_;
+  // A new reader goes on with the next requests; it starts on a later turn of the
+  // io_context, so readers never nest on the stack however many requests wait.
+  asio::co_spawn(
+      socket_.get_executor(),
+      [self = shared_from_this()]() -> asio::awaitable<void> {
+        co_await asio::post(self->socket_.get_executor(), asio::use_awaitable);
+        co_await self->read_loop(true);
+      },
+      log_coroutine_exit);
+}
+
+void Session::parked_bytes_changed(std::size_t held, bool parked) {
+  if (parked) {
+    hold(parked_bytes_, held);
+  } else {
+    release(parked_bytes_, held);
   }
 }
 
-void Session::become_learner() {
-  if (lane_ == Lane::learner) return;
-  lane_ = Lane::learner;
-  context_.scheduler.add_learner(this);
+void Session::command_known(void* session, const Command& command) {
+  static_cast<Session*>(session)->account_.sent(command.lane);
 }
 
 asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
-  if (lane_ == Lane::explorer && context_.scheduler.has_learners()) {
+  if (account_.lane() == Lane::explorer && account_.shared()) {
     // An explorer's read is a system call whose time the scheduler charges to it (it often
     // wakes the explorer's process, blocked on a full socket: far more than its bytes).
     // The other connections' ready handlers run first; then a synchronous read, timed
@@ -143,7 +163,7 @@ asio::awaitable<std::size_t> Session::read_some(std::span<std::byte> into) {
     asio::error_code ec;
     const std::size_t n = socket_.read_some(asio::buffer(into.data(), into.size()), ec);
     if (ec != asio::error::would_block && ec != asio::error::try_again) {
-      worked(std::chrono::steady_clock::now() - began);
+      account_.worked(std::chrono::steady_clock::now() - began);
       co_return ec ? 0 : n;  // its bytes count too (read_loop)
     }
   }
@@ -171,30 +191,39 @@ asio::awaitable<void> Session::wait_for_budget() {
   }
 }
 
-asio::awaitable<void> Session::read_loop() {
-  auto executor = co_await asio::this_coro::executor;
-  std::vector<std::byte> chunk(kReadChunkBytes);
+asio::awaitable<void> Session::read_loop(bool handover) {
+  const std::uint64_t me = reader_;
   try {
+    if (handover) {
+      handled_this_turn_ = 0;
+      co_await consume(std::exchange(unconsumed_, {}));
+      if (me != reader_) co_return;
+    }
     while (reading_) {
       if (reading_paused()) co_await wait_for_budget();
       if (!reading_) break;
       handled_this_turn_ = 0;
       const auto destination = decoder_.payload_destination();
       const bool direct = destination.size() >= kDirectReadBytes;
-      const std::size_t n = co_await read_some(direct ? destination : std::span(chunk));
+      const std::size_t n = co_await read_some(direct ? destination : std::span(read_chunk_));
       if (n == 0) break;
       context_.metrics.bytes_received(n);
       read_at_ = std::chrono::steady_clock::now();
-      moved(n);
-      if (lane_ == Lane::explorer) co_await context_.scheduler.explorer_turn();
+      account_.moved(n);
+      if (account_.lane() == Lane::explorer) co_await context_.scheduler.explorer_turn();
       if (direct) {
         decoder_.commit_payload(n);
-        if (decoder_.has_frame()) handle(decoder_.take_frame());
+        if (decoder_.has_frame()) co_await handle(decoder_.take_frame());
       } else {
-        co_await consume({chunk.data(), n});
+        co_await consume({read_chunk_.data(), n});
       }
+      if (me != reader_) co_return;  // a request suspended: a new reader goes on
     }
   } catch (const std::exception& e) {
+    if (me != reader_) {  // a suspended request's failure; the connection is another's now
+      spdlog::error("a waiting request failed: {}", e.what());
+      co_return;
+    }
     // The frame boundary may be lost: log, count and end the session cleanly.
     spdlog::error("closing a connection after an unexpected error: {}", e.what());
     send(make_error_reply(decoder_.current_request_id(), WireError::resource_exhausted,
@@ -206,6 +235,7 @@ asio::awaitable<void> Session::read_loop() {
 
 asio::awaitable<void> Session::consume(std::span<const std::byte> bytes) {
   auto executor = co_await asio::this_coro::executor;
+  const std::uint64_t me = reader_;
   while (!bytes.empty() && reading_) {
     const std::size_t used = decoder_.feed(bytes);
     bytes = bytes.subspan(used);
@@ -214,7 +244,10 @@ asio::awaitable<void> Session::consume(std::span<const std::byte> bytes) {
       co_return;
     }
     if (!decoder_.has_frame()) continue;
-    handle(decoder_.take_frame());
+    unconsumed_ = bytes;  // the next reader's, should this request suspend
+    co_await handle(decoder_.take_frame());
+    if (me != reader_) co_return;
+    unconsumed_ = {};
     if (bytes.empty()) break;
     // The rest of the chunk waits for the budget, and for other connections' turns.
     if (++handled_this_turn_ >= context_.limits.requests_per_turn) {
@@ -226,10 +259,9 @@ asio::awaitable<void> Session::consume(std::span<const std::byte> bytes) {
 }
 
 void Session::fail_decoding(DecodeError error) {
-  if (!authenticated_ && error == DecodeError::frame_too_large) {
+  if (token_guard_.pending() && error == DecodeError::frame_too_large) {
     send(make_error_reply(decoder_.current_request_id(), WireError::unauthenticated,
-                          "this TCP listener requires a token: the first request must be "
-                          "hello with \"token\" and no payload; the connection is closed"));
+                          TokenGuard::too_large_message()));
     stop_reading();
     return;
   }
@@ -246,66 +278,37 @@ void Session::stop_reading() {
   reading_ = false;
   asio::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
-  for (auto* waiter : parked_)
-    waiter->cancel(CancelReason::connection_closed);
+  parking_.cancel_all(CancelReason::connection_closed);
   outbox_ready_.wake_all();
 }
 
-bool Session::authenticate(const Frame& frame) {
-  if (auto refusal =
-          refuse_unauthenticated(context_.auth_token, frame.meta, frame.header.payload_bytes)) {
+bool Session::authenticate(const WireFrame& frame) {
+  if (auto refusal = token_guard_.check(frame)) {
     spdlog::warn("tcp connection refused: {}", *refusal);
     send(make_error_reply(frame.header.request_id, WireError::unauthenticated, *refusal));
     stop_reading();
     return false;
   }
-  authenticated_ = true;
-  decoder_.set_limits(FrameLimits{context_.limits.max_frame_bytes, context_.limits.max_meta_bytes});
+  decoder_.set_limits(token_guard_.frame_limits(context_.limits));
   return true;
 }
 
-void Session::handle(Frame frame) {
+asio::awaitable<void> Session::handle(WireFrame frame) {
   last_activity_ = std::chrono::steady_clock::now();
   ++context_.activity;
-  if (!authenticated_ && !authenticate(frame)) return;
+  if (token_guard_.pending() && !authenticate(frame)) co_return;
   const auto received_at = read_at_;
-  const std::uint64_t request_id = frame.header.request_id;
-  Started started;
-  const auto began = std::chrono::steady_clock::now();
-  try {
-    started = start_command(context_, std::move(frame), id_);
-  } catch (const std::bad_alloc&) {
-    answer(context_.metrics.unknown_op(), received_at,
-           make_error_reply(request_id, WireError::resource_exhausted,
-                            "the server is out of memory for this request; nothing was changed"));
-    return;
+  const std::uint64_t reader = reader_;
+  handle_began_ = std::chrono::steady_clock::now();
+  Dispatched done = co_await dispatch(context_, std::move(frame),
+                                      RequestOrigin{id_, parking_, &Session::command_known, this});
+  const bool suspended = reader != reader_;
+  if (!suspended) account_.worked(std::chrono::steady_clock::now() - handle_began_);
+  if (done.reply) answer(done.op, received_at, std::move(*done.reply));
+  if (suspended) {
+    last_activity_ = std::chrono::steady_clock::now();
+    outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
   }
-  const std::size_t op =
-      started.command ? command_index(*started.command) : context_.metrics.unknown_op();
-  if (started.command && started.command->lane == Lane::learner) become_learner();
-  if (started.command && started.command->lane == Lane::explorer && lane_ == Lane::control) {
-    lane_ = Lane::explorer;
-  }
-  worked(std::chrono::steady_clock::now() - began);  // the handler's work
-  if (auto* reply = std::get_if<Reply>(&started.result)) {
-    answer(op, received_at, std::move(*reply));
-    return;
-  }
-  auto& waiting = std::get<Waiting>(started.result);
-  if (parked_.size() >= context_.limits.max_waiting_per_connection) {
-    answer(op, received_at,
-           make_error_reply(request_id, WireError::resource_exhausted,
-                            "this connection already has max_waiting_per_connection = " +
-                                std::to_string(context_.limits.max_waiting_per_connection) +
-                                " requests waiting"));
-    return;
-  }
-  asio::co_spawn(
-      socket_.get_executor(),
-      [self = shared_from_this(), waiting = std::move(waiting), op, received_at]() mutable {
-        return self->wait_then_answer(std::move(waiting), op, received_at);
-      },
-      log_coroutine_exit);
 }
 
 void Session::answer(std::size_t op, std::chrono::steady_clock::time_point received_at,
@@ -313,26 +316,6 @@ void Session::answer(std::size_t op, std::chrono::steady_clock::time_point recei
   context_.metrics.request_finished(op, reply.error_code,
                                     std::chrono::steady_clock::now() - received_at);
   send(std::move(reply));
-}
-
-asio::awaitable<void> Session::wait_then_answer(Waiting waiting, std::size_t op,
-                                                std::chrono::steady_clock::time_point received_at) {
-  const std::size_t held = waiting.work->held_bytes();
-  hold(parked_bytes_, held);
-  const auto parked_at = std::chrono::steady_clock::now();
-  std::optional<Reply> reply;
-  try {
-    reply = co_await admit(*waiting.work, waiting.request, parked_);
-  } catch (const std::bad_alloc&) {
-    reply = make_error_reply(waiting.request.request_id, WireError::resource_exhausted,
-                             "the server is out of memory for this request; nothing was changed");
-  }
-  waiting.work.reset();  // frees the payload before the reply is queued
-  release(parked_bytes_, held);
-  context_.metrics.rate_limiter_waited(op, std::chrono::steady_clock::now() - parked_at);
-  if (reply) answer(op, received_at, std::move(*reply));
-  last_activity_ = std::chrono::steady_clock::now();
-  outbox_ready_.wake_all();  // the writer may be waiting for the last parked request
 }
 
 void Session::send(Reply reply) {
@@ -355,7 +338,7 @@ std::size_t Session::write_now(const Reply& reply) {
   reply.gather(buffers);
   std::size_t first = 0;
   const std::size_t written = write_available(buffers, first);
-  if (written > 0) moved(written);
+  if (written > 0) account_.moved(written);
   return written;
 }
 
@@ -388,20 +371,12 @@ std::size_t Session::write_available(std::vector<asio::const_buffer>& buffers, s
   return written;
 }
 
-void Session::worked(std::chrono::steady_clock::duration spent) {
-  if (lane_ == Lane::learner) {
-    context_.scheduler.learner_worked(spent);
-  } else if (lane_ == Lane::explorer) {
-    context_.scheduler.explorer_worked(spent);
-  }
-}
-
 asio::awaitable<void> Session::write_loop() {
   auto executor = co_await asio::this_coro::executor;
   std::vector<asio::const_buffer> buffers;
   while (true) {
     if (outbox_.empty()) {
-      if (!reading_ && parked_.empty()) break;
+      if (!reading_ && parking_.empty()) break;
       WaitQueue::Waiter waiter(outbox_ready_, executor);
       co_await waiter.wait(std::nullopt);
       continue;
@@ -420,10 +395,10 @@ asio::awaitable<void> Session::write_loop() {
     // learners, Asio writes it all: its completion comes a turn later, so replies queued
     // meanwhile (an explorer's acknowledgements) go out together.
     std::size_t first = 0;
-    if (context_.scheduler.has_learners()) {
+    if (account_.shared()) {
       const auto began = std::chrono::steady_clock::now();
       write_available(buffers, first);
-      worked(std::chrono::steady_clock::now() - began);
+      account_.worked(std::chrono::steady_clock::now() - began);
     }
     asio::error_code ec = write_failed_ ? asio::error::broken_pipe : asio::error_code{};
     if (!ec && first < buffers.size()) {
@@ -436,7 +411,7 @@ asio::awaitable<void> Session::write_loop() {
       auto [error, written] = co_await asio::async_write(socket_, std::span(buffers).subspan(first),
                                                          note_progress, as_tuple);
       context_.metrics.bytes_sent(written);
-      moved(written);
+      account_.moved(written);
       ec = error;
     }
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(count));
@@ -458,44 +433,21 @@ asio::awaitable<void> Session::write_loop() {
   watchdog_.cancel();
 }
 
-asio::awaitable<void> Session::watch_timeouts() {
-  using Clock = std::chrono::steady_clock;
-  const std::chrono::milliseconds idle_timeout(context_.limits.idle_timeout_ms);
-  const std::chrono::milliseconds write_timeout(context_.limits.write_timeout_ms);
-  while (!closed_) {
-    const auto now = Clock::now();
-    const bool quiescent = reading_ && parked_.empty() && outbox_.empty();
-    if (write_timeout.count() > 0 && !outbox_.empty() &&
-        now - write_waiting_since_ >= write_timeout) {
-      spdlog::warn(
-          "closing a connection whose replies ({} bytes queued) were not read for "
-          "write_timeout_ms = {}",
-          outbox_bytes_, write_timeout.count());
-      asio::error_code ignored;
-      socket_.close(ignored);  // pending reads and writes end with operation_aborted
-      co_return;
-    }
-    if (idle_timeout.count() > 0 && quiescent && now - last_activity_ >= idle_timeout) {
-      spdlog::info("closing a connection idle for idle_timeout_ms = {}", idle_timeout.count());
-      send(make_error_reply(
-          0, WireError::timeout,
-          "no complete request for idle_timeout_ms = " + std::to_string(idle_timeout.count()) +
-              "; the connection is closed"));
-      stop_reading();
-      continue;
-    }
-    // Sleep until the earliest moment either rule could fire; a rule whose condition does not
-    // hold now cannot fire sooner than one full timeout from now.
-    auto next = now + std::chrono::hours(24);
-    if (idle_timeout.count() > 0 && reading_) {
-      next = std::min(next, (quiescent ? last_activity_ : now) + idle_timeout);
-    }
-    if (write_timeout.count() > 0) {
-      next = std::min(next, (outbox_.empty() ? now : write_waiting_since_) + write_timeout);
-    }
-    watchdog_.expires_at(next);
-    co_await watchdog_.async_wait(as_tuple);
-  }
+void Session::close_idle(std::chrono::milliseconds idle_timeout) {
+  spdlog::info("closing a connection idle for idle_timeout_ms = {}", idle_timeout.count());
+  send(make_error_reply(0, WireError::timeout,
+                        "no complete request for idle_timeout_ms = " +
+                            std::to_string(idle_timeout.count()) + "; the connection is closed"));
+  stop_reading();
+}
+
+void Session::close_stuck(std::chrono::milliseconds write_timeout) {
+  spdlog::warn(
+      "closing a connection whose replies ({} bytes queued) were not read for "
+      "write_timeout_ms = {}",
+      outbox_bytes_, write_timeout.count());
+  asio::error_code ignored;
+  socket_.close(ignored);  // pending reads and writes end with operation_aborted
 }
 
 }  // namespace replayd::service

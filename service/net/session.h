@@ -1,11 +1,16 @@
-// Session: one client connection. It owns the socket and nothing about operations: a reader
-// coroutine decodes request frames and hands each to the command runner
-// (service/commands/command_runner.h); a writer coroutine sends queued replies with gathered writes;
-// each request that must wait is parked as its own coroutine in `admit` (service/commands/admission.h),
-// so it never holds up the requests behind it.
+// Session: one client connection. It owns the socket and nothing about operations: its
+// reader decodes request frames and runs each through dispatch (service/commands/
+// dispatch.h), which co_awaits the command's handler; a writer coroutine sends queued
+// replies with gathered writes.
 // Lifetime: held by shared_ptr from each of its coroutines; it ends when the last one does.
 // Threading: io_context thread only.
 //
+// Reading: the reader runs each request's handler in its own coroutine, without spawning,
+// so a request admitted at once costs no more than a call. When a handler must wait for
+// admission (Parking::Connection::request_suspends), the suspended coroutine keeps that
+// request and a new reader is spawned to go on with the connection's next requests (from
+// the bytes the old reader had not consumed); the old one ends once the request is answered.
+// So a waiting request never holds up the requests behind it.
 // Backpressure: before each frame it handles, the reader checks the connection's budget and
 // waits while queued reply bytes exceed max_queued_reply_bytes or parked requests hold more
 // than max_frame_bytes of payload; the socket's flow control then slows the client. It
@@ -15,14 +20,7 @@
 // (removed from their tables' queues, no reply), queued replies are flushed, and the socket
 // is closed. begin_shutdown() instead answers parked requests with shutting_down first.
 // When the Session ends, the episodes it opened and did not end end as truncated.
-// Timeouts (a watchdog coroutine, one timer per connection): no complete request for
-// limits.idle_timeout_ms while nothing waits or is queued: a `timeout` error with request id
-// 0, then close. Queued replies of which no byte could be written for
-// limits.write_timeout_ms (the client stopped reading): the socket is closed at once and the
-// replies dropped.
-// Authentication: after require_token(), the first request must be hello with the server's
-// token; anything else gets `unauthenticated` and the connection closes. Until then frames
-// may not exceed header + max_meta_bytes (no payload is allocated for a stranger).
+// Timeouts: service/net/connection_watchdog.h. Authentication: service/net/token_guard.h.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -31,18 +29,24 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <unordered_set>
 
-#include "service/commands/command_runner.h"
-#include "service/protocol/wire_frame.h"
+#include "service/commands/parking.h"
+#include "service/commands/wait_queue.h"
+#include "service/net/connection_watchdog.h"
+#include "service/net/token_guard.h"
 #include "service/protocol/reply.h"
+#include "service/protocol/wire_frame.h"
 #include "service/scheduler.h"
 #include "service/service_context.h"
-#include "service/commands/wait_queue.h"
 
 namespace replayd::service {
 
-class Session : public std::enable_shared_from_this<Session>, private Scheduler::Learner {
+struct Command;
+
+class Session : public std::enable_shared_from_this<Session>,
+                private Scheduler::Learner,
+                private Parking::Connection,
+                private WatchedConnection {
  public:
   using Socket = asio::generic::stream_protocol::socket;
 
@@ -60,16 +64,14 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   void begin_shutdown();
 
  private:
-  asio::awaitable<void> read_loop();
+  // The reader. `handover`: it takes over from a reader whose request suspended, and first
+  // handles the bytes that one had read and not consumed (unconsumed_).
+  asio::awaitable<void> read_loop(bool handover);
   asio::awaitable<void> write_loop();
-  asio::awaitable<void> watch_timeouts();
-  // Suspends until `waiting` is admitted (or ends otherwise), then answers it.
-  asio::awaitable<void> wait_then_answer(Waiting waiting, std::size_t op,
-                                         std::chrono::steady_clock::time_point received_at);
   // Suspends until the socket holds bytes, then reads them into `into`. 0 on EOF or error.
   asio::awaitable<std::size_t> read_some(std::span<std::byte> into);
-
   // Feeds bytes to the decoder and handles every frame they complete, within the budget.
+  // Returns early when a handler suspended (this coroutine is no longer the reader).
   asio::awaitable<void> consume(std::span<const std::byte> bytes);
   // Waits while the connection's budget is spent (queued replies, parked payloads); stops
   // reading when the client closes the connection meanwhile.
@@ -78,29 +80,21 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   bool peer_closed();
   // Answers a decode error (the frame boundary is lost) and stops reading.
   void fail_decoding(DecodeError error);
-  void handle(Frame frame);
+  // Runs one request to its reply (or to no reply, when the connection closed meanwhile).
+  asio::awaitable<void> handle(WireFrame frame);
   // Counts the reply of a request of op label `op` read at `received_at`, then send()s.
   void answer(std::size_t op, std::chrono::steady_clock::time_point received_at, Reply reply);
-  // Scheduler::Learner: a request unread in the socket, parked, or a reply queued.
-  bool waits_for_server() const override;
-  // Counts `bytes` moved for this connection for the scheduler.
-  void moved(std::uint64_t bytes);
-  void become_learner();
   // Queues the reply for the writer. A reply that borrows table rows is first written
   // straight to the socket when nothing else is queued, and whatever the socket does not
   // take at once is copied (Reply::settle) before send returns.
   void send(Reply reply);
   // Writes as much of `reply` as the socket takes without waiting; returns the bytes
   // written. Only when the outbox is empty, so frames never interleave. A socket error
-  // other than would_block marks the write failed and stops reading. Counts the bytes
-  // written for the scheduler (moved()).
+  // other than would_block marks the write failed and stops reading.
   std::size_t write_now(const Reply& reply);
   // Writes what the socket takes without waiting of buffers[first...], advancing `first`
   // past what was written (a partly written buffer is trimmed); returns the bytes written.
-  // Errors as write_now.
   std::size_t write_available(std::vector<asio::const_buffer>& buffers, std::size_t& first);
-  // Charges `spent` of the thread's time to this connection's lane (Scheduler).
-  void worked(std::chrono::steady_clock::duration spent);
   void stop_reading();
   bool reading_paused() const;
   // Adds / removes `bytes` of this session's buffers (outbox_bytes_ or parked_bytes_) and
@@ -108,28 +102,55 @@ class Session : public std::enable_shared_from_this<Session>, private Scheduler:
   void hold(std::size_t& counter, std::size_t bytes);
   void release(std::size_t& counter, std::size_t bytes);
   // The first request of a connection that must authenticate; false when it was refused.
-  bool authenticate(const Frame& frame);
+  bool authenticate(const WireFrame& frame);
+  // dispatch's hook: the command is known (its lane, for the scheduler).
+  static void command_known(void* session, const Command& command);
+
+  // Scheduler::Learner: a request unread in the socket, parked, or a reply queued.
+  bool waits_for_server() const override;
+  // Parking::Connection.
+  void request_suspends() override;
+  void parked_bytes_changed(std::size_t held, bool parked) override;
+  // WatchedConnection.
+  bool closed() const override { return closed_; }
+  bool reading() const override { return reading_; }
+  bool quiescent() const override { return reading_ && parking_.empty() && outbox_.empty(); }
+  bool replies_queued() const override { return !outbox_.empty(); }
+  Clock::time_point last_activity() const override { return last_activity_; }
+  Clock::time_point write_waiting_since() const override { return write_waiting_since_; }
+  void close_idle(std::chrono::milliseconds idle_timeout) override;
+  void close_stuck(std::chrono::milliseconds write_timeout) override;
 
   Socket socket_;
   ServiceContext& context_;
   std::uint64_t id_ = 0;  // the writer of this connection's episodes (Call::writer)
   FrameDecoder decoder_;
+  TokenGuard token_guard_;
+  SchedulerAccount account_;
+  Parking parking_;
   std::deque<Reply> outbox_;
   std::vector<asio::const_buffer> write_now_buffers_;  // scratch of write_now, reused
   std::size_t outbox_bytes_ = 0;
-  WaitQueue outbox_ready_;  // the writer waits here for replies (or for closing)
-  WaitQueue read_resume_;   // the reader waits here while paused by backpressure
+  std::size_t parked_bytes_ = 0;  // payload bytes held by parked requests
+  WaitQueue outbox_ready_;        // the writer waits here for replies (or for closing)
+  WaitQueue read_resume_;         // the reader waits here while paused by backpressure
+  // The reader's buffer, and what of it the reader has not handled yet: a reader that hands
+  // over (request_suspends) leaves the rest to the next one.
+  std::vector<std::byte> read_chunk_;
+  std::span<const std::byte> unconsumed_;
+  // Bumped each time reading is handed over: a reader whose number is stale has a suspended
+  // request in its frames and only finishes that.
+  std::uint64_t reader_ = 0;
+  // When the current request's handler started (its synchronous part is charged to the
+  // connection when it suspends).
+  std::chrono::steady_clock::time_point handle_began_;
   // When the last read from the socket completed: the received time of the requests it
   // completed (request latency metric; one clock read per read, not per request).
   std::chrono::steady_clock::time_point read_at_;
-  std::unordered_set<WaitQueue::Waiter*> parked_;
-  std::size_t parked_bytes_ = 0;  // payload bytes held by parked requests
-  Lane lane_ = Lane::control;     // explorer once it inserts, learner once it samples
   std::size_t handled_this_turn_ = 0;
   bool reading_ = true;  // false once the reader stopped for good
   bool write_failed_ = false;
-  bool authenticated_ = true;  // false until hello with the token, after require_token()
-  bool closed_ = false;        // the writer finished and the socket is closed
+  bool closed_ = false;  // the writer finished and the socket is closed
   asio::steady_timer watchdog_;
   // Last complete request, finished write or finished parked request (idle timeout).
   std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();

@@ -42,6 +42,8 @@ WireError wire_error_of(ErrorCode code) {
       return WireError::resource_exhausted;
     case ErrorCode::failed_precondition:
       return WireError::invalid_argument;
+    case ErrorCode::unavailable:
+      return WireError::shutting_down;
   }
   return WireError::invalid_argument;
 }

@@ -146,9 +146,9 @@ void FrameDecoder::commit_payload(std::size_t n) {
   finish_payload_if_done();
 }
 
-Frame FrameDecoder::take_frame() {
-  Frame frame = std::move(frame_);
-  frame_ = Frame{};
+WireFrame FrameDecoder::take_frame() {
+  WireFrame frame = std::move(frame_);
+  frame_ = WireFrame{};
   header_filled_ = 0;
   state_ = State::header;
   return frame;

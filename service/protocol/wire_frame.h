@@ -38,7 +38,7 @@ struct FrameLimits {
 
 // A complete request frame. The payload buffer is 8-aligned (operator new), so its columns
 // can be viewed as typed arrays in place.
-struct Frame {
+struct WireFrame {
   FrameHeader header;
   std::string meta;
   ByteBuffer payload;
@@ -72,7 +72,7 @@ class FrameDecoder {
   std::size_t feed(std::span<const std::byte> input);
 
   bool has_frame() const { return state_ == State::complete; }
-  Frame take_frame();
+  WireFrame take_frame();
 
   DecodeError error() const { return error_; }
   // Request id of the frame being decoded, once its header has been read (0 before).
@@ -102,7 +102,7 @@ class FrameDecoder {
   std::array<std::byte, kHeaderBytes> header_bytes_{};
   std::size_t header_filled_ = 0;
   std::size_t payload_filled_ = 0;
-  Frame frame_;
+  WireFrame frame_;
 };
 
 }  // namespace replayd::service

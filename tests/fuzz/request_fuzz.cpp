@@ -17,10 +17,10 @@
 #include <string>
 
 #include "service/net/auth.h"
-#include "service/commands/command_runner.h"
 #include "service/protocol/wire_frame.h"
 #include "service/service_context.h"
 #include "service/table_description.h"
+#include "tests/support/run_request.h"
 
 namespace {
 
@@ -86,10 +86,11 @@ void check_tables(const ServiceContext& context) {
 }
 
 // What Session::handle does, minus waiting: a request that would park is dropped here
-// (waiting is covered by the socket tests and tests/service/admission_test.cpp).
-void handle(ServiceContext& context, Frame frame) {
-  Started started = start_command(context, std::move(frame), /*connection=*/1);
-  if (auto* reply = std::get_if<Reply>(&started.result)) check_reply(*reply);
+// (waiting is covered by the socket tests and tests/service/unit/admission_test.cpp).
+void handle(ServiceContext& context, WireFrame frame) {
+  if (auto reply = testing::run_request(context, std::move(frame), /*writer=*/1)) {
+    check_reply(*reply);
+  }
   check_tables(context);
 }
 
@@ -153,7 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     direct = !direct;
     rest = rest.subspan(used);
     if (decoder.has_frame()) {
-      Frame frame = decoder.take_frame();
+      WireFrame frame = decoder.take_frame();
       if (!authenticated) {
         if (refuse_unauthenticated(context.auth_token, frame.meta)) return 0;  // closed
         authenticated = true;

@@ -1,5 +1,5 @@
-// Tests of service/protocol/wire_frame.h: the incremental request decoder, fed whole, byte by byte and in
-// random splits, and every way a header can be wrong.
+// Tests of service/protocol/wire_frame.h: the incremental request decoder, fed whole, byte by byte
+// and in random splits, and every way a header can be wrong.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -25,9 +25,9 @@ std::vector<std::byte> request_frame(std::uint64_t id, std::string_view meta,
 
 // Feeds `stream` in pieces whose sizes `next_piece` picks; returns every decoded frame.
 template <typename NextPiece>
-std::vector<Frame> decode_all(FrameDecoder& decoder, std::span<const std::byte> stream,
-                              NextPiece next_piece) {
-  std::vector<Frame> frames;
+std::vector<WireFrame> decode_all(FrameDecoder& decoder, std::span<const std::byte> stream,
+                                  NextPiece next_piece) {
+  std::vector<WireFrame> frames;
   while (!stream.empty()) {
     auto piece = stream.first(std::min(stream.size(), next_piece()));
     stream = stream.subspan(piece.size());
@@ -50,7 +50,7 @@ std::vector<std::byte> three_frames() {
   return stream;
 }
 
-void check_three(const std::vector<Frame>& frames) {
+void check_three(const std::vector<WireFrame>& frames) {
   REQUIRE(frames.size() == 3);
   CHECK(frames[0].header.request_id == 1);
   CHECK(frames[0].meta == R"({"op":"ping"})");

@@ -1,12 +1,12 @@
-// Tests of service/commands/command_runner.h and the command table: a request runs through the entry
+// Tests of service/commands/dispatch.h and the command table: a request runs through the entry
 // its op names, and what the entry declares is checked before any handler acts.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <set>
 #include <string>
 
-#include "service/commands/command_runner.h"
 #include "service/commands/command_table.h"
+#include "tests/support/run_request.h"
 
 using namespace replayd::service;
 
@@ -16,8 +16,8 @@ std::uint64_t fixed_seed() {
   return 1;
 }
 
-Frame request(std::string meta, std::size_t payload_bytes = 0, std::uint64_t id = 5) {
-  Frame frame;
+WireFrame request(std::string meta, std::size_t payload_bytes = 0, std::uint64_t id = 5) {
+  WireFrame frame;
   frame.header.request_id = id;
   frame.header.meta_bytes = static_cast<std::uint32_t>(meta.size());
   frame.header.payload_bytes = payload_bytes;
@@ -34,9 +34,10 @@ struct Context {
     service.limits.max_batch_items = 100;
   }
   Reply run(std::string meta, std::size_t payload_bytes = 0) {
-    Started started = start_command(service, request(std::move(meta), payload_bytes), 1);
-    REQUIRE(std::holds_alternative<Reply>(started.result));
-    return std::move(std::get<Reply>(started.result));
+    std::optional<Reply> reply =
+        testing::run_request(service, request(std::move(meta), payload_bytes), 1);
+    REQUIRE(reply);
+    return std::move(*reply);
   }
 };
 
@@ -101,16 +102,15 @@ TEST_CASE("what an entry declares is checked before its handler runs") {
   CHECK_THAT(error_of(context.run("{")), Catch::Contains("JSON"));
 }
 
-TEST_CASE("a request that must wait comes back as Waiting; timeout_ms 0 is refused at once") {
+TEST_CASE("a request that must wait suspends; timeout_ms 0 is refused at once") {
   Context context;
   REQUIRE(error_of(context.run(kCreate)) == "ok");
   CHECK_THAT(error_of(context.run(R"({"op":"sample","table":"t","n":1,"timeout_ms":0})")),
              Catch::Contains("timeout") && Catch::Contains("not enough items"));
-  Started started =
-      start_command(context.service, request(R"({"op":"sample","table":"t","n":1})"), 1);
-  REQUIRE(std::holds_alternative<Waiting>(started.result));
-  CHECK(started.command->name == "sample");
-  CHECK(std::get<Waiting>(started.result).request.op == "sample");
+  CHECK_FALSE(
+      testing::run_request(context.service, request(R"({"op":"sample","table":"t","n":1})"), 1));
+  // The suspended sample was cancelled as its connection closed: it left the table's queue.
+  CHECK(context.service.tables.find("t")->sample_waiters.empty());
 }
 
 TEST_CASE("a sample whose reply would exceed max_frame_bytes is refused before drawing") {

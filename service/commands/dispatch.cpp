@@ -1,6 +1,7 @@
-#include "service/commands/command_runner.h"
+#include "service/commands/dispatch.h"
 
 #include <algorithm>
+#include <new>
 
 #include "service/commands/command_table.h"
 #include "service/protocol/json_reader.h"
@@ -54,49 +55,52 @@ Status check_declared(ServiceContext& context, const Command& command, JsonReade
   return Ok{};
 }
 
+Reply out_of_memory(std::uint64_t request_id) {
+  return make_error_reply(request_id, WireError::resource_exhausted,
+                          "the server is out of memory for this request; nothing was changed");
+}
+
 }  // namespace
 
-Started start_command(ServiceContext& context, Frame frame, std::uint64_t connection) {
+asio::awaitable<Dispatched> dispatch(ServiceContext& context, WireFrame frame,
+                                     RequestOrigin origin) {
   const std::uint64_t id = frame.header.request_id;
-  Started started;
-  auto fail = [&](Reply reply) {
-    started.result = std::move(reply);
-    return std::move(started);
-  };
+  Dispatched done{context.metrics.unknown_op(), std::nullopt};
   auto document = parse_json(frame.meta, "request metadata");
-  if (!document) return fail(make_error_reply(id, document.error()));
+  if (!document) co_return Dispatched{done.op, make_error_reply(id, document.error())};
   auto reader = JsonReader::of(*document, "");
-  if (!reader) return fail(make_error_reply(id, reader.error()));
+  if (!reader) co_return Dispatched{done.op, make_error_reply(id, reader.error())};
   JsonReader& request = *reader;
   auto op = request.string("op");
-  if (!op) return fail(make_error_reply(id, op.error()));
-  started.command = find_command(*op);
+  if (!op) co_return Dispatched{done.op, make_error_reply(id, op.error())};
+  const Command* command = find_command(*op);
+  if (command) done.op = command_index(*command);
   if (context.shutting_down) {
-    return fail(make_error_reply(id, WireError::shutting_down, "the server is shutting down"));
+    co_return Dispatched{
+        done.op, make_error_reply(id, WireError::shutting_down, "the server is shutting down")};
   }
-  if (!started.command) {
-    return fail(make_error_reply(id, WireError::invalid_argument,
-                                 "unknown op '" + *op + "': expected one of " + known_ops()));
+  if (!command) {
+    co_return Dispatched{
+        done.op, make_error_reply(id, WireError::invalid_argument,
+                                  "unknown op '" + *op + "': expected one of " + known_ops())};
   }
-  const Command& command = *started.command;
+  if (origin.on_command) origin.on_command(origin.connection, *command);
 
-  Call call{context, id, request, frame, nullptr, 0, std::nullopt, connection};
-  if (auto declared = check_declared(context, command, request, document->get_object(), call);
+  Call call{context, id, command->name, done.op,       request,       frame,
+            nullptr, 0,  std::nullopt,  origin.writer, origin.parking};
+  if (auto declared = check_declared(context, *command, request, document->get_object(), call);
       !declared) {
-    return fail(make_error_reply(id, declared.error()));
+    co_return Dispatched{done.op, make_error_reply(id, declared.error())};
   }
-  auto outcome = command.handler(call);
-  if (!outcome) return fail(make_error_reply(id, outcome.error()));
-  if (auto* reply = std::get_if<Reply>(&*outcome)) return fail(std::move(*reply));
-
-  auto work = std::move(std::get<std::unique_ptr<Deferred>>(*outcome));
-  WaitingRequest waiting{id, command.name, call.timeout};
-  if (admitted_now(*work)) return fail(work->run());
-  if (call.timeout && call.timeout->count() == 0) {
-    return fail(refuse_without_waiting(waiting, *work));
+  std::optional<Result<Reply>> result;
+  try {
+    result.emplace(co_await command->handler(call));
+  } catch (const std::bad_alloc&) {
+    co_return Dispatched{done.op, out_of_memory(id)};
   }
-  started.result = Waiting{std::move(work), waiting};
-  return started;
+  if (!call.reply_wanted) co_return done;
+  if (!*result) co_return Dispatched{done.op, make_error_reply(id, result->error())};
+  co_return Dispatched{done.op, std::move(*result).value()};
 }
 
 }  // namespace replayd::service

@@ -1,0 +1,39 @@
+// Dispatch: turns one request frame into its reply. It parses the metadata, finds the
+// command in the table, checks what the entry declares (known keys, payload, table, batch
+// size, timeout) and co_awaits the handler. The Session calls only this; no per-op logic
+// lives outside the command table's handlers.
+// Threading: io_context thread only. Suspends only while the handler waits for admission;
+// a request admitted at once completes without suspending.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <cstdint>
+#include <optional>
+
+#include "service/commands/command.h"
+#include "service/commands/parking.h"
+#include "service/protocol/reply.h"
+#include "service/protocol/wire_frame.h"
+#include "service/service_context.h"
+
+namespace replayd::service {
+
+// The connection a request came on, as dispatch needs it.
+struct RequestOrigin {
+  std::uint64_t writer = 0;  // the connection's id (ServiceContext::next_connection_id)
+  Parking& parking;          // its parked requests
+  // Called once the command is known, before its handler runs (the scheduler's lanes).
+  void (*on_command)(void* connection, const Command& command) = nullptr;
+  void* connection = nullptr;
+};
+
+struct Dispatched {
+  std::size_t op = 0;          // metrics label index (the command's, or unknown_op)
+  std::optional<Reply> reply;  // nullopt: the connection closed while the request waited
+};
+
+// Runs the request in `frame` to its reply. Errors of any step become error replies.
+asio::awaitable<Dispatched> dispatch(ServiceContext& context, WireFrame frame,
+                                     RequestOrigin origin);
+
+}  // namespace replayd::service

@@ -1,0 +1,36 @@
+// A batch of rows in a request payload, as `insert` and `append_steps` send them
+// (docs/PROTOCOL.md, "insert"): the schema's fields as columns (column_decoding.h), then for
+// `append_steps` one uint64 episode id per row, then optionally one float64 priority per
+// row, then the final observations of the episodes it ends ("final_columns"). Decoding checks
+// every column against the schema and the payload's size before anything is stored.
+// Ownership: a RowBatch owns the request payload; its spans view it and stay valid as long
+// as the RowBatch lives (moving it keeps them valid: the payload's bytes do not move).
+// Threading: none (pure decoding).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "service/protocol/byte_buffer.h"
+#include "service/protocol/column_decoding.h"
+#include "service/protocol/json_reader.h"
+
+namespace replayd::service::commands {
+
+struct RowBatch {
+  ByteBuffer payload;
+  std::uint64_t n = 0;
+  ColumnViews rows;
+  ColumnViews finals;                       // the ended episodes' final observations
+  std::span<const std::uint64_t> episodes;  // append_steps: one episode id per row
+  std::span<const double> priorities;       // empty: the table's default priority
+};
+
+// Decodes `args` ("columns", "priorities", "final_columns") for n rows of `table` and takes
+// `payload`. `with_episodes`: the rows carry episode ids (append_steps). `ends`: how many
+// episodes the append ends (rows of "final_columns"). Errors: invalid_argument naming the
+// column or size at fault; `payload` is left untouched on error.
+Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uint64_t n,
+                                  ByteBuffer& payload, bool with_episodes, std::uint64_t ends = 0);
+
+}  // namespace replayd::service::commands
