@@ -29,3 +29,11 @@ def add_single(rb, n: int) -> None:
     """Adds `n` transitions one by one and returns without flushing."""
     for i in range(n):
         rb.add(x=float(i))
+
+
+def add_then_report(rb, values, seen) -> None:
+    """Adds `values` one by one, each add's ring position and the buffer's next index after
+    it going to the `seen` queue, then exits without flushing."""
+    for value in values:
+        position = rb.add(x=float(value))
+        seen.put((position, rb.get_next_index(), rb.get_stored_size()))

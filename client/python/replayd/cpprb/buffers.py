@@ -17,7 +17,8 @@ from ..writer import Writer
 from . import npz
 from .nstep import NstepCache
 from .pixel_frames import FramePlan
-from .steps import HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, read_ordered, send_steps, with_hidden
+from .steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, RingKeys, read_ordered, send_steps,
+                    with_hidden)
 from .table import (WRITER_BATCH_ITEMS, Lifetime, check_mp_options, env_fields,
                     new_table_name, resolve_address, reward_field_of, stored_shape)
 
@@ -27,7 +28,7 @@ __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
 _PID = [os.getpid()]  # this process's id, kept by a fork hook (os.getpid is a system call)
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
-_IGNORED_OPTIONS = ("ctx", "backend", "logger", "check_for_update", "mmap_prefix")
+_IGNORED_OPTIONS = ("ctx", "backend", "logger", "mmap_prefix")
 
 
 def names_of(value: Any) -> List[str]:
@@ -40,13 +41,18 @@ class ReplayBuffer:
     eviction). See the module docstring for what differs from cpprb."""
 
     _prioritized = False
+    # MP buffers: every process sees the same ring (adds wait until stored, the next index
+    # is the table's), and update_priorities only reaches positions sampled since they
+    # were last written (cpprb's MP buffers' "unsampled" mask).
+    _shared_index = False
 
     def __init__(self, size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
                  next_of: Any = None, stack_compress: Any = None, default_dtype: Any = None,
                  Nstep: Any = None, mmap_prefix: Optional[str] = None,
                  address: Optional[str] = None, table: Optional[str] = None,
                  persist: bool = False, timeout: Optional[float] = None,
-                 prefetch: bool = False, **kwargs: Any) -> None:
+                 prefetch: bool = False, check_for_update: bool = False,
+                 **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(_IGNORED_OPTIONS))
         if unknown:
             raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments "
@@ -55,9 +61,10 @@ class ReplayBuffer:
         self._table = new_table_name() if table is None else table
         self._fields = env_fields(env_dict, default_dtype, next_of)
         self._nstep = NstepCache(Nstep, self._fields) if Nstep else None
-        # Frames stored once (replayd.cpprb.pixel_frames); with Nstep, as ordinary values.
-        self._frames = FramePlan(self._fields if Nstep is None else [], names_of(next_of),
-                                 names_of(stack_compress))
+        # Frames stored once (replayd.cpprb.pixel_frames); with Nstep, in the MP buffers
+        # and stacks deeper than the server's limit, as ordinary values.
+        self._frames = FramePlan(self._fields if Nstep is None and not self._shared_index
+                                 else [], names_of(next_of), names_of(stack_compress))
         self._client = Client(resolve_address(address), timeout=timeout)
         reserved = sorted({name for name, _, _ in self._fields} & set(RESERVED))
         if reserved:
@@ -94,8 +101,9 @@ class ReplayBuffer:
         self._max_priority = 1.0
         self._writer_batch = max(1, min(WRITER_BATCH_ITEMS, self._size, int(
             self._client.server["limits"].get("max_batch_items", self._size))))
+        self._ring_keys = RingKeys(self._size, self._shared_index or check_for_update)
         self._life = Lifetime(self._client, self._table, drop=table is None and not persist,
-                               batch=self._writer_batch)
+                              batch=self._writer_batch, ring=self._ring_keys)
         self._watch_lifetime()
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -110,7 +118,8 @@ class ReplayBuffer:
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.__dict__.update(state)
-        self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
+        self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch,
+                              ring=self._ring_keys)
         self._watch_lifetime()
 
     def _watch_lifetime(self) -> None:
@@ -121,7 +130,8 @@ class ReplayBuffer:
 
     def _after_fork(self) -> None:
         self._direct = None
-        self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch)
+        self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch,
+                              ring=self._ring_keys)
         self._watch_lifetime()
 
     # -- cpprb API ---------------------------------------------------------------------
@@ -154,8 +164,12 @@ class ReplayBuffer:
 
     def get_next_index(self) -> int:
         """cpprb's ring position of the next transition: the number of transitions this
-        object added since the last clear(), modulo the size (other processes' adds to a
-        shared table are not counted)."""
+        object added since the last clear(), modulo the size; for the MP buffers, the
+        number stored in the table by every process since the last clear()."""
+        if self._shared_index:
+            self._life.send()
+            info = self._client.table_info(self._table)
+            return int(info["rate_limiter"]["inserts"]) % self._size
         return self._added % self._size
 
     def get_current_episode_len(self) -> int:
@@ -168,6 +182,7 @@ class ReplayBuffer:
         self._life.take_prefetched(None)  # drawn before the reset
         self._client.reset(self._table)
         self._added = self._episode_start = 0
+        self._ring_keys.clear()
         self._max_priority = 1.0
         if self._nstep is not None:
             self._nstep.clear()
@@ -289,11 +304,14 @@ class ReplayBuffer:
         """Counts one transition given to the writer; returns its ring position."""
         if priorities is not None:
             self._max_priority = max(self._max_priority, priorities)
+        position = self._added % self._size
         self._added += 1
-        return (self._added - 1) % self._size
+        if self._ring_keys.sampled_only:  # written since sampled: updates ignored
+            self._ring_keys.keys[position] = 0
+        return position
 
     def _add(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
-        if self._nstep is None:
+        if self._nstep is None and not self._shared_index:
             fast = self._add_one(kwargs, priorities)
             if fast is not None:
                 return fast
@@ -351,32 +369,42 @@ class ReplayBuffer:
                 self._frames.check(transition)
         first = self._added % self._size
         self._added += n
+        if self._ring_keys.sampled_only:  # written since sampled: updates ignored
+            self._ring_keys.keys[(first + np.arange(min(n, self._size))) % self._size] = 0
         if self._frames:
             for i, transition in enumerate(transitions):
                 self._append_frames(transition, None if prio is None else float(prio[i]))
             return first
-        if n == 1:
+        if n == 1 and not self._shared_index:  # MP buffers: stored before add() returns
             item: Dict[str, Any] = {name: array[0] for name, array in data.items()}
             item.update(self._hidden_values)
             self._life.writer_here().append(
                 item, priority=None if prio is None else float(prio[0]))
             return first
         self._life.send()  # keeps the order of earlier single adds
-        if n > self._size:  # a ring buffer keeps only the newest `size` of them
-            data = {name: array[-self._size:] for name, array in data.items()}
-            prio = None if prio is None else prio[-self._size:]
-            n = self._size
+        if n > self._size:
+            # A ring keeps the newest `size`; storing the newest size + (n mod size) of
+            # them leaves each at its ring position and the table's next slot at cpprb's
+            # next index (the first n mod size are overwritten by the last ones).
+            keep = self._size + n % self._size
+            data = {name: array[-keep:] for name, array in data.items()}
+            prio = None if prio is None else prio[-keep:]
+            n = keep
         episode = self._life.episode()
         schema = self._client.schema(self._table)
-        step = max(1, int(self._client.server["limits"].get("max_batch_items", n)))
+        step = max(1, min(self._size, int(self._client.server["limits"].get("max_batch_items",
+                                                                            n))))
         for start in range(0, n, step):
             part = with_hidden({name: array[start:start + step]
                                 for name, array in data.items()}, min(step, n - start),
                                self._hidden)
             batch = prepare_insert(schema, part,
                                    None if prio is None else prio[start:start + step])
-            send_steps(self._client, self._table, batch, episode.current()).result()
+            keys = send_steps(self._client, self._table, batch, episode.current()).result()
             episode.has_steps = True
+            self._ring_keys.note_added(keys)
+            if self._shared_index and start == 0:
+                first = int(self._ring_keys.positions(keys[:1])[0])
         return first
 
     def _append_frames(self, transition: Mapping[str, Any], priority: Optional[float]) -> None:
@@ -397,15 +425,16 @@ class ReplayBuffer:
         writer.append(rows[-1], priority=priority)
         episode.previous = {name: np.array(transition[name]) for name in self._frames.names}
 
-    def _ordered(self) -> Dict[str, np.ndarray[Any, Any]]:
-        """Every stored transition, oldest first (reads the whole table)."""
+    def _ordered(self, keys: bool = False) -> Dict[str, np.ndarray[Any, Any]]:
+        """Every stored transition, oldest first (reads the whole table); with `keys`, also
+        each one's ``key`` (plain values only)."""
         self._life.send()
         rows = read_ordered(self._client, self._table)
         if self._frames:
             steps = self._frames.transitions(rows)
         else:
-            steps = {name: values for name, values in rows.items()
-                     if name not in ("episode", "position")}
+            hidden = ("episode", "position") if keys else ("key", "episode", "position")
+            steps = {name: values for name, values in rows.items() if name not in hidden}
         return self._with_units(steps)
 
     def _with_units(self, data: Dict[str, np.ndarray[Any, Any]]
@@ -415,11 +444,21 @@ class ReplayBuffer:
             data[name] = data[name].reshape(-1, 1)
         return data
 
+    def _note_stored_keys(self) -> None:
+        """Notes the key of every stored transition (reads the whole table)."""
+        self._ring_keys.note(read_ordered(self._client, self._table)["key"])
+
     def _ring(self) -> Tuple[np.ndarray[Any, Any], Dict[str, np.ndarray[Any, Any]]]:
         """Every stored transition and its ring position, in position order: until this
         object's adds wrap the ring, positions 0 .. n-1 in insertion order; afterwards the
         newest stored one sits just before this object's next index, the others before it
         (with frame values, history rows take room: fewer than `size` may be stored)."""
+        if not self._frames:  # a step's ring position is its key's slot
+            steps = self._ordered(keys=True)
+            keys = steps.pop("key")
+            positions = self._ring_keys.positions(keys).astype(np.int64)
+            order = np.argsort(positions, kind="stable")
+            return positions[order], {name: values[order] for name, values in steps.items()}
         steps = self._ordered()
         n = next(iter(steps.values())).shape[0]
         if self._added < self._size:  # this object's adds have not gone round the ring
@@ -486,20 +525,42 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         sample = self._sample(batch_size, beta)
         out = dict(sample.data)
         out["weights"] = sample.weights.astype(np.float32)
-        out["indexes"] = sample.keys
+        out["indexes"] = self._ring_keys.positions(sample.keys)
+        self._ring_keys.note(sample.keys)
         return out
 
     def update_priorities(self, indexes: Any, priorities: Any) -> None:
-        """Sets priorities ``|p| + eps`` of the items `indexes` (keys from sample); keys of
-        items overwritten since are ignored."""
+        """Sets priorities ``|p| + eps`` of the transitions at the ring positions `indexes`
+        (any numeric dtype, as cpprb casts them; one priority for all of them or one each).
+        A position this object has not seen written or sampled is looked up in the table
+        (read whole, once); with the MP buffers, positions not sampled since they were last
+        written are ignored, as in cpprb."""
         if priorities is None:
             raise TypeError("`priorities` must not be `None`")
+        positions = np.ravel(np.asarray(indexes)).astype(np.int64)
         raw = np.ravel(np.asarray(priorities, dtype=np.float64))
+        if raw.shape[0] == 1 and positions.shape[0] != 1:
+            raw = np.full(positions.shape[0], raw[0])
+        if raw.shape[0] != positions.shape[0]:
+            raise ValueError(f"update_priorities: {positions.shape[0]} indexes but "
+                             f"{raw.shape[0]} priorities")
+        outside = (positions < 0) | (positions >= self._size)
+        if outside.any():
+            raise IndexError(f"update_priorities: indexes {positions[outside][:8].tolist()} "
+                             f"are outside the buffer of size {self._size}")
+        self._life.send()
+        keys = self._ring_keys.keys[positions]
+        if not self._ring_keys.sampled_only and not keys.all():
+            self._note_stored_keys()
+            keys = self._ring_keys.keys[positions]
+        known = keys != 0
+        if not known.all():
+            keys, raw = keys[known], raw[known]
         if raw.shape[0]:
             self._max_priority = max(self._max_priority, float(raw.max()))
-        self._life.send()
-        self._life.track_update(  # sent without waiting; every later request sees it
-            self._client.update_priorities_async(self._table, indexes, np.abs(raw) + self._eps))
+            self._life.track_update(  # sent without waiting; every later request sees it
+                self._client.update_priorities_async(self._table, keys,
+                                                     np.abs(raw) + self._eps))
 
     def get_max_priority(self) -> float:
         """The largest priority given to add() or update_priorities() through this object
@@ -509,8 +570,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
 
 class MPReplayBuffer(ReplayBuffer):
-    """cpprb.MPReplayBuffer: the same as ReplayBuffer here (every replayd buffer may be
-    shared by processes; pass it to them, it pickles)."""
+    """cpprb.MPReplayBuffer: a ReplayBuffer whose processes share one ring: each add is
+    stored before it returns, get_next_index() and add()'s positions count every process's
+    adds, update_priorities reaches positions sampled since they were last written.
+    ``next_of`` and ``stack_compress`` store values as they are (cpprb's MP buffers ignore
+    them)."""
+
+    _shared_index = True
 
     def __init__(self, size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
                  default_dtype: Any = None, ctx: Any = None, backend: str = "sharedctypes",
@@ -520,7 +586,10 @@ class MPReplayBuffer(ReplayBuffer):
 
 
 class MPPrioritizedReplayBuffer(PrioritizedReplayBuffer):
-    """cpprb.MPPrioritizedReplayBuffer: the same as PrioritizedReplayBuffer here."""
+    """cpprb.MPPrioritizedReplayBuffer: a PrioritizedReplayBuffer shared by processes as
+    MPReplayBuffer is."""
+
+    _shared_index = True
 
     def __init__(self, size: int, env_dict: Optional[Mapping[str, Any]] = None, *,
                  alpha: float = 0.6, eps: float = 1e-4, ctx: Any = None,

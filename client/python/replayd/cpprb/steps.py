@@ -84,16 +84,59 @@ class Episode:
         self.id = None
 
 
-class StepWriter(Writer):
-    """A Writer whose batches are appended to the buffer's current episode."""
+class RingKeys:
+    """The key of the item at each ring position, as far as this process has seen it (from
+    its adds' replies and its samples): what update_priorities sends for a ring position.
+    A ring position is the key's slot (``key & mask``, Storage's key layout: the table's
+    FIFO fills its slots in ring order); 0 marks a position whose key is not known (no key
+    is 0). With `sampled_only` (cpprb's check_for_update and MP buffers) an add forgets its
+    positions' keys instead: only a sample makes a position updatable again. Written by the
+    connection's reader thread and the buffer's thread; a lost race leaves an older key,
+    which the server ignores as stale."""
 
-    def __init__(self, client: "Client", table: str, batch: int, episode: Episode) -> None:
+    def __init__(self, capacity: int, sampled_only: bool = False) -> None:
+        self.mask = np.uint64((1 << max(1, (capacity - 1).bit_length())) - 1)
+        self.keys = np.zeros(capacity, np.uint64)
+        self.sampled_only = sampled_only
+
+    def positions(self, keys: "np.ndarray[Any, Any]") -> "np.ndarray[Any, Any]":
+        """The ring positions of `keys` (uint64, as cpprb's indexes)."""
+        positions: "np.ndarray[Any, Any]" = np.asarray(keys, np.uint64) & self.mask
+        return positions
+
+    def note(self, keys: "np.ndarray[Any, Any]") -> None:
+        """Keys sampled (or read): their positions take priority updates."""
+        keys = np.asarray(keys, np.uint64)
+        self.keys[keys & self.mask] = keys
+
+    def note_added(self, keys: "np.ndarray[Any, Any]") -> None:
+        """Keys of steps just stored."""
+        keys = np.asarray(keys, np.uint64)
+        self.keys[keys & self.mask] = 0 if self.sampled_only else keys
+
+    def note_future(self, future: "Future[Any]") -> None:
+        if future.exception() is None:
+            self.note_added(future.result())
+
+    def clear(self) -> None:
+        self.keys[:] = 0
+
+
+class StepWriter(Writer):
+    """A Writer whose batches are appended to the buffer's current episode; the keys of
+    stored steps go to `ring` when given."""
+
+    def __init__(self, client: "Client", table: str, batch: int, episode: Episode,
+                 ring: Optional[RingKeys] = None) -> None:
         super().__init__(client, table, batch)
         self._episode = episode
+        self._ring = ring
 
     def _submit(self, batch: InsertBatch) -> "Future[Any]":
         future = send_steps(self._client, self._table, batch, self._episode.current())
         self._episode.has_steps = True
+        if self._ring is not None:
+            future.add_done_callback(self._ring.note_future)
         return future
 
 
@@ -108,7 +151,7 @@ def with_hidden(columns: Dict[str, "np.ndarray[Any, Any]"], n: int, hidden: Opti
 
 
 def read_ordered(client: "Client", table: str) -> Dict[str, "np.ndarray[Any, Any]"]:
-    """Every stored step, oldest first: the fields and each step's ``episode`` and
+    """Every stored step, oldest first: the fields and each step's ``key``, ``episode`` and
     ``position`` (copied out of the replies)."""
     pages: List[Dict[str, "np.ndarray[Any, Any]"]] = list(client.read_all(table))
     schema = client.schema(table)
@@ -116,8 +159,9 @@ def read_ordered(client: "Client", table: str) -> Dict[str, "np.ndarray[Any, Any
     if not pages:
         empty = {f.name: np.zeros((0, *f.shape), dtype=f.dtype)
                  for f in schema.fields if f.name != HIDDEN_REWARD}
+        empty["key"] = np.zeros(0, np.uint64)
         empty["episode"] = np.zeros(0, np.uint64)
         empty["position"] = np.zeros(0, np.uint64)
         return empty
     return {name: np.concatenate([page[name] for page in pages])
-            for name in [*names, "episode", "position"]}
+            for name in [*names, "key", "episode", "position"]}

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..client import Client
 from ..schema import wire_dtype
-from .steps import Episode, StepWriter
+from .steps import Episode, RingKeys, StepWriter
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
@@ -36,8 +36,10 @@ class Lifetime:
     and, in the process that created the table and unless it persists, drop the table.
     A forked child inherits the object but neither the writer nor the table."""
 
-    def __init__(self, client: Client, table: str, drop: bool, batch: int) -> None:
+    def __init__(self, client: Client, table: str, drop: bool, batch: int,
+                 ring: Optional[RingKeys] = None) -> None:
         self.client = client
+        self.ring = ring  # where the writer notes the keys of stored steps, if anywhere
         self.batch = batch
         self.table = table
         self.drop = drop
@@ -84,7 +86,8 @@ class Lifetime:
         """This process's writer (created on first use, a new one after a fork)."""
         self._here()
         if self.writer is None:
-            self.writer = StepWriter(self.client, self.table, self.batch, self.episode_)
+            self.writer = StepWriter(self.client, self.table, self.batch, self.episode_,
+                                     self.ring)
         return self.writer
 
     def episode(self) -> Episode:
