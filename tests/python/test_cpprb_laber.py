@@ -41,11 +41,18 @@ def test_laber_draws_in_proportion_to_priorities():
 
 
 def test_laber_rejects_bad_arguments():
-    for args, kwargs in (((0,), {}), ((4,), {"m": 0}), ((4,), {"eps": 0.0})):
+    for args, kwargs in (((0,), {}), ((4,), {"m": 0}), ((4,), {"eps": -1e-6})):
         with pytest.raises(ValueError):
             LaBERmean(*args, **kwargs)
     with pytest.raises(ValueError):
         LaBERmean(4, m=2)(priorities=np.ones(3))  # not m * batch_size values
+
+
+def test_laber_with_eps_0_never_draws_a_zero_priority():
+    for cls, weight in ((LaBERmean, 0.25), (LaBERlazy, 1.0), (LaBERmax, 1.0)):
+        sample = cls(2, 2, eps=0)(priorities=[1, 0, 0, 0])
+        assert sample["indexes"].tolist() == [0, 0]
+        assert sample["weights"].tolist() == [weight, weight]
 
 
 def test_laber_on_a_large_uniform_batch(address):

@@ -26,7 +26,7 @@ class LaBER:
     Args:
         batch_size: transitions returned per call (> 0).
         m: the large batch holds ``m * batch_size`` transitions (> 0; default 4).
-        eps: added to every priority so none is 0 (> 0; default 1e-6).
+        eps: added to every priority (>= 0; default 1e-6; with 0, a priority 0 is never drawn).
     """
 
     def __init__(self, batch_size: int, m: int = 4, *, eps: float = 1e-6) -> None:
@@ -38,8 +38,8 @@ class LaBER:
             raise ValueError("`m` must be positive integer")
         self.idx = np.arange(int(self.batch_size * m))
         self.eps = float(eps)
-        if self.eps <= 0:
-            raise ValueError("`eps` must be positive")
+        if self.eps < 0:
+            raise ValueError(f"`eps` must be non negative, got {eps!r}")
 
     def __call__(self, *, priorities: Any, **kwargs: Any) -> Dict[str, Any]:
         """Sub-samples `batch_size` rows of every array in `kwargs` (the large batch) with
