@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "core/table/table.h"
+#include "core/table/episodic_table.h"
 
 namespace replayd {
 namespace {
@@ -241,16 +241,17 @@ EpisodicFill& episodic_table() {
   std::vector<std::uint64_t> keys(kEnvs);
   std::vector<std::uint64_t> left(kEnvs);
   for (std::uint64_t env = 0; env < kEnvs; ++env) {
-    fill.open.push_back(fill.table->open_episode(0).value());
+    fill.open.push_back(fill.table->episodic()->open_episode(0).value());
     left[env] = 100 + rng.uniform_below(200);
   }
   for (std::uint64_t done = 0; done < config.capacity; done += kEnvs) {
-    if (!fill.table->append_steps(0, fill.open, columns.spans, kEnvs, {}, keys).ok()) std::abort();
+    if (!fill.table->episodic()->append_steps(0, fill.open, columns.spans, kEnvs, {}, keys).ok())
+      std::abort();
     for (std::uint64_t env = 0; env < kEnvs; ++env) {
       if (--left[env] != 0) continue;
       const auto how = rng.uniform_below(4) == 0 ? EpisodeEnd::truncated : EpisodeEnd::terminated;
-      if (!fill.table->end_episode(0, fill.open[env], how).ok()) std::abort();
-      fill.open[env] = fill.table->open_episode(0).value();
+      if (!fill.table->episodic()->end_episode(0, fill.open[env], how).ok()) std::abort();
+      fill.open[env] = fill.table->episodic()->open_episode(0).value();
       left[env] = 100 + rng.uniform_below(200);
     }
   }
@@ -272,9 +273,9 @@ void BM_NStep(benchmark::State& state) {
   const NStepBuffers buffers{out.buffers(), std::as_writable_bytes(std::span(returns)),
                              bootstrap_columns, discounts, steps};
   const NStepRequest request{k, 0.99, 0.0};
-  if (!table.nstep_starts(request).ok()) std::abort();
+  if (!table.episodic()->nstep_starts(request).ok()) std::abort();
   for (auto _ : state) {
-    if (!table.sample_nstep(n, request, buffers).ok()) {
+    if (!table.episodic()->sample_nstep(n, request, buffers).ok()) {
       state.SkipWithError("n-step sample failed");
       break;
     }
@@ -297,9 +298,9 @@ void BM_Sequences(benchmark::State& state) {
                                 out.columns,
                                 mask};
   const SequenceRequest request{length, 1, 0, false, 0.0};
-  if (!table.sequence_starts(request).ok()) std::abort();
+  if (!table.episodic()->sequence_starts(request).ok()) std::abort();
   for (auto _ : state) {
-    if (!table.sample_sequences(n, request, buffers).ok()) {
+    if (!table.episodic()->sample_sequences(n, request, buffers).ok()) {
       state.SkipWithError("sequence sample failed");
       break;
     }
@@ -321,7 +322,7 @@ void BM_AppendSteps(benchmark::State& state) {
     episodes[i] = fill.open[i % fill.open.size()];
   std::vector<std::uint64_t> keys(n);
   for (auto _ : state) {
-    if (!table.append_steps(0, episodes, columns.spans, n, {}, keys).ok()) {
+    if (!table.episodic()->append_steps(0, episodes, columns.spans, n, {}, keys).ok()) {
       state.SkipWithError("append failed");
       break;
     }

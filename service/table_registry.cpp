@@ -1,5 +1,7 @@
 #include "service/table_registry.h"
 
+#include "core/table/episodic_table.h"
+
 namespace replayd::service {
 
 void table_changed(HostedTable& table) {
@@ -32,13 +34,13 @@ bool TableRegistry::drop(std::string_view name) {
 void TableRegistry::end_writer(std::uint64_t writer) {
   for (auto& [_, hosted] : tables_) {
     if (!hosted->table->episodic()) continue;
-    if (hosted->table->end_writer(writer) > 0) table_changed(*hosted);
+    if (hosted->table->episodic()->end_writer(writer) > 0) table_changed(*hosted);
   }
 }
 
 void TableRegistry::end_all_writers() {
   for (auto& [_, hosted] : tables_) {
-    if (hosted->table->episodic()) hosted->table->end_all_writers();
+    if (hosted->table->episodic()) hosted->table->episodic()->end_all_writers();
   }
 }
 

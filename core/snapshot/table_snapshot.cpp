@@ -1,5 +1,7 @@
 #include "core/snapshot/table_snapshot.h"
 
+#include "core/table/episodic_table.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -175,8 +177,10 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
   });
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
-  if (table.episodes_)
-    return write_episode_sections(*table.episodes_, *table.step_log_, *table.windows_, writer);
+  if (const EpisodicTable* episodic = table.episodic_.get()) {
+    return write_episode_sections(*episodic->episodes_, *episodic->step_log_, *episodic->windows_,
+                                  writer);
+  }
   return Ok{};
 }
 
@@ -355,7 +359,7 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
       return bad("item " + std::to_string(i) + ": remover: " + status.error().message);
     }
     // An episodic table keeps a step whose start retired (sampled max_times_sampled times).
-    const std::uint64_t limit = config.max_times_sampled + (table.episodes_ ? 1 : 0);
+    const std::uint64_t limit = config.max_times_sampled + (table.episodic_ ? 1 : 0);
     if (config.max_times_sampled != 0 && times_sampled >= limit) {
       return bad("item " + std::to_string(i) + ": sampled " + std::to_string(times_sampled) +
                  " times, but max_times_sampled is " + std::to_string(config.max_times_sampled));
@@ -375,7 +379,7 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     storage.set_priority(s, priority);
     storage.set_times_sampled(s, times_sampled);
     table.remover_->insert(s, priority);
-    if (config.max_times_sampled != 0 && !table.episodes_)
+    if (config.max_times_sampled != 0 && !table.episodic_)
       table.draws_left_ += config.max_times_sampled - times_sampled;
   }
   REPLAYD_RETURN_IF_ERROR(reader.end_stream());
@@ -480,11 +484,12 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (auto status = read_sampler_order(reader, *table, occupied); !status) {
     return in_table(name, status.error());
   }
-  if (table->episodes_) {
-    auto status = read_episode_sections(reader, table->storage_, Table::kMaxOpenEpisodes,
-                                        *table->episodes_, *table->step_log_, *table->windows_);
+  if (EpisodicTable* episodic = table->episodic_.get()) {
+    auto status =
+        read_episode_sections(reader, table->storage_, EpisodicTable::kMaxOpenEpisodes,
+                              *episodic->episodes_, *episodic->step_log_, *episodic->windows_);
     if (!status) return in_table(name, status.error());
-    table->complete_->rebuild(*table->episodes_);
+    episodic->complete_->rebuild(*episodic->episodes_);
   }
   table->counters_ = c;
   table->rate_limiter_.set_counters(limiter);

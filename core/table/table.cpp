@@ -1,5 +1,9 @@
 #include "core/table/table.h"
 
+#include "core/table/episodic_table.h"
+
+#include "core/number_text.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -22,15 +26,15 @@ Status check_priorities(const std::string& table, const Selector& sampler, const
   for (std::size_t i = 0; i < priorities.size(); ++i) {
     const double p = priorities[i];
     if (!std::isfinite(p) || p < 0) {
-      return invalid(table, "priority " + std::to_string(i) + " is " + std::to_string(p) +
+      return invalid(table, "priorities[" + std::to_string(i) + "] is " + number_text(p) +
                                 ": priorities must be finite and >= 0");
     }
     if (auto status = sampler.check_priority(p); !status) {
-      return invalid(table, "priority " + std::to_string(i) + ": " + status.error().message);
+      return invalid(table, "priorities[" + std::to_string(i) + "]: " + status.error().message);
     }
     if (auto status = remover.check_priority(p); !status) {
       return invalid(table,
-                     "priority " + std::to_string(i) + ": remover: " + status.error().message);
+                     "priorities[" + std::to_string(i) + "]: remover: " + status.error().message);
     }
   }
   return Ok{};
@@ -56,6 +60,8 @@ Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t m
                                           std::move(sampler).value(), std::move(remover).value()));
 }
 
+Table::~Table() = default;
+
 Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
              std::unique_ptr<Selector> remover)
     : config_(std::move(config)),
@@ -65,23 +71,7 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
       remover_(std::move(remover)),
       rng_(config_.seed),
       blob_budget_(compressed_budget(config_)) {
-  if (!config_.episodes.enabled) return;
-  const std::uint32_t history = config_.episodes.pad_history ? 0 : config_.schema.max_stack() - 1;
-  episodes_ = std::make_unique<EpisodeIndex>(config_.capacity, history);
-  WindowContext context;
-  context.storage = &storage_;
-  context.episodes = episodes_.get();
-  context.prioritized = config_.sampler.kind == SelectorKind::prioritized;
-  context.priority_exponent = config_.sampler.priority_exponent;
-  context.max_times_sampled = config_.max_times_sampled;
-  context.next_of = config_.schema.has_next_of();
-  context.pad_history = config_.episodes.pad_history;
-  windows_ = std::make_unique<WindowIndexSet>(context);
-  complete_ = std::make_unique<CompleteEpisodes>(config_.capacity);
-  step_log_ = std::make_unique<StepLog>(config_.capacity);
-  reward_field_ = config_.schema.find(config_.episodes.reward_field);
-  for (const auto& name : config_.episodes.bootstrap_fields)
-    bootstrap_fields_.push_back(config_.schema.find(name));
+  if (config_.episodes.enabled) episodic_ = std::make_unique<EpisodicTable>(*this);
 }
 
 bool Table::may_insert(std::uint64_t n) const {
@@ -98,13 +88,8 @@ std::uint64_t Table::draws_left(std::uint32_t slot) const {
 }
 
 void Table::remove_item(std::uint32_t slot) {
-  if (episodes_) {
-    const StepRef ref = episodes_->step(slot);
-    const Episode& episode = *episodes_->find(ref.episode);
-    windows_->on_remove(slot, ref, episode);
-    complete_->on_remove(episode);
-    step_log_->on_remove(slot);
-    episodes_->remove(slot);
+  if (episodic_) {
+    episodic_->on_remove(slot);
   } else if (config_.max_times_sampled != 0) {
     draws_left_ -= draws_left(slot);
   }
@@ -242,7 +227,7 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
 
 Status Table::insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
                      std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
-  if (episodes_) {
+  if (episodic_) {
     return make_error(ErrorCode::failed_precondition,
                       "table '" + name() + "' is episodic: store steps with append_steps");
   }
@@ -261,16 +246,21 @@ Status Table::insert(std::span<const std::span<const std::byte>> columns, std::u
   return Ok{};
 }
 
-Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
-  const auto& fields = config_.schema.fields();
+Status Table::check_plain_sample() const {
   // An episodic table's steps are items too, unless frame fields need assembling or
   // max_times_sampled retires them (counted per window index, not here).
-  if (episodes_ && (config_.schema.has_frames() || config_.max_times_sampled != 0)) {
+  if (episodic_ && (config_.schema.has_frames() || config_.max_times_sampled != 0)) {
     return make_error(ErrorCode::failed_precondition,
                       "table '" + name() +
-                          "' is episodic with frame fields or max_times_sampled: sample with "
-                          "sample_nstep (k = 1 for plain transitions) or sample_sequences");
+                          "' is episodic with frame fields or max_times_sampled: sample it with "
+                          "\"nstep\" (k = 1 is the plain transition) or with sample_sequences");
   }
+  return Ok{};
+}
+
+Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
+  const auto& fields = config_.schema.fields();
+  REPLAYD_RETURN_IF_ERROR(check_plain_sample());
   if (n == 0) return invalid(name(), "sample of 0 items");
   if (!std::isfinite(beta) || beta < 0) {
     return invalid(name(), "beta must be finite and >= 0, got " + std::to_string(beta));
@@ -347,7 +337,7 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
     storage_.set_priority(*slot, priorities[i]);
     sampler_->update(*slot, priorities[i]);
     remover_->update(*slot, priorities[i]);
-    if (windows_) windows_->on_priority(*slot);
+    if (episodic_) episodic_->on_priority(*slot);
     if (priorities[i] > max_priority_) max_priority_ = priorities[i];
     ++outcome.applied;
   }
@@ -378,19 +368,14 @@ void Table::reset() {
   remover_->clear();
   rate_limiter_.reset();
   draws_left_ = 0;
-  if (episodes_) {
-    episodes_->remove_all_steps();
-    windows_->clear();
-    complete_->clear();
-    step_log_->clear();
-  }
+  if (episodic_) episodic_->clear();
   max_priority_ = 1.0;
 }
 
 TableInfo Table::info() const {
   return TableInfo{storage_.size(), config_.capacity,
                    counters_,       rate_limiter_.counters(),
-                   max_priority_,   episodes_ ? episodes_->history_steps() : 0};
+                   max_priority_,   episodic_ ? episodic_->history_steps() : 0};
 }
 
 }  // namespace replayd

@@ -46,12 +46,7 @@ Result<std::vector<EpisodeEnding>> decode_ends(Call& call) {
 
 asio::awaitable<Result<Reply>> append_steps(Call& call) {
   Table& table = *call.table->table;
-  if (!table.episodic()) {
-    co_return make_error(ErrorCode::invalid_argument,
-                         "table '" + table.name() +
-                             "' is not episodic: append_steps needs a table created with "
-                             "\"episodic\": true (use insert)");
-  }
+  EpisodicTable& episodic = call.episodic();
   REPLAYD_CO_ASSIGN_OR_RETURN(auto ends, decode_ends(call));
   REPLAYD_CO_ASSIGN_OR_RETURN(
       RowBatch batch,
@@ -62,14 +57,15 @@ asio::awaitable<Result<Reply>> append_steps(Call& call) {
       "the rate limiter does not admit this append now", Order::arrival, batch.payload.size()));
 
   ByteBuffer keys(call.n * sizeof(std::uint64_t));
-  REPLAYD_CO_RETURN_IF_ERROR(
-      table.append_steps(call.writer, batch.episodes, batch.rows.values, call.n, batch.priorities,
-                         {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes));
+  REPLAYD_CO_RETURN_IF_ERROR(episodic.append_steps(
+      call.writer, batch.episodes, batch.rows.values, call.n, batch.priorities,
+      {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes));
   for (std::size_t e = 0; e < ends.size(); ++e) {
     const auto how = ends[e].terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
     std::vector<std::span<const std::byte>> final_values;
     if (!batch.finals.values.empty()) final_values = row_values(batch.finals, table.schema(), e);
-    if (auto ended = table.end_episode(call.writer, ends[e].episode, how, final_values); !ended) {
+    if (auto ended = episodic.end_episode(call.writer, ends[e].episode, how, final_values);
+        !ended) {
       table_changed(*call.table);
       co_return make_error(
           ended.error().code,

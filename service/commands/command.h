@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "core/table/episodic_table.h"
 #include "service/commands/parking.h"
 #include "service/protocol/json_reader.h"
 #include "service/protocol/reply.h"
@@ -44,6 +45,10 @@ struct Call {
   Parking& parking;
   // False once the connection closed while the request waited: its reply is dropped.
   bool reply_wanted = true;
+
+  // The table's episodic part. Precondition: the command declares TableKind::episodic, or
+  // the handler checked with require_episodic (service/commands/table_kind.h).
+  EpisodicTable& episodic() const { return *table->table->episodic(); }
 };
 
 // A handler: decodes the request, co_awaits admission when the operation may wait, acts on
@@ -52,6 +57,13 @@ struct Call {
 // a request admitted at once runs to its reply without suspending, so a reply that borrows
 // table rows goes out before any other handler touches the table.
 using Handler = asio::awaitable<Result<Reply>> (*)(Call& call);
+
+// Which tables a command works on; dispatch refuses the others before the handler runs.
+enum class TableKind : std::uint8_t {
+  any,
+  items,     // an item table (episodic tables are written with episodes)
+  episodic,  // a table with an episodic part (Call::episodic())
+};
 
 // What a command may wait on before it acts.
 enum class WaitsOn : std::uint8_t {
@@ -66,7 +78,8 @@ struct Command {
   Handler handler = nullptr;
   // Metadata keys it reads besides "op"; any other key is rejected before the handler runs.
   std::span<const std::string_view> fields;
-  bool needs_table = false;    // "table" names an existing table, found before the handler
+  bool needs_table = false;  // "table" names an existing table, found before the handler
+  TableKind table_kind = TableKind::any;  // with needs_table: the kind of table it works on
   bool batch = false;          // "n" (1 .. limits.max_batch_items) is read before the handler
   bool takes_payload = false;  // a request without this flag must carry no payload
   WaitsOn waits_on = WaitsOn::nothing;

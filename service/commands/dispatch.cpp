@@ -4,6 +4,7 @@
 #include <new>
 
 #include "service/commands/command_table.h"
+#include "service/commands/table_kind.h"
 #include "service/protocol/json_reader.h"
 
 namespace replayd::service {
@@ -37,6 +38,7 @@ Status check_declared(ServiceContext& context, const Command& command, JsonReade
     REPLAYD_ASSIGN_OR_RETURN(std::string name, request.string("table"));
     call.table = context.tables.find(name);
     if (!call.table) return make_error(ErrorCode::not_found, "table '" + name + "' does not exist");
+    REPLAYD_RETURN_IF_ERROR(check_table_kind(*call.table->table, command.table_kind, command.name));
   }
   if (command.batch) {
     REPLAYD_ASSIGN_OR_RETURN(call.n, request.uint("n"));

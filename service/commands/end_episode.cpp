@@ -44,11 +44,7 @@ Result<std::vector<std::span<const std::byte>>> decode_final(Call& call, const T
 
 asio::awaitable<Result<Reply>> end_episode(Call& call) {
   Table& table = *call.table->table;
-  if (!table.episodic()) {
-    co_return make_error(
-        ErrorCode::invalid_argument,
-        "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
-  }
+  EpisodicTable& episodic = call.episodic();
   REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t episode, call.args.uint("episode"));
   REPLAYD_CO_ASSIGN_OR_RETURN(bool terminated, call.args.boolean_or("terminated", true));
   const ByteBuffer payload = std::move(call.frame.payload);  // the final values view it
@@ -68,7 +64,7 @@ asio::awaitable<Result<Reply>> end_episode(Call& call) {
       payload.size()));
 
   const auto how = terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
-  REPLAYD_CO_RETURN_IF_ERROR(table.end_episode(call.writer, episode, how, final_values));
+  REPLAYD_CO_RETURN_IF_ERROR(episodic.end_episode(call.writer, episode, how, final_values));
   table_changed(*call.table);
   co_return make_reply(call.request_id, "{\"episode\":" + std::to_string(episode) + "}");
 }

@@ -9,12 +9,6 @@ namespace replayd::service::commands {
 
 asio::awaitable<Result<Reply>> insert(Call& call) {
   Table& table = *call.table->table;
-  if (table.episodic()) {
-    co_return make_error(ErrorCode::invalid_argument,
-                         "table '" + table.name() +
-                             "' is episodic: write it with open_episodes, append_steps and "
-                             "end_episode");
-  }
   REPLAYD_CO_ASSIGN_OR_RETURN(
       RowBatch batch, decode_row_batch(call.args, table, call.n, call.frame.payload, false));
 

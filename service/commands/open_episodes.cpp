@@ -7,22 +7,18 @@ namespace replayd::service::commands {
 
 asio::awaitable<Result<Reply>> open_episodes(Call& call) {
   Table& table = *call.table->table;
-  if (!table.episodic()) {
+  EpisodicTable& episodic = call.episodic();
+  const std::size_t open = episodic.episodes().open_count();
+  if (open + call.n > EpisodicTable::kMaxOpenEpisodes) {
     co_return make_error(
-        ErrorCode::invalid_argument,
-        "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
-  }
-  const std::size_t open = table.episodes()->open_count();
-  if (open + call.n > Table::kMaxOpenEpisodes) {
-    co_return make_error(ErrorCode::resource_exhausted,
-                         "table '" + table.name() + "': " + std::to_string(open) +
-                             " episodes are open; opening " + std::to_string(call.n) +
-                             " more would exceed the limit of " +
-                             std::to_string(Table::kMaxOpenEpisodes) + " (end episodes first)");
+        ErrorCode::resource_exhausted,
+        "table '" + table.name() + "': " + std::to_string(open) + " episodes are open; opening " +
+            std::to_string(call.n) + " more would exceed the limit of " +
+            std::to_string(EpisodicTable::kMaxOpenEpisodes) + " (end episodes first)");
   }
   std::string ids;
   for (std::uint64_t i = 0; i < call.n; ++i) {
-    REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t id, table.open_episode(call.writer));
+    REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t id, episodic.open_episode(call.writer));
     if (i > 0) ids += ',';
     ids += std::to_string(id);
   }

@@ -61,7 +61,7 @@ Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint
                       page.as<std::uint64_t>(3),
                       columns,
                       slots};
-  REPLAYD_ASSIGN_OR_RETURN(got, table.read_steps(after, buffers));
+  REPLAYD_ASSIGN_OR_RETURN(got, table.episodic()->read_steps(after, buffers));
   if (slots.empty()) return page;
   std::vector<std::vector<std::uint32_t>> frames(schema.size());
   for (std::size_t f = 0; f < schema.size(); ++f) {
@@ -76,11 +76,6 @@ Result<ColumnReply> read_page(const Table& table, std::uint64_t after, std::uint
 
 asio::awaitable<Result<Reply>> read_steps(Call& call) {
   const Table& table = *call.table->table;
-  if (!table.episodic()) {
-    co_return make_error(
-        ErrorCode::invalid_argument,
-        "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
-  }
   REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t after, call.args.uint_or("after", 0));
   REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   const auto columns = step_columns(table.schema());

@@ -22,13 +22,8 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   if (table.schema().has_frames()) co_return co_await sample_nstep(call, 1, beta);
   if (call.args.value("gamma")) co_return call.args.error("gamma", "needs \"nstep\"");
   // Steps of an episodic table are items too (no return, no discount), unless
-  // max_times_sampled retires them per window.
-  if (table.episodic() && table.config().max_times_sampled != 0) {
-    co_return call.args.error("nstep", "table '" + table.name() +
-                                           "' is episodic with max_times_sampled: sample it with "
-                                           "\"nstep\" (k = 1 is the plain transition) or with "
-                                           "sample_sequences");
-  }
+  // max_times_sampled retires them per window: the table says, before anything waits.
+  REPLAYD_CO_RETURN_IF_ERROR(table.check_plain_sample());
   const std::uint64_t reply_bytes = sample_reply_bytes(table, call.n);
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     co_return make_error(ErrorCode::resource_exhausted,

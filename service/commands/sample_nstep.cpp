@@ -7,6 +7,7 @@
 
 #include "service/commands/admission.h"
 #include "service/commands/handlers.h"
+#include "service/commands/table_kind.h"
 #include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"
 
@@ -44,10 +45,8 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   Table& table = *call.table->table;
   REPLAYD_CO_ASSIGN_OR_RETURN(double gamma, call.args.number_or("gamma", 1.0));
   REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
-  if (!table.episodic()) {
-    co_return call.args.error("nstep", "table '" + table.name() +
-                                           "' is not episodic (create it with \"episodic\": true)");
-  }
+  REPLAYD_CO_RETURN_IF_ERROR(check_table_kind(table, TableKind::episodic, "sample with \"nstep\""));
+  EpisodicTable& episodic = call.episodic();
   if (k == 0 || k > table.config().capacity) {
     co_return call.args.error("nstep", "must be between 1 and the capacity " +
                                            std::to_string(table.config().capacity) + ", got " +
@@ -55,7 +54,7 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   }
   NStepRequest request{static_cast<std::uint32_t>(k), gamma, beta};
   // Validates gamma and beta, and builds the window index of k (O(capacity * k), once).
-  if (auto starts = table.nstep_starts(request); !starts) co_return starts.error();
+  if (auto starts = episodic.nstep_starts(request); !starts) co_return starts.error();
   std::uint64_t reply_bytes =
       ColumnReply::frame_bytes(nstep_columns(table.schema(), table.config().episodes), {call.n});
   for (const auto& field : table.schema().fields()) {
@@ -75,7 +74,7 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   }
 
   REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
-      call, call.table->sample_waiters, [&] { return table.may_sample_nstep(call.n, request); },
+      call, call.table->sample_waiters, [&] { return episodic.may_sample_nstep(call.n, request); },
       "no valid n-step start yet, or the rate limiter does not admit this sample now"));
 
   const Schema& schema = table.schema();
@@ -120,9 +119,9 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
                        reply->as<double>(next_column),
                        reply->as<std::uint32_t>(next_column + 1),
                        frames};
-  auto state = table.nstep_state(request);
+  auto state = episodic.nstep_state(request);
   if (!state) co_return state.error();
-  auto status = table.sample_nstep(call.n, request, buffers);
+  auto status = episodic.sample_nstep(call.n, request, buffers);
   if (!status) co_return status.error();
   table_changed(*call.table);
   std::string frame_meta;

@@ -28,11 +28,7 @@ std::vector<ReplyColumn> sequence_columns(const Schema& schema, std::uint64_t n)
 
 asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   Table& table = *call.table->table;
-  if (!table.episodic()) {
-    co_return make_error(
-        ErrorCode::invalid_argument,
-        "table '" + table.name() + "' is not episodic (create it with \"episodic\": true)");
-  }
+  EpisodicTable& episodic = call.episodic();
   REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t length, call.args.uint("length"));
   REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t stride, call.args.uint_or("stride", 1));
   REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t burn_in, call.args.uint_or("burn_in", 0));
@@ -52,7 +48,7 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   SequenceRequest request{static_cast<std::uint32_t>(length), static_cast<std::uint32_t>(stride),
                           static_cast<std::uint32_t>(burn_in), pad, beta};
   // Validates beta, and builds the window index of this request (once).
-  if (auto starts = table.sequence_starts(request); !starts) co_return starts.error();
+  if (auto starts = episodic.sequence_starts(request); !starts) co_return starts.error();
   std::uint64_t reply_bytes = ColumnReply::frame_bytes(sequence_columns(table.schema(), call.n),
                                                        {call.n, burn_in + length});
   for (const auto& field : table.schema().fields()) {
@@ -70,7 +66,8 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   }
 
   REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
-      call, call.table->sample_waiters, [&] { return table.may_sample_sequences(call.n, request); },
+      call, call.table->sample_waiters,
+      [&] { return episodic.may_sample_sequences(call.n, request); },
       "no valid sequence start yet, or the rate limiter does not admit this sample now"));
 
   const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
@@ -94,9 +91,9 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
                           columns,
                           reply->as<std::uint8_t>(4),
                           frames};
-  auto state = table.sequence_state(request);
+  auto state = episodic.sequence_state(request);
   if (!state) co_return state.error();
-  auto status = table.sample_sequences(call.n, request, buffers);
+  auto status = episodic.sample_sequences(call.n, request, buffers);
   if (!status) co_return status.error();
   table_changed(*call.table);
   std::string frame_meta;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/table/table.h"
+#include "core/table/episodic_table.h"
 #include "service/protocol/sample_reply.h"
 
 namespace replayd::service::commands {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/table/table.h"
+#include "core/table/episodic_table.h"
 
 namespace replayd::testing {
 
@@ -65,7 +65,7 @@ inline Status append(Table& table, std::uint64_t writer, const std::vector<std::
                      std::vector<std::uint64_t>& keys, const std::vector<double>& priorities = {}) {
   StepRows rows(ids, rewards);
   keys.assign(ids.size(), 0);
-  return table.append_steps(writer, episodes, rows.spans, ids.size(), priorities, keys);
+  return table.episodic()->append_steps(writer, episodes, rows.spans, ids.size(), priorities, keys);
 }
 
 struct NStepDraws {
@@ -97,7 +97,7 @@ inline NStepDraws sample_nstep(Table& table, std::uint64_t n, const NStepRequest
   std::vector<std::span<std::byte>> bootstrap{std::as_writable_bytes(std::span(d.bootstrap))};
   NStepBuffers out{SampleBuffers{d.keys, d.probabilities, d.weights, d.times, columns},
                    std::as_writable_bytes(std::span(d.returns)), bootstrap, d.discounts, d.steps};
-  d.status = table.sample_nstep(n, request, out);
+  d.status = table.episodic()->sample_nstep(n, request, out);
   return d;
 }
 
@@ -127,7 +127,7 @@ inline SequenceDraws sample_sequences(Table& table, std::uint64_t n,
   std::vector<std::span<std::byte>> columns{
       std::as_writable_bytes(std::span(d.id)), std::as_writable_bytes(std::span(d.obs)),
       std::as_writable_bytes(std::span(d.next_obs)), std::as_writable_bytes(std::span(d.rew))};
-  d.status = table.sample_sequences(
+  d.status = table.episodic()->sample_sequences(
       n, request, SequenceBuffers{d.keys, d.probabilities, d.weights, d.times, columns, d.mask});
   return d;
 }
@@ -161,7 +161,7 @@ inline std::vector<std::int64_t> read_all_ids(const Table& table, std::size_t pa
   std::uint64_t after = 0;
   for (;;) {
     StepRowsOut rows(page);
-    auto n = table.read_steps(after, rows.buffers());
+    auto n = table.episodic()->read_steps(after, rows.buffers());
     REQUIRE(n.ok());
     if (*n == 0) return ids;
     for (std::size_t i = 0; i < *n; ++i) {

@@ -28,7 +28,7 @@ std::vector<double> run_workload(Table& table, std::uint64_t seed, int count) {
   // A restored table continues the episodes that were open: find them again.
   std::uint64_t current[2][3] = {};
   for (std::uint64_t writer = 0; writer < 2; ++writer) {
-    auto open = table.episodes()->open_episodes(writer);
+    auto open = table.episodic()->episodes().open_episodes(writer);
     for (std::size_t env = 0; env < 3 && env < open.size(); ++env)
       current[writer][env] = open[env];
   }
@@ -37,7 +37,8 @@ std::vector<double> run_workload(Table& table, std::uint64_t seed, int count) {
     const auto kind = ops.uniform_below(20);
     const auto env = ops.uniform_below(3);
     if (kind < 10) {
-      if (current[writer][env] == 0) current[writer][env] = table.open_episode(writer).value();
+      if (current[writer][env] == 0)
+        current[writer][env] = table.episodic()->open_episode(writer).value();
       std::vector<std::uint64_t> keys;
       const std::int64_t id = next_id++;
       REQUIRE(append(table, writer, {current[writer][env]}, {id},
@@ -49,9 +50,9 @@ std::vector<double> run_workload(Table& table, std::uint64_t seed, int count) {
     } else if (kind < 13) {
       const auto episode = current[writer][env];
       if (episode == 0) continue;
-      const bool ok = table
-                          .end_episode(writer, episode,
-                                       kind == 10 ? EpisodeEnd::terminated : EpisodeEnd::truncated)
+      const bool ok = table.episodic()
+                          ->end_episode(writer, episode,
+                                        kind == 10 ? EpisodeEnd::terminated : EpisodeEnd::truncated)
                           .ok();
       log.push_back(ok);
       current[writer][env] = 0;
@@ -64,7 +65,7 @@ std::vector<double> run_workload(Table& table, std::uint64_t seed, int count) {
       log.push_back(static_cast<double>(
           table.update_priorities(std::span(&key, 1), std::span(&priority, 1))->applied));
     } else if (kind == 15) {
-      log.push_back(static_cast<double>(table.end_writer(writer)));
+      log.push_back(static_cast<double>(table.episodic()->end_writer(writer)));
       for (auto& episode : current[writer])
         episode = 0;
     } else if (kind < 18) {
@@ -90,7 +91,7 @@ std::vector<double> run_workload(Table& table, std::uint64_t seed, int count) {
     log.push_back(static_cast<double>(id));
   std::vector<std::uint64_t> ids(4);
   std::vector<double> probabilities(4);
-  if (table.sample_episodes(4, ids, probabilities).ok()) {
+  if (table.episodic()->sample_episodes(4, ids, probabilities).ok()) {
     log.insert(log.end(), ids.begin(), ids.end());
     log.insert(log.end(), probabilities.begin(), probabilities.end());
   }
@@ -126,30 +127,33 @@ TEST_CASE("a restored episodic table keeps its episodes and draws exactly as the
   INFO((restored.ok() ? std::string() : restored.error().message));
   REQUIRE(restored.ok());
   CHECK((*restored)->config().episodes == original->config().episodes);
-  CHECK((*restored)->episodes()->live_episodes() == original->episodes()->live_episodes());
-  CHECK((*restored)->episodes()->open_count() == original->episodes()->open_count());
+  CHECK((*restored)->episodic()->episodes().live_episodes() ==
+        original->episodic()->episodes().live_episodes());
+  CHECK((*restored)->episodic()->episodes().open_count() ==
+        original->episodic()->episodes().open_count());
   CHECK(run_workload(**restored, 2, 600) == run_workload(*original, 2, 600));
   CHECK(image_of(**restored) == image_of(*original));
 }
 
 TEST_CASE("a restored table ends the episodes its gone writers left open, as truncated") {
   auto original = make_table(episodic_config(16));
-  const auto a = original->open_episode(1).value();
-  const auto b = original->open_episode(2).value();
-  original->open_episode(2).value();  // empty: forgotten
+  const auto a = original->episodic()->open_episode(1).value();
+  const auto b = original->episodic()->open_episode(2).value();
+  original->episodic()->open_episode(2).value();  // empty: forgotten
   std::vector<std::uint64_t> keys;
   REQUIRE(append(*original, 1, {a}, {1}, {1.0f}, keys).ok());
   REQUIRE(append(*original, 2, {b}, {2}, {1.0f}, keys).ok());
   auto restored = restore(image_of(*original));
   REQUIRE(restored.ok());
   Table& table = **restored;
-  CHECK(table.episodes()->open_count() == 3);
-  CHECK(table.nstep_starts({2, 0.9, 0}).value() == 0);
-  CHECK(table.end_all_writers() == 2);
-  CHECK(table.episodes()->open_count() == 0);
-  CHECK(table.episodes()->find(a)->state == EpisodeState::truncated);
-  CHECK(table.episodes()->find(b)->state == EpisodeState::truncated);
-  CHECK(table.nstep_starts({2, 0.9, 0}).value() == 2);  // short windows of ended episodes
+  CHECK(table.episodic()->episodes().open_count() == 3);
+  CHECK(table.episodic()->nstep_starts({2, 0.9, 0}).value() == 0);
+  CHECK(table.episodic()->end_all_writers() == 2);
+  CHECK(table.episodic()->episodes().open_count() == 0);
+  CHECK(table.episodic()->episodes().find(a)->state == EpisodeState::truncated);
+  CHECK(table.episodic()->episodes().find(b)->state == EpisodeState::truncated);
+  CHECK(table.episodic()->nstep_starts({2, 0.9, 0}).value() ==
+        2);  // short windows of ended episodes
 }
 
 TEST_CASE("an episodic image cut short in its episode sections is rejected") {
@@ -167,10 +171,10 @@ TEST_CASE("an episodic image cut short in its episode sections is rejected") {
 
 TEST_CASE("episode sections naming a free slot or a stored step twice are rejected") {
   auto table = make_table(episodic_config(8));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   std::vector<std::uint64_t> keys;
   REQUIRE(append(*table, 1, {episode, episode}, {1, 2}, {1.0f, 1.0f}, keys).ok());
-  const EpisodeIndex& episodes = *table->episodes();
+  const EpisodeIndex& episodes = table->episodic()->episodes();
   // Re-encode the episode with its second slot replaced.
   const auto encode = [&](std::uint32_t second) {
     EpisodeIndex copy(8);
@@ -193,8 +197,8 @@ TEST_CASE("episode sections naming a free slot or a stored step twice are reject
     EpisodeIndex into(8);
     StepLog log(8);
     WindowIndexSet windows(WindowContext{&table->storage(), &into, false, 1.0, 0});
-    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into, log,
-                                 windows);
+    return read_episode_sections(reader, table->storage(), EpisodicTable::kMaxOpenEpisodes, into,
+                                 log, windows);
   };
   const std::uint32_t first = episodes.find(episode)->slots[0];
   const std::uint32_t second = episodes.find(episode)->slots[1];
@@ -209,10 +213,10 @@ TEST_CASE("episode sections naming a free slot or a stored step twice are reject
 
 TEST_CASE("window index sections whose members are not exactly the valid starts are rejected") {
   auto table = make_table(episodic_config(8));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   std::vector<std::uint64_t> keys;
   REQUIRE(append(*table, 1, {episode, episode, episode}, {1, 2, 3}, {1.0f, 1.0f, 1.0f}, keys).ok());
-  const EpisodeIndex& open = *table->episodes();
+  const EpisodeIndex& open = table->episodic()->episodes();
   EpisodeIndex ended(8);  // the same episode, as if it had ended
   Episode copy = *open.find(episode);
   copy.state = EpisodeState::terminated;
@@ -229,8 +233,8 @@ TEST_CASE("window index sections whose members are not exactly the valid starts 
     EpisodeIndex into(8);
     StepLog into_log(8);
     WindowIndexSet into_windows(WindowContext{&table->storage(), &into, false, 1.0, 0});
-    return read_episode_sections(reader, table->storage(), Table::kMaxOpenEpisodes, into, into_log,
-                                 into_windows);
+    return read_episode_sections(reader, table->storage(), EpisodicTable::kMaxOpenEpisodes, into,
+                                 into_log, into_windows);
   };
   WindowIndexSet right(WindowContext{&table->storage(), &open, false, 1.0, 0});
   right.get({2, true, 1, 0});

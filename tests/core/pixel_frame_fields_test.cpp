@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "core/table/table.h"
 #include "core/storage/zstd_value.h"
+#include "core/table/episodic_table.h"
 
 namespace replayd {
 namespace {
@@ -136,7 +136,7 @@ Status append(Table& table, std::uint64_t episode, const std::vector<Bytes>& fra
   std::vector<std::uint64_t> keys(frames.size());
   const std::vector<std::span<const std::byte>> columns{joined, std::as_bytes(std::span(rew))};
   const std::vector<std::span<const std::uint32_t>> frame_sizes{sizes, {}};
-  return table.append_steps(1, episodes, columns, frames.size(), {}, keys, frame_sizes);
+  return table.episodic()->append_steps(1, episodes, columns, frames.size(), {}, keys, frame_sizes);
 }
 
 Bytes obs_frame(std::uint8_t value) {
@@ -147,7 +147,7 @@ TEST_CASE("appends evict steps before the compressed values would exceed their b
           "[frames]") {
   const std::uint64_t cost = BlobColumn::cost(obs_frame(1).size());
   auto table = make(pixel_config(1000, 10 * cost));  // room for 10 values, not 1000
-  const std::uint64_t episode = table->open_episode(1).value();
+  const std::uint64_t episode = table->episodic()->open_episode(1).value();
   for (int i = 0; i < 25; ++i) {
     REQUIRE(append(*table, episode, {obs_frame(static_cast<std::uint8_t>(i))}).ok());
     CHECK(table->storage().blob_bytes() <= 10 * cost);
@@ -162,7 +162,7 @@ TEST_CASE("a batch whose values exceed the budget, or with a bad frame, stores n
           "[frames]") {
   const std::uint64_t cost = BlobColumn::cost(obs_frame(1).size());
   auto table = make(pixel_config(100, 3 * cost));
-  const std::uint64_t episode = table->open_episode(1).value();
+  const std::uint64_t episode = table->episodic()->open_episode(1).value();
   REQUIRE(append(*table, episode, {obs_frame(1)}).ok());
   const auto too_many =
       append(*table, episode, {obs_frame(2), obs_frame(3), obs_frame(4), obs_frame(5)});
@@ -179,25 +179,28 @@ TEST_CASE("a batch whose values exceed the budget, or with a bad frame, stores n
 
 TEST_CASE("a final observation is one more step; wrong ones change nothing", "[frames]") {
   auto table = make(pixel_config(100, 0));
-  const std::uint64_t episode = table->open_episode(1).value();
+  const std::uint64_t episode = table->episodic()->open_episode(1).value();
   REQUIRE(append(*table, episode, {obs_frame(1), obs_frame(2)}).ok());
   const Bytes final_frame = obs_frame(3);
   const std::vector<std::span<const std::byte>> wrong_field{final_frame, final_frame};
-  CHECK_THAT(table->end_episode(1, episode, EpisodeEnd::terminated, wrong_field).error().message,
+  CHECK_THAT(table->episodic()
+                 ->end_episode(1, episode, EpisodeEnd::terminated, wrong_field)
+                 .error()
+                 .message,
              Contains("'rew' is not next_of"));
   Bytes short_frame = final_frame;
   short_frame.pop_back();
   const std::vector<std::span<const std::byte>> cut{short_frame, {}};
-  CHECK_FALSE(table->end_episode(1, episode, EpisodeEnd::terminated, cut).ok());
+  CHECK_FALSE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated, cut).ok());
   CHECK(table->size() == 2);
-  CHECK_FALSE(table->episodes()->find(episode)->ended());
+  CHECK_FALSE(table->episodic()->episodes().find(episode)->ended());
 
   const std::vector<std::span<const std::byte>> good{final_frame, {}};
-  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated, good).ok());
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated, good).ok());
   CHECK(table->size() == 3);
-  CHECK(table->episodes()->find(episode)->length == 3);
+  CHECK(table->episodic()->episodes().find(episode)->length == 3);
   // Two transitions: steps 0 and 1; the final observation is no start.
-  CHECK(table->nstep_starts(NStepRequest{1, 1.0, 0.0}).value() == 2);
+  CHECK(table->episodic()->nstep_starts(NStepRequest{1, 1.0, 0.0}).value() == 2);
 }
 
 TEST_CASE("frame options need an episodic table, and the reward field is no frame field",

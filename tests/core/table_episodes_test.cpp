@@ -1,4 +1,4 @@
-// Tests for the episodic operations of core/table (core/table/table_episodes.cpp): every n-step
+// Tests for the episodic operations of core/table (core/table/episodic_table.cpp): every n-step
 // and sequence draw is checked exactly against a brute-force reference model on random
 // streams (several writers and environments interleaved, terminations, truncations,
 // deletions, eviction past capacity); draws are chi-square tested over exactly the valid
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/table/table.h"
+#include "core/table/episodic_table.h"
 #include "tests/core/chi_square.h"
 #include "tests/core/episode_fixtures.h"
 
@@ -135,7 +135,7 @@ WindowSpec spec_of(const SequenceRequest& r) {
 void check_nstep(Table& table, Model& model, const NStepRequest& request, std::uint64_t n,
                  bool prioritized) {
   auto valid = model.valid_keys(spec_of(request));
-  REQUIRE(table.nstep_starts(request).value() == valid.size());
+  REQUIRE(table.episodic()->nstep_starts(request).value() == valid.size());
   auto d = sample_nstep(table, n, request);
   if (!model.can_sample(valid, n)) {
     REQUIRE(d.status.error().code == ErrorCode::would_block);
@@ -180,7 +180,7 @@ void check_nstep(Table& table, Model& model, const NStepRequest& request, std::u
 
 void check_sequences(Table& table, Model& model, const SequenceRequest& request, std::uint64_t n) {
   auto valid = model.valid_keys(spec_of(request));
-  REQUIRE(table.sequence_starts(request).value() == valid.size());
+  REQUIRE(table.episodic()->sequence_starts(request).value() == valid.size());
   auto d = sample_sequences(table, n, request);
   if (!model.can_sample(valid, n)) {
     REQUIRE(d.status.error().code == ErrorCode::would_block);
@@ -221,7 +221,7 @@ void check_reads(Table& table, const Model& model) {
   }
   std::vector<std::uint64_t> ids(3);
   std::vector<double> probabilities(3);
-  const Status drawn = table.sample_episodes(3, ids, probabilities);
+  const Status drawn = table.episodic()->sample_episodes(3, ids, probabilities);
   if (complete.empty()) {
     REQUIRE(drawn.error().code == ErrorCode::would_block);
     return;
@@ -231,10 +231,10 @@ void check_reads(Table& table, const Model& model) {
     REQUIRE(complete.count(ids[i]) == 1);
     REQUIRE(probabilities[i] == 1.0 / static_cast<double>(complete.size()));
   }
-  const std::uint64_t rows = table.episode_steps(ids).value();
+  const std::uint64_t rows = table.episodic()->episode_steps(ids).value();
   StepRowsOut out(rows);
   std::vector<std::uint64_t> offsets(4);
-  REQUIRE(table.read_episodes(ids, out.buffers(), offsets).ok());
+  REQUIRE(table.episodic()->read_episodes(ids, out.buffers(), offsets).ok());
   for (std::size_t i = 0; i < 3; ++i) {
     const ModelEpisode& e = model.episodes.at(ids[i]);
     REQUIRE(offsets[i + 1] - offsets[i] == e.length);
@@ -277,7 +277,8 @@ void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_t
       std::vector<double> priorities;
       for (int env = 0; env < 3; ++env) {
         if (rng.uniform_below(2) == 0 && env != 2) continue;
-        if (current[writer][env] == 0) current[writer][env] = table->open_episode(writer).value();
+        if (current[writer][env] == 0)
+          current[writer][env] = table->episodic()->open_episode(writer).value();
         episodes.push_back(current[writer][env]);
         ids.push_back(next_id++);
         rews.push_back(rewards[rng.uniform_below(6)]);
@@ -292,7 +293,7 @@ void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_t
       const std::uint64_t episode = current[writer][env];
       if (episode == 0 || model.episodes[episode].length == 0) continue;
       const bool terminated = rng.uniform_below(2) == 0;
-      REQUIRE(table
+      REQUIRE(table->episodic()
                   ->end_episode(writer, episode,
                                 terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated)
                   .ok());
@@ -322,8 +323,8 @@ void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_t
           model.episodes[episode].state = EpisodeState::truncated;
         episode = 0;
       }
-      table->end_writer(writer);
-      REQUIRE(table->episodes()->open_episodes(writer).empty());
+      table->episodic()->end_writer(writer);
+      REQUIRE(table->episodic()->episodes().open_episodes(writer).empty());
     }
     REQUIRE(table->size() == model.stored);
     for (const auto& request : nsteps)
@@ -381,14 +382,14 @@ std::uint64_t step(Table& table, std::uint64_t writer, std::uint64_t episode, st
 
 TEST_CASE("an n-step transition sums discounted rewards and bootstraps h steps later") {
   auto table = make_table(episodic_config(16));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   for (std::int64_t id = 1; id <= 4; ++id)
     step(*table, 1, episode, id, static_cast<float>(id));  // rewards 1, 2, 3, 4
   // Open episode, k = 3: only starts with 3 steps stored are valid (ids 1 and 2).
-  CHECK(table->nstep_starts({3, 0.5, 0}).value() == 2);
-  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  CHECK(table->episodic()->nstep_starts({3, 0.5, 0}).value() == 2);
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated).ok());
   // Ended: every step is a start; windows shrink at the end.
-  CHECK(table->nstep_starts({3, 0.5, 0}).value() == 4);
+  CHECK(table->episodic()->nstep_starts({3, 0.5, 0}).value() == 4);
   for (int draw = 0; draw < 50; ++draw) {
     auto d = sample_nstep(*table, 1, {3, 0.5, 0});
     REQUIRE(d.status.ok());
@@ -413,10 +414,10 @@ TEST_CASE("an n-step transition sums discounted rewards and bootstraps h steps l
 
 TEST_CASE("a truncated episode bootstraps from its final observation with gamma^h") {
   auto table = make_table(episodic_config(16));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   for (std::int64_t id = 1; id <= 2; ++id)
     step(*table, 1, episode, id, 1.0f);
-  REQUIRE(table->end_episode(1, episode, EpisodeEnd::truncated).ok());
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::truncated).ok());
   std::set<std::int64_t> seen;
   for (int draw = 0; draw < 40; ++draw) {
     auto d = sample_nstep(*table, 1, {5, 0.5, 0});
@@ -432,28 +433,28 @@ TEST_CASE("a truncated episode bootstraps from its final observation with gamma^
 
 TEST_CASE("an episode whose first steps were evicted stays usable for windows wholly stored") {
   auto table = make_table(episodic_config(4));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   for (std::int64_t id = 1; id <= 6; ++id)
     step(*table, 1, episode, id);  // steps 1 and 2 evicted
   CHECK(table->size() == 4);
-  CHECK(table->episodes()->find(episode)->first == 2);
-  CHECK(table->nstep_starts({2, 1.0, 0}).value() == 3);  // ids 3, 4, 5
-  CHECK(table->sequence_starts({4, 1, 0, false, 0}).value() == 1);
+  CHECK(table->episodic()->episodes().find(episode)->first == 2);
+  CHECK(table->episodic()->nstep_starts({2, 1.0, 0}).value() == 3);  // ids 3, 4, 5
+  CHECK(table->episodic()->sequence_starts({4, 1, 0, false, 0}).value() == 1);
   // A burn-in that reaches back to evicted steps makes the start unusable.
-  CHECK(table->sequence_starts({2, 1, 1, false, 0}).value() == 2);  // ids 4, 5
+  CHECK(table->episodic()->sequence_starts({2, 1, 1, false, 0}).value() == 2);  // ids 4, 5
 }
 
 TEST_CASE("a padded sequence masks the steps past its episode's end, an unpadded one is full") {
   auto table = make_table(episodic_config(16));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   for (std::int64_t id = 1; id <= 3; ++id)
     step(*table, 1, episode, id);
-  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
-  CHECK(table->sequence_starts({4, 1, 0, false, 0}).value() == 0);
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  CHECK(table->episodic()->sequence_starts({4, 1, 0, false, 0}).value() == 0);
   CHECK(sample_sequences(*table, 1, {4, 1, 0, false, 0}).status.error().code ==
         ErrorCode::would_block);
-  CHECK(table->sequence_starts({4, 1, 0, true, 0}).value() == 3);
-  CHECK(table->sequence_starts({4, 2, 0, true, 0}).value() == 2);  // positions 0 and 2
+  CHECK(table->episodic()->sequence_starts({4, 1, 0, true, 0}).value() == 3);
+  CHECK(table->episodic()->sequence_starts({4, 2, 0, true, 0}).value() == 2);  // positions 0 and 2
   for (int draw = 0; draw < 20; ++draw) {
     auto d = sample_sequences(*table, 1, {4, 1, 0, true, 0});
     REQUIRE(d.status.ok());
@@ -468,24 +469,25 @@ TEST_CASE("a padded sequence masks the steps past its episode's end, an unpadded
 
 TEST_CASE("a writer that leaves mid-episode has it ended as truncated, its steps kept") {
   auto table = make_table(episodic_config(16));
-  const auto with_steps = table->open_episode(7).value();
-  const auto empty = table->open_episode(7).value();
-  const auto other = table->open_episode(8).value();
+  const auto with_steps = table->episodic()->open_episode(7).value();
+  const auto empty = table->episodic()->open_episode(7).value();
+  const auto other = table->episodic()->open_episode(8).value();
   step(*table, 7, with_steps, 1);
   step(*table, 7, with_steps, 2);
   step(*table, 8, other, 3);
-  CHECK(table->end_writer(7) == 1);
-  CHECK(table->episodes()->find(with_steps)->state == EpisodeState::truncated);
-  CHECK(table->episodes()->find(empty) == nullptr);
-  CHECK(table->episodes()->find(other)->state == EpisodeState::open);
+  CHECK(table->episodic()->end_writer(7) == 1);
+  CHECK(table->episodic()->episodes().find(with_steps)->state == EpisodeState::truncated);
+  CHECK(table->episodic()->episodes().find(empty) == nullptr);
+  CHECK(table->episodic()->episodes().find(other)->state == EpisodeState::open);
   CHECK(table->size() == 3);
-  CHECK(table->nstep_starts({3, 1.0, 0}).value() == 2);  // short windows of the ended episode
+  CHECK(table->episodic()->nstep_starts({3, 1.0, 0}).value() ==
+        2);  // short windows of the ended episode
 }
 
 TEST_CASE("malformed episodic requests are refused by name and change nothing") {
   auto table = make_table(episodic_config(8));
-  const auto episode = table->open_episode(1).value();
-  const auto empty = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
+  const auto empty = table->episodic()->open_episode(1).value();
   step(*table, 1, episode, 1);
   step(*table, 1, episode, 2);
   const TableInfo before = table->info();
@@ -508,12 +510,13 @@ TEST_CASE("malformed episodic requests are refused by name and change nothing") 
         ErrorCode::invalid_argument);
   CHECK(code_of(sample_sequences(*table, 1, {2, 0, 0, false, 0}).status) ==
         ErrorCode::invalid_argument);
-  auto ended_empty = table->end_episode(1, empty, EpisodeEnd::terminated);
+  auto ended_empty = table->episodic()->end_episode(1, empty, EpisodeEnd::terminated);
   CHECK(code_of(ended_empty) == ErrorCode::invalid_argument);
   CHECK_THAT(ended_empty.error().message, Contains("has no steps"));
-  CHECK_THAT(table->end_episode(2, episode, EpisodeEnd::terminated).error().message,
+  CHECK_THAT(table->episodic()->end_episode(2, episode, EpisodeEnd::terminated).error().message,
              Contains("not open for this writer"));
-  CHECK(code_of(table->end_episode(1, 999, EpisodeEnd::truncated)) == ErrorCode::invalid_argument);
+  CHECK(code_of(table->episodic()->end_episode(1, 999, EpisodeEnd::truncated)) ==
+        ErrorCode::invalid_argument);
   std::vector<std::uint64_t> keys;
   CHECK(code_of(append(*table, 2, {episode}, {3}, {1.0f}, keys)) == ErrorCode::invalid_argument);
   // A batch with one bad episode id stores none of its steps.
@@ -526,21 +529,21 @@ TEST_CASE("malformed episodic requests are refused by name and change nothing") 
   CHECK(code_of(table->insert(rows.spans, 1, {}, keys)) == ErrorCode::failed_precondition);
   CHECK(table->info().counters == before.counters);
   CHECK(table->size() == 2);
-  CHECK(table->episodes()->find(episode)->length == 2);
-  CHECK(table->episodes()->find(episode)->state == EpisodeState::open);
-  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
-  CHECK(code_of(table->end_episode(1, episode, EpisodeEnd::terminated)) ==
+  CHECK(table->episodic()->episodes().find(episode)->length == 2);
+  CHECK(table->episodic()->episodes().find(episode)->state == EpisodeState::open);
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  CHECK(code_of(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated)) ==
         ErrorCode::invalid_argument);
   CHECK(code_of(append(*table, 1, {episode}, {3}, {1.0f}, keys)) == ErrorCode::invalid_argument);
 }
 
-TEST_CASE("a table that is not episodic refuses episode operations") {
+TEST_CASE("a table that is not episodic has no episodic part to ask for episode operations") {
   TableConfig config = episodic_config(8);
   config.episodes.enabled = false;
   auto table = make_table(config);
-  CHECK(table->open_episode(1).error().code == ErrorCode::failed_precondition);
-  CHECK(sample_nstep(*table, 1, {1, 0.9, 0}).status.error().code == ErrorCode::failed_precondition);
-  CHECK(table->end_writer(1) == 0);
+  CHECK(table->episodic() == nullptr);
+  config.episodes.enabled = true;
+  CHECK(make_table(config)->episodic() != nullptr);
 }
 
 TEST_CASE("an episodic table needs a uniform or prioritized sampler and a float reward field") {
@@ -569,19 +572,20 @@ TEST_CASE("an episodic table needs a uniform or prioritized sampler and a float 
 TEST_CASE("more distinct window requirements than the limit are refused") {
   auto table = make_table(episodic_config(16));
   for (std::uint32_t k = 1; k <= WindowIndexSet::kMaxIndexes; ++k)
-    CHECK(table->nstep_starts({k, 0.9, 0}).ok());
-  CHECK(table->nstep_starts({1, 0.5, 0}).ok());  // gamma is not part of the requirement
-  CHECK(table->sequence_starts({3, 1, 0, false, 0}).error().code == ErrorCode::resource_exhausted);
+    CHECK(table->episodic()->nstep_starts({k, 0.9, 0}).ok());
+  CHECK(table->episodic()->nstep_starts({1, 0.5, 0}).ok());  // gamma is not part of the requirement
+  CHECK(table->episodic()->sequence_starts({3, 1, 0, false, 0}).error().code ==
+        ErrorCode::resource_exhausted);
 }
 
 TEST_CASE("a start sampled max_times_sampled times retires, its step stays for other windows") {
   TableConfig config = episodic_config(16);
   config.max_times_sampled = 2;
   auto table = make_table(config);
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   for (std::int64_t id = 1; id <= 3; ++id)
     step(*table, 1, episode, id);
-  REQUIRE(table->end_episode(1, episode, EpisodeEnd::terminated).ok());
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated).ok());
   // 3 starts x 2 draws each: a sample of 7 can never be served, one of 6 can.
   CHECK(sample_nstep(*table, 7, {1, 0.9, 0}).status.error().code == ErrorCode::would_block);
   auto d = sample_nstep(*table, 6, {1, 0.9, 0});
@@ -590,27 +594,27 @@ TEST_CASE("a start sampled max_times_sampled times retires, its step stays for o
   for (auto id : d.id)
     ++draws[id];
   CHECK(draws == std::map<std::int64_t, int>{{1, 2}, {2, 2}, {3, 2}});
-  CHECK(table->nstep_starts({1, 0.9, 0}).value() == 0);
+  CHECK(table->episodic()->nstep_starts({1, 0.9, 0}).value() == 0);
   CHECK(table->size() == 3);  // the steps stay as data
   CHECK(table->info().counters.expirations == 3);
   // A retired start is retired for every window, also one built afterwards.
-  CHECK(table->nstep_starts({2, 0.9, 0}).value() == 0);
+  CHECK(table->episodic()->nstep_starts({2, 0.9, 0}).value() == 0);
 }
 
 TEST_CASE("n-step starts are drawn uniformly over exactly the valid starts") {
   auto table = make_table(episodic_config(40, false, 99));
   // Two interleaved episodes, one ended, one open; 40 steps then 10 evicted.
-  const auto a = table->open_episode(1).value();
-  const auto b = table->open_episode(1).value();
+  const auto a = table->episodic()->open_episode(1).value();
+  const auto b = table->episodic()->open_episode(1).value();
   for (std::int64_t id = 1; id <= 50; ++id)
     step(*table, 1, id % 2 ? a : b, id);
-  REQUIRE(table->end_episode(1, a, EpisodeEnd::truncated).ok());
+  REQUIRE(table->episodic()->end_episode(1, a, EpisodeEnd::truncated).ok());
   // b (even ids 12..50, open): starts with 3 stored steps: ids 12..46; a: every stored step.
   std::map<std::int64_t, std::size_t> index;
   for (std::int64_t id = 11; id <= 50; ++id) {
     if (id % 2 == 1 || id <= 46) index.emplace(id, index.size());
   }
-  REQUIRE(table->nstep_starts({3, 0.9, 0}).value() == index.size());
+  REQUIRE(table->episodic()->nstep_starts({3, 0.9, 0}).value() == index.size());
   std::vector<std::uint64_t> counts(index.size(), 0);
   for (int draw = 0; draw < 2000; ++draw) {
     auto d = sample_nstep(*table, 100, {3, 0.9, 0});
@@ -630,7 +634,7 @@ TEST_CASE("prioritized sequences are drawn in proportion to their start's priori
   TableConfig config = episodic_config(32, true, 5);
   config.sampler.priority_exponent = 0.5;
   auto table = make_table(config);
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   std::vector<double> priorities;
   for (std::int64_t id = 1; id <= 20; ++id) {
     priorities.push_back(static_cast<double>(id % 5));  // 0 never drawn
@@ -661,23 +665,24 @@ TEST_CASE("prioritized sequences are drawn in proportion to their start's priori
 
 TEST_CASE("reading everything pages on past steps stored and removed between pages") {
   auto table = make_table(episodic_config(6));
-  const auto episode = table->open_episode(1).value();
+  const auto episode = table->episodic()->open_episode(1).value();
   std::vector<std::uint64_t> keys;
   for (std::int64_t id = 1; id <= 4; ++id)
     keys.push_back(step(*table, 1, episode, id));
   StepRowsOut page(2);
-  REQUIRE(table->read_steps(0, page.buffers()).value() == 2);
+  REQUIRE(table->episodic()->read_steps(0, page.buffers()).value() == 2);
   CHECK(page.id == std::vector<std::int64_t>{1, 2});
   const std::uint64_t after = page.sequences[1];
   REQUIRE(table->delete_keys(std::span(&keys[2], 1)).deleted == 1);  // id 3
   for (std::int64_t id = 5; id <= 8; ++id)
     step(*table, 1, episode, id);  // evicts id 1, already read
   StepRowsOut rest(10);
-  const auto n = table->read_steps(after, rest.buffers()).value();
+  const auto n = table->episodic()->read_steps(after, rest.buffers()).value();
   CHECK(std::vector<std::int64_t>(rest.id.begin(), rest.id.begin() + n) ==
         std::vector<std::int64_t>{4, 5, 6, 7, 8});
-  CHECK(table->episode_steps(std::vector<std::uint64_t>{episode}).value() == 6);
-  CHECK(table->episode_steps(std::vector<std::uint64_t>{999}).error().code == ErrorCode::not_found);
+  CHECK(table->episodic()->episode_steps(std::vector<std::uint64_t>{episode}).value() == 6);
+  CHECK(table->episodic()->episode_steps(std::vector<std::uint64_t>{999}).error().code ==
+        ErrorCode::not_found);
 }
 
 TEST_CASE("n-step and sequence samples are admitted by the rate limiter as plain samples are") {
@@ -686,7 +691,7 @@ TEST_CASE("n-step and sequence samples are admitted by the rate limiter as plain
   auto episodic = make_table(config);
   config.episodes.enabled = false;
   auto plain = make_table(config);
-  const auto episode = episodic->open_episode(1).value();
+  const auto episode = episodic->episodic()->open_episode(1).value();
   std::vector<std::uint64_t> keys(1);
   StepRows row({0}, {1.0f});
   std::uint64_t admitted = 0;
@@ -696,7 +701,7 @@ TEST_CASE("n-step and sequence samples are admitted by the rate limiter as plain
     // Samples of each kind alternate; both tables admit exactly the same ones.
     for (int round = 0; round < 4; ++round) {
       const bool may = plain->may_sample(1);
-      CHECK(episodic->may_sample_nstep(1, {1, 0.9, 0}) == may);
+      CHECK(episodic->episodic()->may_sample_nstep(1, {1, 0.9, 0}) == may);
       const Status status = id % 2 ? sample_nstep(*episodic, 1, {1, 0.9, 0}).status
                                    : sample_sequences(*episodic, 1, {1, 1, 0, false, 0}).status;
       CHECK(status.ok() == may);

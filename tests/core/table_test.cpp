@@ -394,7 +394,7 @@ TEST_CASE("a NaN, negative or infinite priority is refused and leaves the table 
     const auto inserted = insert_ids(*table, {3, 4}, {1.0, bad});
     REQUIRE_FALSE(inserted.status.ok());
     CHECK(inserted.status.error().code == ErrorCode::invalid_argument);
-    CHECK_THAT(inserted.status.error().message, Contains("priority 1"));
+    CHECK_THAT(inserted.status.error().message, Contains("priorities[1]"));
     CHECK(observe(*table) == before);
 
     // One bad value rejects the whole update, including the good value before it.
@@ -418,7 +418,7 @@ TEST_CASE("a finite priority whose mass would overflow is refused and changes no
     const auto inserted = insert_ids(*table, {3, 4}, {1.0, bad});
     REQUIRE_FALSE(inserted.status.ok());
     CHECK(inserted.status.error().code == ErrorCode::invalid_argument);
-    CHECK_THAT(inserted.status.error().message, Contains("priority 1") && Contains("mass"));
+    CHECK_THAT(inserted.status.error().message, Contains("priorities[1]") && Contains("mass"));
     CHECK(observe(*table) == before);
     const auto updated = table->update_priorities(keys, std::vector<double>{bad, 1.0});
     REQUIRE_FALSE(updated.ok());

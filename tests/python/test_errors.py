@@ -81,6 +81,26 @@ def test_bad_priorities_reject_the_whole_request(client, table, priority):
     assert client.table_info(table)["counters"]["priority_updates"] == 0
 
 
+@pytest.mark.parametrize(
+    "priority, text",
+    [(float("nan"), r"priorities\[1\] is NaN:"), (-1.0, r"priorities\[1\] is -1:"),
+     (-1e-300, r"priorities\[1\] is -1e-300:"), (float("inf"), r"priorities\[1\] is inf:")],
+)
+def test_a_bad_priority_is_named_by_its_index_and_its_exact_value(client, table, priority, text):
+    keys = client.insert(table, good(3))
+    with pytest.raises(replayd.InvalidArgument, match=text):
+        client.update_priorities(table, keys, [1.0, priority, 1.0])
+
+
+def test_a_bad_gamma_is_reported_exactly(client):
+    name = "gamma_text"
+    client.create_table(name, {"rew": (np.float32, ())}, 16, episodic=True, reward="rew")
+    with pytest.raises(replayd.InvalidArgument, match=r"got -1e-300"):
+        client.sample(name, 1, nstep=1, gamma=-1e-300, timeout_ms=0)
+    with pytest.raises(replayd.InvalidArgument, match=r"got 1.0000000000000002"):
+        client.sample(name, 1, nstep=1, gamma=1 + 2.220446049250313e-16, timeout_ms=0)
+
+
 def test_bad_sample_arguments(client, table):
     client.insert(table, good())
     with pytest.raises(replayd.InvalidArgument):

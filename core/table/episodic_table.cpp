@@ -1,4 +1,4 @@
-// Table's episodic operations (docs/TRAJECTORIES.md): opening, appending to and ending
+// The episodic part's operations (docs/TRAJECTORIES.md): opening, appending to and ending
 // episodes, and n-step and sequence samples over the window indexes.
 #include <algorithm>
 #include <array>
@@ -6,8 +6,9 @@
 #include <cstring>
 
 #include "core/episodes/nstep.h"
-#include "core/table/table.h"
+#include "core/number_text.h"
 #include "core/storage/zstd_value.h"
+#include "core/table/episodic_table.h"
 
 namespace replayd {
 namespace {
@@ -28,15 +29,51 @@ Status check_beta(const std::string& table, double beta) {
 
 }  // namespace
 
-Status Table::require_episodic(const char* operation) const {
-  if (episodes_) return Ok{};
-  return make_error(ErrorCode::failed_precondition,
-                    "table '" + name() + "' is not episodic: " + operation +
-                        " needs a table created with episodes enabled");
+EpisodicTable::EpisodicTable(Table& items) : items_(items) {
+  const TableConfig& config = items_.config_;
+  const std::uint32_t history = config.episodes.pad_history ? 0 : config.schema.max_stack() - 1;
+  episodes_ = std::make_unique<EpisodeIndex>(config.capacity, history);
+  WindowContext context;
+  context.storage = &items_.storage_;
+  context.episodes = episodes_.get();
+  context.prioritized = config.sampler.kind == SelectorKind::prioritized;
+  context.priority_exponent = config.sampler.priority_exponent;
+  context.max_times_sampled = config.max_times_sampled;
+  context.next_of = config.schema.has_next_of();
+  context.pad_history = config.episodes.pad_history;
+  windows_ = std::make_unique<WindowIndexSet>(context);
+  complete_ = std::make_unique<CompleteEpisodes>(config.capacity);
+  step_log_ = std::make_unique<StepLog>(config.capacity);
+  reward_field_ = config.schema.find(config.episodes.reward_field);
+  for (const auto& name : config.episodes.bootstrap_fields)
+    bootstrap_fields_.push_back(config.schema.find(name));
 }
 
-Result<std::uint64_t> Table::open_episode(std::uint64_t writer) {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("open_episode"));
+const std::string& EpisodicTable::name() const {
+  return items_.name();
+}
+
+void EpisodicTable::on_remove(std::uint32_t slot) {
+  const StepRef ref = episodes_->step(slot);
+  const Episode& episode = *episodes_->find(ref.episode);
+  windows_->on_remove(slot, ref, episode);
+  complete_->on_remove(episode);
+  step_log_->on_remove(slot);
+  episodes_->remove(slot);
+}
+
+void EpisodicTable::on_priority(std::uint32_t slot) {
+  windows_->on_priority(slot);
+}
+
+void EpisodicTable::clear() {
+  episodes_->remove_all_steps();
+  windows_->clear();
+  complete_->clear();
+  step_log_->clear();
+}
+
+Result<std::uint64_t> EpisodicTable::open_episode(std::uint64_t writer) {
   if (episodes_->open_count() >= kMaxOpenEpisodes) {
     return make_error(ErrorCode::resource_exhausted, "table '" + name() +
                                                          "': " + std::to_string(kMaxOpenEpisodes) +
@@ -45,12 +82,12 @@ Result<std::uint64_t> Table::open_episode(std::uint64_t writer) {
   return episodes_->open(writer);
 }
 
-Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
-                           std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                           std::span<const double> priorities, std::span<std::uint64_t> keys_out,
-                           std::span<const std::span<const std::uint32_t>> frame_sizes) {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("append_steps"));
-  REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out, frame_sizes));
+Status EpisodicTable::append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
+                                   std::span<const std::span<const std::byte>> columns,
+                                   std::uint64_t n, std::span<const double> priorities,
+                                   std::span<std::uint64_t> keys_out,
+                                   std::span<const std::span<const std::uint32_t>> frame_sizes) {
+  REPLAYD_RETURN_IF_ERROR(items_.check_rows(columns, n, priorities, keys_out, frame_sizes));
   if (episodes.size() != n) {
     return invalid(name(), std::to_string(episodes.size()) + " episode ids for " +
                                std::to_string(n) + " steps");
@@ -67,28 +104,28 @@ Status Table::append_steps(std::uint64_t writer, std::span<const std::uint64_t> 
                                  std::to_string(EpisodeIndex::kMaxEpisodeLength) + " steps");
     }
   }
-  if (!rate_limiter_.may_insert(n)) {
+  if (!items_.rate_limiter_.may_insert(n)) {
     return make_error(ErrorCode::would_block,
                       "table '" + name() + "': insert held by rate limiter");
   }
   std::array<std::uint64_t, Schema::kMaxFields> frame_offsets{};
   for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint32_t slot = store_row(columns, i, priorities, frame_sizes,
-                                         std::span(frame_offsets).first(columns.size()));
+    const std::uint32_t slot = items_.store_row(columns, i, priorities, frame_sizes,
+                                                std::span(frame_offsets).first(columns.size()));
     episodes_->append(episodes[i], slot);
     step_log_->on_store(slot);
     windows_->on_append(slot);
-    keys_out[i] = storage_.key(slot);
+    keys_out[i] = items_.storage_.key(slot);
   }
-  rate_limiter_.record_inserts(n);
-  counters_.inserts += n;
+  items_.rate_limiter_.record_inserts(n);
+  items_.counters_.inserts += n;
   return Ok{};
 }
 
-Status Table::append_final_values(std::uint64_t episode,
-                                  std::span<const std::span<const std::byte>> final_values) {
-  const auto& fields = config_.schema.fields();
-  if (!config_.schema.has_next_of()) {
+Status EpisodicTable::append_final_values(
+    std::uint64_t episode, std::span<const std::span<const std::byte>> final_values) {
+  const auto& fields = items_.config_.schema.fields();
+  if (!items_.config_.schema.has_next_of()) {
     return invalid(name(), "a final observation was given, but no field is next_of");
   }
   if (final_values.size() != fields.size()) {
@@ -131,23 +168,22 @@ Status Table::append_final_values(std::uint64_t episode,
     }
     if (compressed) frame_sizes[f] = std::span(sizes).subspan(f, 1);
   }
-  if (cost > blob_budget_) {
+  if (cost > items_.blob_budget_) {
     return invalid(name(), "final observation: its compressed values exceed max_compressed_bytes");
   }
   std::array<std::uint64_t, Schema::kMaxFields> offsets{};
   const std::uint32_t slot =
-      store_row(columns, 0, {}, frame_sizes, std::span(offsets).first(fields.size()));
+      items_.store_row(columns, 0, {}, frame_sizes, std::span(offsets).first(fields.size()));
   episodes_->append(episode, slot);
   step_log_->on_store(slot);
   windows_->on_append(slot);
-  rate_limiter_.record_inserts(1);
-  counters_.inserts += 1;
+  items_.rate_limiter_.record_inserts(1);
+  items_.counters_.inserts += 1;
   return Ok{};
 }
 
-Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how,
-                          std::span<const std::span<const std::byte>> final_values) {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("end_episode"));
+Status EpisodicTable::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEnd how,
+                                  std::span<const std::span<const std::byte>> final_values) {
   const Episode* found = episodes_->find(episode);
   if (found == nullptr || found->ended() || found->writer != writer) {
     return invalid(name(), "episode " + std::to_string(episode) + " is not open for this writer");
@@ -168,8 +204,7 @@ Status Table::end_episode(std::uint64_t writer, std::uint64_t episode, EpisodeEn
   return Ok{};
 }
 
-std::uint64_t Table::end_writer(std::uint64_t writer) {
-  if (!episodes_) return 0;
+std::uint64_t EpisodicTable::end_writer(std::uint64_t writer) {
   std::uint64_t ended = 0;
   for (auto id : episodes_->open_episodes(writer)) {
     if (episodes_->find(id)->length == 0) {
@@ -182,15 +217,14 @@ std::uint64_t Table::end_writer(std::uint64_t writer) {
   return ended;
 }
 
-std::uint64_t Table::end_all_writers() {
-  if (!episodes_) return 0;
+std::uint64_t EpisodicTable::end_all_writers() {
   std::uint64_t ended = 0;
   for (auto writer : episodes_->open_writers())
     ended += end_writer(writer);
   return ended;
 }
 
-Result<WindowIndex*> Table::window_index(const WindowSpec& spec) {
+Result<WindowIndex*> EpisodicTable::window_index(const WindowSpec& spec) {
   WindowIndex* index = windows_->get(spec);
   if (index == nullptr) {
     return make_error(ErrorCode::resource_exhausted,
@@ -202,44 +236,44 @@ Result<WindowIndex*> Table::window_index(const WindowSpec& spec) {
   return index;
 }
 
-Result<WindowSpec> Table::nstep_spec(const NStepRequest& request) const {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("sample_nstep"));
-  if (request.k == 0 || request.k > config_.capacity) {
+Result<WindowSpec> EpisodicTable::nstep_spec(const NStepRequest& request) const {
+  if (request.k == 0 || request.k > items_.config_.capacity) {
     return invalid(name(), "nstep k must be between 1 and the capacity " +
-                               std::to_string(config_.capacity) + ", got " +
+                               std::to_string(items_.config_.capacity) + ", got " +
                                std::to_string(request.k));
   }
   if (!(request.gamma >= 0.0 && request.gamma <= 1.0)) {
-    return invalid(name(), "gamma must be in [0, 1], got " + std::to_string(request.gamma));
+    return invalid(name(), "gamma must be in [0, 1], got " + number_text(request.gamma));
   }
   REPLAYD_RETURN_IF_ERROR(check_beta(name(), request.beta));
   // next_of: the window reaches the step after its last (the next observation); stacks: the
   // frames before the start.
-  const std::uint32_t forward = request.k + (config_.schema.has_next_of() ? 1 : 0);
-  return WindowSpec{forward, true, 1, config_.schema.max_stack() - 1};
+  const std::uint32_t forward = request.k + (items_.config_.schema.has_next_of() ? 1 : 0);
+  return WindowSpec{forward, true, 1, items_.config_.schema.max_stack() - 1};
 }
 
-Result<WindowSpec> Table::sequence_spec(const SequenceRequest& request) const {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("sample_sequences"));
-  if (request.length == 0 || std::uint64_t{request.length} + request.burn_in > config_.capacity) {
+Result<WindowSpec> EpisodicTable::sequence_spec(const SequenceRequest& request) const {
+  if (request.length == 0 ||
+      std::uint64_t{request.length} + request.burn_in > items_.config_.capacity) {
     return invalid(name(), "sequence length " + std::to_string(request.length) + " + burn_in " +
                                std::to_string(request.burn_in) +
                                " must be between 1 and the capacity " +
-                               std::to_string(config_.capacity));
+                               std::to_string(items_.config_.capacity));
   }
   if (request.stride == 0) return invalid(name(), "sequence stride must be >= 1");
   REPLAYD_RETURN_IF_ERROR(check_beta(name(), request.beta));
   return WindowSpec{request.length, request.pad, request.stride,
-                    request.burn_in + config_.schema.max_stack() - 1};
+                    request.burn_in + items_.config_.schema.max_stack() - 1};
 }
 
-Status Table::admit_windows(std::uint64_t n, const WindowIndex& index) {
+Status EpisodicTable::admit_windows(std::uint64_t n, const WindowIndex& index) {
   if (n == 0) return invalid(name(), "sample of 0 items");
-  if (auto status = rate_limiter_.check_sample_batch(n); !status) {
+  if (auto status = items_.rate_limiter_.check_sample_batch(n); !status) {
     return invalid(name(), status.error().message);
   }
-  const bool enough = config_.max_times_sampled == 0 ? index.size() > 0 : index.draws_left() >= n;
-  if (!enough || !rate_limiter_.may_sample(n)) {
+  const bool enough =
+      items_.config_.max_times_sampled == 0 ? index.size() > 0 : index.draws_left() >= n;
+  if (!enough || !items_.rate_limiter_.may_sample(n)) {
     return make_error(
         ErrorCode::would_block,
         "table '" + name() + "': sample held by rate limiter or too few valid starts");
@@ -247,66 +281,68 @@ Status Table::admit_windows(std::uint64_t n, const WindowIndex& index) {
   return Ok{};
 }
 
-std::uint32_t Table::record_draw(std::uint32_t slot) {
-  const std::uint32_t times = storage_.times_sampled(slot) + 1;
-  storage_.set_times_sampled(slot, times);
-  if (config_.max_times_sampled != 0) windows_->on_sampled(slot);
-  if (config_.max_times_sampled != 0 && times == config_.max_times_sampled) {
-    ++counters_.expirations;  // retired as a start; the step stays as data
+std::uint32_t EpisodicTable::record_draw(std::uint32_t slot) {
+  const std::uint32_t times = items_.storage_.times_sampled(slot) + 1;
+  items_.storage_.set_times_sampled(slot, times);
+  if (items_.config_.max_times_sampled != 0) windows_->on_sampled(slot);
+  if (items_.config_.max_times_sampled != 0 && times == items_.config_.max_times_sampled) {
+    ++items_.counters_.expirations;  // retired as a start; the step stays as data
   }
   return times;
 }
 
-bool Table::may_sample_nstep(std::uint64_t n, const NStepRequest& request) {
+bool EpisodicTable::may_sample_nstep(std::uint64_t n, const NStepRequest& request) {
   auto spec = nstep_spec(request);
   if (!spec) return false;
   auto index = window_index(*spec);
   return index && admit_windows(n, **index).ok();
 }
 
-bool Table::may_sample_sequences(std::uint64_t n, const SequenceRequest& request) {
+bool EpisodicTable::may_sample_sequences(std::uint64_t n, const SequenceRequest& request) {
   auto spec = sequence_spec(request);
   if (!spec) return false;
   auto index = window_index(*spec);
   return index && admit_windows(n, **index).ok();
 }
 
-Result<std::uint32_t> Table::nstep_starts(const NStepRequest& request) {
+Result<std::uint32_t> EpisodicTable::nstep_starts(const NStepRequest& request) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
   REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
   return index->size();
 }
 
-Result<std::uint32_t> Table::sequence_starts(const SequenceRequest& request) {
+Result<std::uint32_t> EpisodicTable::sequence_starts(const SequenceRequest& request) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
   REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
   return index->size();
 }
 
-Result<WindowState> Table::nstep_state(const NStepRequest& request) {
+Result<WindowState> EpisodicTable::nstep_state(const NStepRequest& request) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
   REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
   return WindowState{index->size(), index->mass()};
 }
 
-Result<WindowState> Table::sequence_state(const SequenceRequest& request) {
+Result<WindowState> EpisodicTable::sequence_state(const SequenceRequest& request) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
   REPLAYD_ASSIGN_OR_RETURN(auto* index, window_index(spec));
   return WindowState{index->size(), index->mass()};
 }
 
-Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const NStepBuffers& out) {
+Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
+                                   const NStepBuffers& out) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, nstep_spec(request));
-  const auto& fields = config_.schema.fields();
+  const auto& fields = items_.config_.schema.fields();
   const SampleBuffers& base = out.base;
   const DType reward_dtype = fields[reward_field_].dtype;
   const std::uint64_t reward_bytes = fields[reward_field_].item_bytes();
-  bool shapes_ok =
-      base.keys.size() == n && base.probabilities.size() == n && base.weights.size() == n &&
-      base.times_sampled.size() == n && base.columns.size() == fields.size() &&
-      out.returns.size() == n * reward_bytes && out.bootstrap.size() == bootstrap_fields_.size() &&
-      out.discounts.size() == n && out.steps.size() == n &&
-      (out.frames.empty() ? !config_.schema.has_frames() : out.frames.size() == fields.size());
+  bool shapes_ok = base.keys.size() == n && base.probabilities.size() == n &&
+                   base.weights.size() == n && base.times_sampled.size() == n &&
+                   base.columns.size() == fields.size() && out.returns.size() == n * reward_bytes &&
+                   out.bootstrap.size() == bootstrap_fields_.size() && out.discounts.size() == n &&
+                   out.steps.size() == n &&
+                   (out.frames.empty() ? !items_.config_.schema.has_frames()
+                                       : out.frames.size() == fields.size());
   shapes_ok = shapes_ok && (base.rows.empty() || base.rows.size() == fields.size());
   for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f) {
     const bool viewed = !base.rows.empty() && !fields[f].is_frame() && base.rows[f].size() == n;
@@ -318,21 +354,21 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
   if (!shapes_ok) return invalid(name(), "n-step output buffers do not match n and the schema");
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
-  const bool next_of = config_.schema.has_next_of();
+  const bool next_of = items_.config_.schema.has_next_of();
 
   // Draws are picked a block ahead and their rows prefetched, so the cache misses of a
   // block overlap instead of following one another. Only when a draw cannot change the next
   // one's odds (max_times_sampled retires starts as they are drawn).
-  const std::uint64_t block = config_.max_times_sampled == 0 ? kPickAhead : 1;
+  const std::uint64_t block = items_.config_.max_times_sampled == 0 ? kPickAhead : 1;
   std::array<Pick, kPickAhead> picks;
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t in_block = i % block;
     if (in_block == 0) {
       for (std::uint64_t j = 0; j < std::min(block, n - i); ++j) {
-        picks[j] = index->sample(rng_, request.beta);
+        picks[j] = index->sample(items_.rng_, request.beta);
         episodes_->prefetch_following(picks[j].slot);
         for (std::size_t f = 0; f < fields.size(); ++f) {
-          if (!fields[f].is_frame()) __builtin_prefetch(storage_.cell(f, picks[j].slot));
+          if (!fields[f].is_frame()) __builtin_prefetch(items_.storage_.cell(f, picks[j].slot));
         }
       }
     }
@@ -351,7 +387,7 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
             total += scale * pending;
             scale *= request.gamma;
           }
-          pending = read_reward(storage_.cell(reward_field_, step), reward_dtype);
+          pending = read_reward(items_.storage_.cell(reward_field_, step), reward_dtype);
           before_last = last;
           last = step;
         });
@@ -364,18 +400,18 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
     }
     write_reward(out.returns.data() + i * reward_bytes, reward_dtype, total);
     for (std::size_t b = 0; b < bootstrap_fields_.size(); ++b) {
-      const std::uint64_t bytes = storage_.item_bytes(bootstrap_fields_[b]);
-      std::memcpy(out.bootstrap[b].data() + i * bytes, storage_.cell(bootstrap_fields_[b], last),
-                  bytes);
+      const std::uint64_t bytes = items_.storage_.item_bytes(bootstrap_fields_[b]);
+      std::memcpy(out.bootstrap[b].data() + i * bytes,
+                  items_.storage_.cell(bootstrap_fields_[b], last), bytes);
     }
     for (std::size_t f = 0; f < fields.size(); ++f) {
       if (fields[f].is_frame()) continue;
       if (base.columns[f].empty()) {  // viewed in place (SampleBuffers::rows)
-        base.rows[f][i] = storage_.cell(f, slot);
+        base.rows[f][i] = items_.storage_.cell(f, slot);
         continue;
       }
-      const std::uint64_t bytes = storage_.item_bytes(f);
-      std::memcpy(base.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+      const std::uint64_t bytes = items_.storage_.item_bytes(f);
+      std::memcpy(base.columns[f].data() + i * bytes, items_.storage_.cell(f, slot), bytes);
     }
     if (!out.frames.empty()) {
       const StepRef ref = episodes_->step(slot);
@@ -383,26 +419,26 @@ Status Table::sample_nstep(std::uint64_t n, const NStepRequest& request, const N
     }
     out.discounts[i] = nstep_discount(window, request.gamma);
     out.steps[i] = window.steps;
-    base.keys[i] = storage_.key(slot);
+    base.keys[i] = items_.storage_.key(slot);
     base.probabilities[i] = pick.probability;
     base.weights[i] = pick.weight;
     base.times_sampled[i] = record_draw(slot);
   }
-  rate_limiter_.record_samples(n);
-  counters_.samples += n;
+  items_.rate_limiter_.record_samples(n);
+  items_.counters_.samples += n;
   return Ok{};
 }
 
-Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
-                               const SequenceBuffers& out) {
+Status EpisodicTable::sample_sequences(std::uint64_t n, const SequenceRequest& request,
+                                       const SequenceBuffers& out) {
   REPLAYD_ASSIGN_OR_RETURN(auto spec, sequence_spec(request));
-  const auto& fields = config_.schema.fields();
+  const auto& fields = items_.config_.schema.fields();
   const std::uint64_t steps = std::uint64_t{request.burn_in} + request.length;
-  bool shapes_ok =
-      out.keys.size() == n && out.probabilities.size() == n && out.weights.size() == n &&
-      out.times_sampled.size() == n && out.columns.size() == fields.size() &&
-      out.mask.size() == n * steps &&
-      (out.frames.empty() ? !config_.schema.has_frames() : out.frames.size() == fields.size());
+  bool shapes_ok = out.keys.size() == n && out.probabilities.size() == n &&
+                   out.weights.size() == n && out.times_sampled.size() == n &&
+                   out.columns.size() == fields.size() && out.mask.size() == n * steps &&
+                   (out.frames.empty() ? !items_.config_.schema.has_frames()
+                                       : out.frames.size() == fields.size());
   for (std::size_t f = 0; shapes_ok && f < fields.size(); ++f) {
     shapes_ok =
         out.columns[f].size() == (fields[f].is_frame() ? 0 : n * steps * fields[f].item_bytes());
@@ -411,9 +447,9 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
 
-  const bool next_of = config_.schema.has_next_of();
+  const bool next_of = items_.config_.schema.has_next_of();
   for (std::uint64_t i = 0; i < n; ++i) {
-    const Pick pick = index->sample(rng_, request.beta);
+    const Pick pick = index->sample(items_.rng_, request.beta);
     const std::uint32_t slot = pick.slot;
     const StepRef ref = episodes_->step(slot);
     const Episode& episode = *episodes_->find(ref.episode);
@@ -431,31 +467,32 @@ Status Table::sample_sequences(std::uint64_t n, const SequenceRequest& request,
       out.mask[row] = row_slot != EpisodeIndex::kNoSlot && !final_observation ? 1 : 0;
       for (std::size_t f = 0; f < fields.size(); ++f) {
         if (fields[f].is_frame()) continue;
-        const std::uint64_t bytes = storage_.item_bytes(f);
+        const std::uint64_t bytes = items_.storage_.item_bytes(f);
         std::byte* to = out.columns[f].data() + row * bytes;
         if (row_slot == EpisodeIndex::kNoSlot) {
           std::memset(to, 0, bytes);
         } else {
-          std::memcpy(to, storage_.cell(f, row_slot), bytes);
+          std::memcpy(to, items_.storage_.cell(f, row_slot), bytes);
         }
       }
     }
     if (!out.frames.empty()) {
       add_sequence_frames(episode, std::int64_t{ref.position} - request.burn_in, steps, out.frames);
     }
-    out.keys[i] = storage_.key(slot);
+    out.keys[i] = items_.storage_.key(slot);
     out.probabilities[i] = pick.probability;
     out.weights[i] = pick.weight;
     out.times_sampled[i] = record_draw(slot);
   }
-  rate_limiter_.record_samples(n);
-  counters_.samples += n;
+  items_.rate_limiter_.record_samples(n);
+  items_.counters_.samples += n;
   return Ok{};
 }
 
-void Table::add_nstep_frames(const Episode& episode, std::uint32_t position, std::uint32_t h,
-                             std::span<std::vector<std::uint32_t>> out) const {
-  const auto& fields = config_.schema.fields();
+void EpisodicTable::add_nstep_frames(const Episode& episode, std::uint32_t position,
+                                     std::uint32_t h,
+                                     std::span<std::vector<std::uint32_t>> out) const {
+  const auto& fields = items_.config_.schema.fields();
   for (std::size_t f = 0; f < fields.size(); ++f) {
     const Field& field = fields[f];
     if (!field.is_frame()) continue;
@@ -474,9 +511,10 @@ void Table::add_nstep_frames(const Episode& episode, std::uint32_t position, std
   }
 }
 
-void Table::add_sequence_frames(const Episode& episode, std::int64_t first, std::uint64_t steps,
-                                std::span<std::vector<std::uint32_t>> out) const {
-  const auto& fields = config_.schema.fields();
+void EpisodicTable::add_sequence_frames(const Episode& episode, std::int64_t first,
+                                        std::uint64_t steps,
+                                        std::span<std::vector<std::uint32_t>> out) const {
+  const auto& fields = items_.config_.schema.fields();
   for (std::size_t f = 0; f < fields.size(); ++f) {
     const Field& field = fields[f];
     if (!field.is_frame()) continue;

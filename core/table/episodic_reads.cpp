@@ -1,18 +1,18 @@
-// Table's whole-step reads of an episodic table: drawing and reading whole episodes
+// The episodic part's whole-step reads of an episodic table: drawing and reading whole episodes
 // (ragged: concatenated steps and offsets), and reading every stored step in insertion
 // order, paginated by sequence number.
 #include <cstring>
 
-#include "core/table/table.h"
+#include "core/table/episodic_table.h"
 
 namespace replayd {
 
-Status Table::check_step_buffers(const StepBuffers& out, std::uint64_t rows) const {
-  const auto& fields = config_.schema.fields();
+Status EpisodicTable::check_step_buffers(const StepBuffers& out, std::uint64_t rows) const {
+  const auto& fields = items_.config_.schema.fields();
   bool ok = out.keys.size() == rows && out.episodes.size() == rows &&
             out.positions.size() == rows && out.sequences.size() == rows &&
             out.columns.size() == fields.size() &&
-            (out.slots.size() == rows || !config_.schema.has_compression());
+            (out.slots.size() == rows || !items_.config_.schema.has_compression());
   for (std::size_t f = 0; ok && f < fields.size(); ++f) {
     const bool compressed = fields[f].compression != Compression::none;
     ok = out.columns[f].size() == (compressed ? 0 : rows * fields[f].item_bytes());
@@ -23,49 +23,47 @@ Status Table::check_step_buffers(const StepBuffers& out, std::uint64_t rows) con
                                                      std::to_string(rows) + " rows of the schema");
 }
 
-void Table::copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const {
+void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const {
   const StepRef ref = episodes_->step(slot);
-  out.keys[row] = storage_.key(slot);
+  out.keys[row] = items_.storage_.key(slot);
   out.episodes[row] = ref.episode;
   out.positions[row] = ref.position;
   out.sequences[row] = step_log_->sequence(slot);
   if (!out.slots.empty()) out.slots[row] = slot;
   for (std::size_t f = 0; f < out.columns.size(); ++f) {
-    if (storage_.blobs(f) != nullptr) continue;
-    const std::uint64_t bytes = storage_.item_bytes(f);
-    std::memcpy(out.columns[f].data() + row * bytes, storage_.cell(f, slot), bytes);
+    if (items_.storage_.blobs(f) != nullptr) continue;
+    const std::uint64_t bytes = items_.storage_.item_bytes(f);
+    std::memcpy(out.columns[f].data() + row * bytes, items_.storage_.cell(f, slot), bytes);
   }
 }
 
-Status Table::sample_episodes(std::uint64_t n, std::span<std::uint64_t> ids_out,
-                              std::span<double> probabilities_out) {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("sample_episodes"));
+Status EpisodicTable::sample_episodes(std::uint64_t n, std::span<std::uint64_t> ids_out,
+                                      std::span<double> probabilities_out) {
   if (n == 0 || ids_out.size() != n || probabilities_out.size() != n) {
     return make_error(ErrorCode::invalid_argument, "table '" + name() + "': episode sample of " +
                                                        std::to_string(n) +
                                                        " needs n >= 1 and outputs of n values");
   }
-  if (auto status = rate_limiter_.check_sample_batch(n); !status) {
+  if (auto status = items_.rate_limiter_.check_sample_batch(n); !status) {
     return make_error(ErrorCode::invalid_argument,
                       "table '" + name() + "': " + status.error().message);
   }
-  if (complete_->size() == 0 || !rate_limiter_.may_sample(n)) {
+  if (complete_->size() == 0 || !items_.rate_limiter_.may_sample(n)) {
     return make_error(ErrorCode::would_block, "table '" + name() +
                                                   "': no complete episode stored, or the rate "
                                                   "limiter holds the sample");
   }
   for (std::uint64_t i = 0; i < n; ++i) {
-    const Pick pick = complete_->sample(rng_);
+    const Pick pick = complete_->sample(items_.rng_);
     ids_out[i] = episodes_->step(pick.slot).episode;
     probabilities_out[i] = pick.probability;
   }
-  rate_limiter_.record_samples(n);
-  counters_.samples += n;
+  items_.rate_limiter_.record_samples(n);
+  items_.counters_.samples += n;
   return Ok{};
 }
 
-Result<std::uint64_t> Table::episode_steps(std::span<const std::uint64_t> ids) const {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("episode_steps"));
+Result<std::uint64_t> EpisodicTable::episode_steps(std::span<const std::uint64_t> ids) const {
   std::uint64_t total = 0;
   for (auto id : ids) {
     const Episode* episode = episodes_->find(id);
@@ -78,8 +76,8 @@ Result<std::uint64_t> Table::episode_steps(std::span<const std::uint64_t> ids) c
   return total;
 }
 
-Status Table::read_episodes(std::span<const std::uint64_t> ids, const StepBuffers& out,
-                            std::span<std::uint64_t> offsets) const {
+Status EpisodicTable::read_episodes(std::span<const std::uint64_t> ids, const StepBuffers& out,
+                                    std::span<std::uint64_t> offsets) const {
   REPLAYD_ASSIGN_OR_RETURN(const std::uint64_t total, episode_steps(ids));
   REPLAYD_RETURN_IF_ERROR(check_step_buffers(out, total));
   if (offsets.size() != ids.size() + 1) {
@@ -98,8 +96,7 @@ Status Table::read_episodes(std::span<const std::uint64_t> ids, const StepBuffer
   return Ok{};
 }
 
-Result<std::uint64_t> Table::read_steps(std::uint64_t after, const StepBuffers& out) const {
-  REPLAYD_RETURN_IF_ERROR(require_episodic("read_steps"));
+Result<std::uint64_t> EpisodicTable::read_steps(std::uint64_t after, const StepBuffers& out) const {
   const std::uint64_t max_n = out.keys.size();
   if (max_n == 0) {
     return make_error(ErrorCode::invalid_argument,
