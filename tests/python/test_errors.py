@@ -92,8 +92,8 @@ def test_a_bad_priority_is_named_by_its_index_and_its_exact_value(client, table,
         client.update_priorities(table, keys, [1.0, priority, 1.0])
 
 
-def test_a_bad_gamma_is_reported_exactly(client):
-    name = "gamma_text"
+def test_a_bad_gamma_is_reported_exactly(client, table_name):
+    name = table_name
     client.create_table(name, {"rew": (np.float32, ())}, 16, episodic=True, reward="rew")
     with pytest.raises(replayd.InvalidArgument, match=r"got -1e-300"):
         client.sample(name, 1, nstep=1, gamma=-1e-300, timeout_ms=0)
