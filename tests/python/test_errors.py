@@ -96,9 +96,9 @@ def test_a_bad_gamma_is_reported_exactly(client, table_name):
     name = table_name
     client.create_table(name, {"rew": (np.float32, ())}, 16, episodic=True, reward="rew")
     with pytest.raises(replayd.InvalidArgument, match=r"got -1e-300"):
-        client.sample(name, 1, nstep=1, gamma=-1e-300, timeout_ms=0)
+        client.sample(name, 1, nstep=1, gamma=-1e-300, timeout=0)
     with pytest.raises(replayd.InvalidArgument, match=r"got 1.0000000000000002"):
-        client.sample(name, 1, nstep=1, gamma=1 + 2.220446049250313e-16, timeout_ms=0)
+        client.sample(name, 1, nstep=1, gamma=1 + 2.220446049250313e-16, timeout=0)
 
 
 def test_bad_sample_arguments(client, table):
