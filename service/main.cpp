@@ -13,7 +13,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "service/commands/protocol_description.h"
+#include "service/protocol_description.h"
 #include "service/config.h"
 #include "service/health_probe.h"
 #include "service/server.h"

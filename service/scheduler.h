@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <unordered_set>
 
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 

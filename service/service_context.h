@@ -13,7 +13,7 @@
 #include "service/config.h"
 #include "service/scheduler.h"
 #include "service/table_registry.h"
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 

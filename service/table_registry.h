@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/table/table.h"
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 

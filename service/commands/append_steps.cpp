@@ -4,7 +4,7 @@
 // lists episodes to end right after these steps are stored (what `end_episode` does, without a
 // request of its own). The connection is the writer: its open episodes end as truncated when it
 // closes (docs/TRAJECTORIES.md).
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/row_batch.h"
 

@@ -15,7 +15,7 @@
 
 #include "core/result.h"
 #include "core/table/episodic_table.h"
-#include "service/commands/parking.h"
+#include "service/waiting/parking.h"
 #include "service/protocol/json_reader.h"
 #include "service/protocol/reply.h"
 #include "service/protocol/wire_frame.h"
@@ -53,7 +53,7 @@ struct Call {
 
 // A handler: decodes the request, co_awaits admission when the operation may wait, acts on
 // the table and returns the reply. An Error becomes an error reply (its code mapped once,
-// in service/protocol/reply.cpp). Suspends only in admission (service/commands/admission.h);
+// in service/protocol/reply.cpp). Suspends only in admission (service/waiting/admission.h);
 // a request admitted at once runs to its reply without suspending, so a reply that borrows
 // table rows goes out before any other handler touches the table.
 using Handler = asio::awaitable<Result<Reply>> (*)(Call& call);

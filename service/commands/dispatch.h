@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "service/commands/command.h"
-#include "service/commands/parking.h"
+#include "service/waiting/parking.h"
 #include "service/protocol/reply.h"
 #include "service/protocol/wire_frame.h"
 #include "service/service_context.h"

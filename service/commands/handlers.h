@@ -1,6 +1,6 @@
 // The handlers of the command table, one file each in service/commands/. Each reads like its
 // section of docs/PROTOCOL.md: decode the keys the entry declares, co_await admission when
-// the operation may wait (service/commands/admission.h), act on the table (the table
+// the operation may wait (service/waiting/admission.h), act on the table (the table
 // decides), return the reply.
 // Threading: io_context thread only; a handler suspends only in admission.
 #pragma once

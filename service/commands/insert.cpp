@@ -1,7 +1,7 @@
 // `insert` (docs/PROTOCOL.md): n items as columns in the payload, checked against the table's
 // schema before anything is stored; stored once the rate limiter admits them, in arrival
 // order behind the table's earlier inserts. Replies {"n"} and the new keys.
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/row_batch.h"
 

@@ -5,7 +5,7 @@
 // (service/commands/sample_nstep.cpp); without, so does a table with frame fields (k = 1).
 #include <cmath>
 
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/sample_reply.h"
 

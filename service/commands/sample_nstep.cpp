@@ -5,7 +5,7 @@
 // (stacks, next_of, compressed values) follow the other columns (frame_columns.h).
 #include <algorithm>
 
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/commands/table_kind.h"
 #include "service/protocol/pixel_frame_columns.h"

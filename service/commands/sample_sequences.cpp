@@ -5,7 +5,7 @@
 // sequence's unique frames (frame_columns.h).
 #include <cmath>
 
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"

@@ -2,7 +2,7 @@
 // answers when it is durable on disk, while the connection's other requests keep being served.
 #include <boost/json.hpp>
 
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/snapshot/snapshotter.h"
 

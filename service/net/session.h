@@ -30,8 +30,8 @@
 #include <deque>
 #include <memory>
 
-#include "service/commands/parking.h"
-#include "service/commands/wait_queue.h"
+#include "service/waiting/parking.h"
+#include "service/waiting/wait_queue.h"
 #include "service/net/connection_watchdog.h"
 #include "service/net/token_guard.h"
 #include "service/protocol/reply.h"

@@ -21,7 +21,7 @@
 #include "core/snapshot/table_snapshot.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/table_registry.h"
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 

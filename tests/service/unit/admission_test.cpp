@@ -1,4 +1,4 @@
-// Tests of service/commands/admission.h: the one awaitable every waiting request uses: admission in
+// Tests of service/waiting/admission.h: the one awaitable every waiting request uses: admission in
 // arrival order, deadlines, cancellation (connection closed, table dropped, server stopping).
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/table/table.h"
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 #include "tests/support/run_request.h"
 
 using namespace replayd::service;

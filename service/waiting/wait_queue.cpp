@@ -1,4 +1,4 @@
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>

@@ -1,4 +1,4 @@
-#include "service/commands/protocol_description.h"
+#include "service/protocol_description.h"
 
 #include <boost/json.hpp>
 

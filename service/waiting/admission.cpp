@@ -1,4 +1,4 @@
-#include "service/commands/admission.h"
+#include "service/waiting/admission.h"
 
 #include <string>
 

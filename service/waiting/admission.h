@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "service/commands/command.h"
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 

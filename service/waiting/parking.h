@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "core/result.h"
-#include "service/commands/wait_queue.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 

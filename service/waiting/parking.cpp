@@ -1,4 +1,4 @@
-#include "service/commands/parking.h"
+#include "service/waiting/parking.h"
 
 #include <string>
 
