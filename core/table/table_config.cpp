@@ -1,7 +1,7 @@
 #include "core/table/table_config.h"
 
-#include "core/storage/blob_column.h"
 #include "core/rng.h"
+#include "core/storage/blob_column.h"
 #include "core/storage/storage.h"
 #include "core/storage/zstd_value.h"
 
@@ -71,7 +71,7 @@ bool is_valid_table_name(std::string_view name) {
 
 namespace {
 
-std::string to_string(uint128 value) {
+std::string decimal_text(uint128 value) {
   if (value <= UINT64_MAX) return std::to_string(static_cast<std::uint64_t>(value));
   return "more than " + std::to_string(UINT64_MAX);
 }
@@ -130,7 +130,7 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
   if (bytes.total() > max_table_bytes) {
     return make_error(ErrorCode::resource_exhausted,
                       who + "capacity " + std::to_string(config.capacity) + " needs " +
-                          to_string(bytes.total()) + " bytes (data " + to_string(bytes.data) +
+                          decimal_text(bytes.total()) + " bytes (data " + decimal_text(bytes.data) +
                           " = " + std::to_string(config.schema.item_bytes()) +
                           " bytes per item, slot metadata " + std::to_string(bytes.metadata) +
                           ", sampler " + std::to_string(bytes.sampler) + ", remover " +

@@ -5,9 +5,9 @@
 // (service/commands/sample_nstep.cpp); without, so does a table with frame fields (k = 1).
 #include <cmath>
 
-#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/sample_reply.h"
+#include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
 
@@ -38,9 +38,12 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
       call, call.table->sample_waiters, [&] { return table.may_sample(call.n); },
       "not enough items or the rate limiter does not admit this sample now"));
 
-  Reply reply = sample_and_encode(*call.table, call.request_id, call.n, beta);
+  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out, plain_sample_reply(table.schema(), call.n));
+  const std::uint32_t size_before = table.size();
+  const SamplingMass mass_before = table.sampling_mass();
+  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n, beta, out.buffers()));
   table_changed(*call.table);
-  co_return reply;
+  co_return finish_plain_sample(*call.table, out, call.request_id, size_before, mass_before);
 }
 
 }  // namespace replayd::service::commands

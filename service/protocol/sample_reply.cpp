@@ -6,8 +6,8 @@
 #include <charconv>
 #include <cstring>
 
-#include "core/storage/batch_layout.h"
 #include "core/rng.h"
+#include "core/storage/batch_layout.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;
@@ -190,43 +190,44 @@ ReplyColumn field_column(const Field& field, bool viewed) {
           viewed};
 }
 
-Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,
-                        double beta) {
-  const Schema& schema = hosted.table->schema();
-  // The reply owns the per-draw columns and the copied fields; viewed fields stay in the
-  // table and are written from there.
+Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n) {
   const std::vector<bool> viewed = viewed_fields(schema, n);
   std::vector<ReplyColumn> reply_columns = draw_columns();
   for (std::size_t f = 0; f < schema.size(); ++f)
     reply_columns.push_back(field_column(schema.field(f), viewed[f]));
-  auto reply = ColumnReply::create(std::move(reply_columns), {n});
-  if (!reply) return make_error_reply(request_id, reply.error());
-  std::vector<std::span<std::byte>> columns;
-  std::vector<std::span<const std::byte*>> rows(schema.size());
+  REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(std::move(reply_columns), {n}));
+  PlainSampleReply sample{
+      std::move(reply), {}, std::vector<std::span<const std::byte*>>(schema.size())};
   for (std::size_t f = 0; f < schema.size(); ++f) {
     if (viewed[f]) {
-      columns.emplace_back();
-      rows[f] = reply->rows(4 + f);
+      sample.columns.emplace_back();
+      sample.rows[f] = sample.reply.rows(4 + f);
     } else {
-      columns.push_back(reply->column(4 + f));
+      sample.columns.push_back(sample.reply.column(4 + f));
     }
   }
-  SampleBuffers buffers{reply->as<std::uint64_t>(0),
-                        reply->as<double>(1),
-                        reply->as<double>(2),
-                        reply->as<std::uint32_t>(3),
-                        columns,
-                        rows};
-  const std::uint32_t size_before = hosted.table->size();
-  const SamplingMass mass_before = hosted.table->sampling_mass();
-  auto status = hosted.table->sample(n, beta, buffers);
-  if (!status) return make_error_reply(request_id, status.error());
+  return sample;
+}
+
+SampleBuffers PlainSampleReply::buffers() {
+  return SampleBuffers{reply.as<std::uint64_t>(0),
+                       reply.as<double>(1),
+                       reply.as<double>(2),
+                       reply.as<std::uint32_t>(3),
+                       columns,
+                       rows};
+}
+
+Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::uint64_t request_id,
+                          std::uint32_t size, const SamplingMass& mass) {
+  const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
   if (hosted.cached_sample_n != n) {  // the metadata is the same for every sample of n
-    hosted.cached_sample_meta = sample_meta_prefix(schema, n, reply->offsets());
+    hosted.cached_sample_meta =
+        sample_meta_prefix(hosted.table->schema(), n, sample.reply.offsets());
     hosted.cached_sample_n = n;
   }
-  return reply->finish_with_meta(
-      request_id, hosted.cached_sample_meta + sampled_state(size_before, mass_before) + "}");
+  return sample.reply.finish_with_meta(request_id,
+                                       hosted.cached_sample_meta + sampled_state(size, mass) + "}");
 }
 
 namespace {

@@ -37,11 +37,6 @@ Status check_item_fits_frames(const TableConfig& config, std::uint64_t max_frame
 // it, its size and mass; a client sampling several shards combines them with it.
 std::string sampled_state(std::uint32_t size, const SamplingMass& mass);
 
-// Draws n items and encodes the reply (or the table's error). Precondition: the table admits
-// a sample of n now.
-Reply sample_and_encode(HostedTable& hosted, std::uint64_t request_id, std::uint64_t n,
-                        double beta);
-
 }  // namespace replayd::service::commands
 
 namespace replayd::service::commands {
@@ -115,5 +110,22 @@ class ColumnReply {
 // Which fields a sample of n items views in place (large items, up to a bound on the rows
 // viewed per reply: each is one piece of the gathered write).
 std::vector<bool> viewed_fields(const Schema& schema, std::uint64_t n);
+
+// The reply to a plain sample of n items, and the buffers Table::sample draws into: the
+// per-draw columns and the copied fields are the reply's own columns; large fields are
+// viewed in the table (ReplyColumn::viewed). Ownership: the buffers view `reply`; moving a
+// PlainSampleReply keeps them valid (the columns' storage does not move).
+struct PlainSampleReply {
+  ColumnReply reply;
+  std::vector<std::span<std::byte>> columns;
+  std::vector<std::span<const std::byte*>> rows;
+  SampleBuffers buffers();
+};
+Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n);
+
+// Finishes the reply after the draws: its metadata (cached on the hosted table per n, as
+// learners repeat one n) and the table's state as the draws saw it (`size`, `mass`).
+Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::uint64_t request_id,
+                          std::uint32_t size, const SamplingMass& mass);
 
 }  // namespace replayd::service::commands
