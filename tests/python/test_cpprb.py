@@ -154,10 +154,11 @@ def test_new_items_get_the_max_priority(rb_args):
     assert abs(counts[0] / 4000 - 0.5) < 0.05
 
 
-def test_unsupported_options_fail_loudly(rb_args):
-    with pytest.raises(TypeError, match="unexpected"):
-        ReplayBuffer(8, ENV_DICT, frobnicate=True, **rb_args)
-    assert PrioritizedReplayBuffer(8, ENV_DICT, **rb_args).is_Nstep() is False
+def test_unknown_options_are_ignored_with_a_warning(rb_args):
+    with pytest.warns(UserWarning, match="unexpected keyword arguments \\['frobnicate'\\]"):
+        rb = ReplayBuffer(8, ENV_DICT, frobnicate=True, **rb_args)  # cpprb ignores them
+    assert rb.get_buffer_size() == 8
+    assert PrioritizedReplayBuffer(8, ENV_DICT, address=rb_args["address"]).is_Nstep() is False
 
 
 def test_buffers_pickle_and_share_the_table(rb_args):

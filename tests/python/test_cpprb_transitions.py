@@ -74,8 +74,11 @@ def test_encode_sample_reads_ring_positions(rb_args):
     rb = ReplayBuffer(4, ENV, **rb_args)
     add_range(rb, range(3))
     assert rb._encode_sample([2, 0])["obs"].ravel().tolist() == [2, 0]
+    # never written: what cpprb's memory starts with, 1 in every value
+    assert rb._encode_sample([3, 1])["obs"].ravel().tolist() == [1, 1]
+    assert rb._encode_sample([3])["v"].tolist() == [[1, 1]]
     with pytest.raises(IndexError, match="outside"):
-        rb._encode_sample([3])
+        rb._encode_sample([4])
     add_range(rb, range(3, 5))
     assert rb._encode_sample(0)["obs"].ravel().tolist() == [4]
 

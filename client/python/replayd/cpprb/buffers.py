@@ -4,6 +4,7 @@ docstring, replayd/cpprb/__init__.py)."""
 from __future__ import annotations
 
 import os
+import warnings
 from multiprocessing import util as mp_util
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -54,17 +55,18 @@ class ReplayBuffer:
                  prefetch: bool = False, check_for_update: bool = False,
                  **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(_IGNORED_OPTIONS))
-        if unknown:
-            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments "
-                            f"{unknown}")
+        if unknown:  # cpprb ignores them silently
+            warnings.warn(f"{type(self).__name__}() got unexpected keyword arguments "
+                          f"{unknown}; they are ignored, as cpprb does", stacklevel=2)
         self._size = int(size)
         self._table = new_table_name() if table is None else table
         self._fields = env_fields(env_dict, default_dtype, next_of)
         self._nstep = NstepCache(Nstep, self._fields) if Nstep else None
         # Frames stored once (replayd.cpprb.pixel_frames); with Nstep, in the MP buffers
         # and stacks deeper than the server's limit, as ordinary values.
-        self._frames = FramePlan(self._fields if Nstep is None and not self._shared_index
-                                 else [], names_of(next_of), names_of(stack_compress))
+        stored_once = Nstep is None and not self._shared_index
+        self._frames = FramePlan(self._fields, names_of(next_of) if stored_once else [],
+                                 names_of(stack_compress) if stored_once else [])
         self._client = Client(resolve_address(address), timeout=timeout)
         reserved = sorted({name for name, _, _ in self._fields} & set(RESERVED))
         if reserved:
@@ -216,17 +218,25 @@ class ReplayBuffer:
 
     def _encode_sample(self, idx: Any) -> Dict[str, np.ndarray[Any, Any]]:
         """The transitions at the ring positions `idx` (cpprb's internal read, used by
-        subclasses and scripts). Reads the whole table; raises IndexError for a position
-        that holds nothing (cpprb would return its unwritten memory)."""
+        subclasses and scripts). Reads the whole table. A position nothing was written to
+        yet holds what cpprb's memory starts with: 1 in every value. Raises IndexError for a
+        position outside the buffer."""
         wanted = np.array(idx, ndmin=1).astype(np.int64)
         wanted = np.where(wanted < 0, wanted + self._size, wanted)
+        if np.any((wanted < 0) | (wanted >= self._size)):
+            raise IndexError(f"_encode_sample: positions {wanted.tolist()[:8]} are outside "
+                             f"the buffer of size {self._size}")
         positions, ring = self._ring()
         at = np.minimum(np.searchsorted(positions, wanted), max(positions.shape[0] - 1, 0))
         found = positions[at] == wanted if positions.shape[0] else np.zeros(wanted.shape, bool)
-        if not np.all(found):
-            raise IndexError(f"_encode_sample: positions {wanted[~found].tolist()} are outside "
-                             f"the {positions.shape[0]} stored transitions")
-        return {name: values[at] for name, values in ring.items()}
+        if np.all(found):
+            return {name: values[at] for name, values in ring.items()}
+        out = {}
+        for name, dtype, shape in self._fields:
+            values = np.ones((wanted.shape[0], *shape), dtype)
+            values[found] = ring[name][at[found]]
+            out[name] = values
+        return out
 
     def save_transitions(self, file: Any, *, safe: bool = True) -> None:
         """Writes every stored transition to `file` (a path or a binary file) in cpprb's

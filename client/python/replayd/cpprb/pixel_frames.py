@@ -38,6 +38,7 @@ import numpy as np
 from .table import stored_shape
 
 Fields = Sequence[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
+MAX_STACK = 64  # the server's largest stack (docs/PROTOCOL.md, "Frame fields")
 Columns = Dict[str, "np.ndarray[Any, Any]"]
 Row = Dict[str, Any]  # one row's values (arrays; replayd.cpprb adds a float)
 
@@ -118,6 +119,8 @@ class FramePlan:
             dtype, shape = by_name[name]
             stacked = name in stack_compress and len(shape) >= 1 and shape[-1] > 1
             has_next = name in next_of
+            if stacked and shape[-1] + has_next > MAX_STACK:  # stored as ordinary values
+                stacked = has_next = False
             if stacked or has_next:
                 self.frames.append(FrameField(name, dtype, shape, stacked, has_next))
         self.history_rows = max((f.table_stack - 1 for f in self.frames), default=0)

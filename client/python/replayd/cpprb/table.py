@@ -136,9 +136,7 @@ class Lifetime:
 def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
                 next_of: Any) -> List[Tuple[str, np.dtype[Any], Tuple[int, ...]]]:
     """cpprb's env_dict as (name, dtype, shape) fields, with next_<name> for next_of."""
-    if not env_dict:
-        raise ValueError("env_dict must define at least one value, e.g. "
-                         "{'obs': {'shape': 4}, 'act': {}, 'rew': {}}")
+    env_dict = env_dict or {}  # cpprb takes a buffer of no values
     fallback = np.float32 if default_dtype is None else default_dtype
     fields = []
     for name, spec in env_dict.items():
