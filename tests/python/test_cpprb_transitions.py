@@ -128,14 +128,31 @@ def test_load_refuses_what_cpprb_refuses(rb_args, tmp_path):
     rb = ReplayBuffer(4, ENV, **rb_args)
     data = {"obs": np.array([[1]]), "v": np.ones((1, 2))}
     cases = [({"safe": True, "version": 2, "Nstep": False}, "Unknown Format Version: 2"),
-             ({"safe": True, "version": 1, "Nstep": True}, "mismatch for Nstep"),
-             ({"safe": False, "version": 1, "Nstep": False}, "safe=False")]
+             ({"safe": True, "version": 1, "Nstep": True}, "mismatch for Nstep")]
     for i, (keys, message) in enumerate(cases):
         path = tmp_path / f"bad{i}.npz"
         np.savez_compressed(path, data=data, cache=None, **keys)
         with pytest.raises(ValueError, match=message):
             rb.load_transitions(path)
     assert rb.get_stored_size() == 0
+
+
+def test_a_file_cpprb_saved_with_safe_false_loads(rb_args, tmp_path):
+    # cpprb's next_of memory: rows of obs without next_obs; an episode ended at row 1
+    # (its next_obs in the cache), row 3 is the newest (cached too)
+    path = tmp_path / "unsafe.npz"
+    np.savez_compressed(path, safe=False, version=1, Nstep=False, next_of=np.array(["obs"]),
+                        data={"obs": np.array([[0], [1], [5], [6]]), "v": np.ones((4, 2))},
+                        cache={1: {"next_obs": np.array([2])}, 3: {"next_obs": np.array([7])}})
+    rb = ReplayBuffer(8, {"obs": {}, "v": {"shape": 2}}, next_of="obs", **rb_args)
+    rb.load_transitions(path)
+    got = rb.get_all_transitions()
+    assert got["obs"].ravel().tolist() == [0, 1, 5, 6]
+    assert got["next_obs"].ravel().tolist() == [1, 2, 6, 7]
+    plain = ReplayBuffer(8, {"obs": {}, "next_obs": {}, "v": {"shape": 2}},
+                         address=rb_args["address"])  # a buffer without next_of reads it too
+    plain.load_transitions(path)
+    assert plain.get_all_transitions()["next_obs"].ravel().tolist() == [1, 2, 6, 7]
 
 
 def test_nstep_files_hold_finished_transitions(rb_args, address, tmp_path):

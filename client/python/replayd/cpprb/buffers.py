@@ -246,14 +246,17 @@ class ReplayBuffer:
 
     def load_transitions(self, file: Any) -> None:
         """Adds the transitions of a file written by save_transitions, here or by cpprb
-        (ValueError for a file of the other Nstep kind, an unknown version or cpprb's
-        ``safe=False`` layout). Unpickles the file: never load an untrusted one."""
-        data = npz.read(file, self.is_Nstep())
-        if self.is_Nstep():  # already n-step transitions: stored as they are, as cpprb does
-            columns, n = self._columns(data)
-            self._store(columns, n, None)
-        else:
-            self._add(data, None)
+        (either of its layouts; ValueError for a file of the other Nstep kind or an unknown
+        version). Unpickles the file: never load an untrusted one."""
+        for data, episode_ends in npz.read(file, self.is_Nstep()):
+            if self.is_Nstep():  # already n-step transitions: stored as they are (cpprb)
+                columns, n = self._columns(data)
+                self._store(columns, n, None)
+            else:
+                self._add(data, None)
+            if episode_ends:
+                self._episode_start = self._added
+                self._life.end_episode()
 
     # -- replayd extras ----------------------------------------------------------------
 
