@@ -4,8 +4,8 @@
 #include <set>
 
 #include "service/net/auth.h"
-#include "service/protocol/sample_reply.h"
 #include "service/protocol/json_reader.h"
+#include "service/protocol/sample_reply.h"
 #include "service/table_description.h"
 
 namespace replayd::service {
@@ -34,10 +34,13 @@ Status parse_limits(const json::value& value, Limits& limits) {
       read_limit(reader, "max_batch_items", limits.max_batch_items, 1, std::uint64_t{1} << 31));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_waiting_per_connection",
                                      limits.max_waiting_per_connection, 1, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_nstep", limits.max_nstep, 1, 1u << 24));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_sequence_steps", limits.max_sequence_steps, 1, 1u << 24));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_queued_reply_bytes",
                                      limits.max_queued_reply_bytes, 4096, std::uint64_t{1} << 40));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_buffered_bytes", limits.max_buffered_bytes,
-                                     4096, std::uint64_t{1} << 44));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_buffered_bytes", limits.max_buffered_bytes, 4096,
+                                     std::uint64_t{1} << 44));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_connections", limits.max_connections, 1, 1u << 20));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_unauthenticated_connections",

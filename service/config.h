@@ -13,10 +13,15 @@
 namespace replayd::service {
 
 struct Limits {
-  std::uint64_t max_frame_bytes = std::uint64_t{256} << 20;        // bytes, header+meta+payload
-  std::uint32_t max_meta_bytes = 64 << 10;                         // bytes of JSON per frame
-  std::uint64_t max_batch_items = 65536;                           // items per insert/sample/update
-  std::uint32_t max_waiting_per_connection = 1024;                 // parked requests
+  std::uint64_t max_frame_bytes = std::uint64_t{256} << 20;  // bytes, header+meta+payload
+  std::uint32_t max_meta_bytes = 64 << 10;                   // bytes of JSON per frame
+  std::uint64_t max_batch_items = 65536;                     // items per insert/sample/update
+  std::uint32_t max_waiting_per_connection = 1024;           // parked requests
+  // Work a request may ask of an episodic table, bounded before it starts: the k of an
+  // n-step sample, and the steps (burn_in + length) of a sequence sample. Each costs the
+  // thread per draw, and a window index of that reach costs every later append and eviction.
+  std::uint32_t max_nstep = 1024;                                  // steps
+  std::uint32_t max_sequence_steps = 4096;                         // steps
   std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
   // Queued replies and parked payloads of all connections together: past it, every
   // connection that holds any stops being read until they drain (docs/OPERATIONS.md).

@@ -147,16 +147,26 @@ void WindowIndex::clear() {
 }
 
 WindowIndex* WindowIndexSet::get(const WindowSpec& spec) {
-  for (auto& index : indexes_) {
-    if (index->spec() == spec) return index.get();
+  ++uses_;
+  for (std::size_t i = 0; i < indexes_.size(); ++i) {
+    if (indexes_[i]->spec() == spec) {
+      last_used_[i] = uses_;
+      return indexes_[i].get();
+    }
   }
-  if (indexes_.size() >= kMaxIndexes) return nullptr;
+  if (indexes_.size() >= kMaxIndexes) {
+    const auto oldest = std::min_element(last_used_.begin(), last_used_.end()) - last_used_.begin();
+    indexes_.erase(indexes_.begin() + oldest);  // freed before the new one is built
+    last_used_.erase(last_used_.begin() + oldest);
+  }
   indexes_.push_back(std::make_unique<WindowIndex>(spec, context_));
+  last_used_.push_back(uses_);
   return indexes_.back().get();
 }
 
 WindowIndex& WindowIndexSet::add_empty(const WindowSpec& spec) {
   indexes_.push_back(std::make_unique<WindowIndex>(spec, context_, false));
+  last_used_.push_back(++uses_);
   return *indexes_.back();
 }
 
@@ -181,8 +191,8 @@ void WindowIndexSet::on_sampled(std::uint32_t slot) {
     index->on_sampled(slot);
 }
 void WindowIndexSet::clear() {
-  for (auto& index : indexes_)
-    index->clear();
+  indexes_.clear();
+  last_used_.clear();
 }
 
 }  // namespace replayd

@@ -116,7 +116,10 @@ class WindowIndexSet {
 
   explicit WindowIndexSet(const WindowContext& context) : context_(context) {}
 
-  // The index for `spec`, built on first use; nullptr when kMaxIndexes others exist.
+  // The index for `spec`, built on first use (O(capacity log capacity)). When kMaxIndexes
+  // others exist, the one used least recently is dropped first: a requirement nobody asks
+  // for any more (a request that failed or timed out) never holds a place, and no request is
+  // refused for want of one. The pointer is valid until the next get() or clear().
   WindowIndex* get(const WindowSpec& spec);
   std::size_t size() const { return indexes_.size(); }
   // Snapshot support: the indexes in creation order; adding an empty one (restore path).
@@ -128,11 +131,14 @@ class WindowIndexSet {
   void on_remove(std::uint32_t slot, const StepRef& ref, const Episode& episode);
   void on_priority(std::uint32_t slot);
   void on_sampled(std::uint32_t slot);
+  // Drops every index (the table was reset): they are built again when asked for.
   void clear();
 
  private:
   WindowContext context_;
   std::vector<std::unique_ptr<WindowIndex>> indexes_;
+  std::vector<std::uint64_t> last_used_;  // per index: the get() that last returned it
+  std::uint64_t uses_ = 0;
 };
 
 }  // namespace replayd

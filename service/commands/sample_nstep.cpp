@@ -47,6 +47,11 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
   REPLAYD_CO_RETURN_IF_ERROR(check_table_kind(table, TableKind::episodic, "sample with \"nstep\""));
   EpisodicTable& episodic = call.episodic();
+  if (k > call.service.limits.max_nstep) {
+    co_return call.args.error("nstep", std::to_string(k) + " exceeds max_nstep = " +
+                                           std::to_string(call.service.limits.max_nstep) +
+                                           " (the server's limits)");
+  }
   if (k == 0 || k > table.config().capacity) {
     co_return call.args.error("nstep", "must be between 1 and the capacity " +
                                            std::to_string(table.config().capacity) + ", got " +

@@ -35,6 +35,14 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   REPLAYD_CO_ASSIGN_OR_RETURN(bool pad, call.args.boolean_or("pad", false));
   REPLAYD_CO_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
   REPLAYD_CO_ASSIGN_OR_RETURN(bool raw, call.args.boolean_or("raw", false));
+  const std::uint64_t max_steps = call.service.limits.max_sequence_steps;
+  if (burn_in > max_steps || length > max_steps - burn_in) {
+    co_return call.args.error("length", "burn_in " + std::to_string(burn_in) + " + length " +
+                                            std::to_string(length) +
+                                            " exceeds max_sequence_steps = " +
+                                            std::to_string(call.service.limits.max_sequence_steps) +
+                                            " (the server's limits)");
+  }
   const std::uint64_t capacity = table.config().capacity;
   if (length == 0 || burn_in > capacity || length > capacity - burn_in) {
     co_return call.args.error(

@@ -569,13 +569,23 @@ TEST_CASE("an episodic table needs a uniform or prioritized sampler and a float 
   CHECK(table_bytes(config).episodes == 0);
 }
 
-TEST_CASE("more distinct window requirements than the limit are refused") {
+TEST_CASE("more distinct window requirements than the limit are served, the unused ones dropped") {
   auto table = make_table(episodic_config(16));
+  const auto episode = table->episodic()->open_episode(1).value();
+  for (std::int64_t id = 1; id <= 6; ++id)
+    step(*table, 1, episode, id);
+  REQUIRE(table->episodic()->end_episode(1, episode, EpisodeEnd::terminated).ok());
   for (std::uint32_t k = 1; k <= WindowIndexSet::kMaxIndexes; ++k)
     CHECK(table->episodic()->nstep_starts({k, 0.9, 0}).ok());
   CHECK(table->episodic()->nstep_starts({1, 0.5, 0}).ok());  // gamma is not part of the requirement
-  CHECK(table->episodic()->sequence_starts({3, 1, 0, false, 0}).error().code ==
-        ErrorCode::resource_exhausted);
+  // A ninth requirement is built in the place of the least recently used, with the right
+  // answer; the dropped one is built again, exactly, when asked for.
+  CHECK(table->episodic()->sequence_starts({3, 1, 0, false, 0}).value() == 4);
+  CHECK(table->episodic()->nstep_starts({2, 0.9, 0}).value() == 6);
+  CHECK(sample_nstep(*table, 4, {2, 0.9, 0}).status.ok());
+  // A reset drops them all: a requirement used before it is built anew, empty.
+  table->reset();
+  CHECK(table->episodic()->nstep_starts({2, 0.9, 0}).value() == 0);
 }
 
 TEST_CASE("a start sampled max_times_sampled times retires, its step stays for other windows") {

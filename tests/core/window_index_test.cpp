@@ -88,12 +88,21 @@ TEST_CASE("strides keep only starts at multiples of the stride") {
   CHECK(index.size() == 3);
 }
 
-TEST_CASE("a window set holds at most kMaxIndexes requirements") {
+TEST_CASE("a window set holds at most kMaxIndexes requirements, dropping the least recently used") {
   Fixture f;
   for (std::uint32_t k = 1; k <= WindowIndexSet::kMaxIndexes; ++k)
     CHECK(f.windows.get({k, true, 1, 0}) != nullptr);
-  CHECK(f.windows.get({1, true, 1, 0}) != nullptr);  // an existing one is found
-  CHECK(f.windows.get({1, false, 1, 0}) == nullptr);
+  WindowIndex* first = f.windows.get({1, true, 1, 0});  // an existing one is found (and used)
+  CHECK(f.windows.size() == WindowIndexSet::kMaxIndexes);
+  CHECK(f.windows.get({1, false, 1, 0}) != nullptr);  // a new one takes k = 2's place
+  CHECK(f.windows.size() == WindowIndexSet::kMaxIndexes);
+  CHECK(f.windows.get({1, true, 1, 0}) == first);  // k = 1 was used since: still there
+  bool k2_found = false;
+  for (std::size_t i = 0; i < f.windows.size(); ++i)
+    k2_found = k2_found || f.windows.at(i).spec() == WindowSpec{2, true, 1, 0};
+  CHECK_FALSE(k2_found);
+  f.windows.clear();
+  CHECK(f.windows.size() == 0);
 }
 
 }  // namespace

@@ -1,0 +1,72 @@
+"""Work a request may ask of the server is bounded before it starts, and what one client
+asks for cannot make another's well-formed request fail (docs/CONFIG.md, max_nstep and
+max_sequence_steps; docs/TRAJECTORIES.md, window indexes). Against the real binary."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import replayd
+
+FIELDS = {"obs": (np.float32, (2,)), "rew": (np.float32, ())}
+
+
+@pytest.fixture
+def episodes(client, table_name):
+    client.create_table(table_name, FIELDS, 8192, episodic=True, reward="rew")
+    with client.episode_writer(table_name, envs=1, batch=256) as writer:
+        for t in range(3000):
+            writer.append(0, obs=np.full(2, t, np.float32), rew=1.0)
+        writer.end_episode(0, terminated=True)
+    return table_name
+
+
+def test_an_nstep_beyond_max_nstep_is_refused_naming_the_limit(client, episodes):
+    limit = client.server["limits"]["max_nstep"]
+    assert limit == 1024
+    with pytest.raises(replayd.InvalidArgument, match=r"nstep.*2000 exceeds max_nstep = 1024"):
+        client.sample(episodes, 1, nstep=2000, gamma=0.99, timeout=0)
+    # At the limit it is served.
+    sample = client.sample(episodes, 4, nstep=limit, gamma=1.0, timeout=5)
+    assert sample.keys.shape == (4,)
+
+
+def test_a_sequence_beyond_max_sequence_steps_is_refused_naming_the_limit(client, episodes):
+    assert client.server["limits"]["max_sequence_steps"] == 4096
+    with pytest.raises(replayd.InvalidArgument, match=r"burn_in 4000 \+ length 100 exceeds "
+                                                      r"max_sequence_steps = 4096"):
+        client.sample_sequences(episodes, 1, 100, burn_in=4000, timeout=0)
+    with pytest.raises(replayd.InvalidArgument, match="max_sequence_steps"):
+        client.sample_sequences(episodes, 1, 2**63, burn_in=2**63, timeout=0)
+
+
+def test_requests_that_timed_out_leave_no_window_index_that_blocks_another_learner(
+        client, table_name):
+    # An empty episodic table: every n-step request times out, each with its own k.
+    client.create_table(table_name, FIELDS, 1024, episodic=True, reward="rew")
+    for k in range(100, 108):
+        with pytest.raises(replayd.TimeoutError):
+            client.sample(table_name, 1, nstep=k, timeout=0.01)
+    # Another learner's well-formed requests of new requirements are served, not refused.
+    with client.episode_writer(table_name, envs=1, batch=64) as writer:
+        for t in range(50):
+            writer.append(0, obs=np.full(2, t, np.float32), rew=1.0)
+        writer.end_episode(0, terminated=True)
+    assert client.sample(table_name, 2, nstep=3, timeout=5).keys.shape == (2,)
+    assert client.sample_sequences(table_name, 2, 5, timeout=5).keys.shape == (2,)
+    for k in range(1, 12):  # more distinct requirements than the table keeps indexes for
+        sample = client.sample(table_name, 8, nstep=k, gamma=1.0, timeout=5)
+        assert (sample["steps"] <= k).all() and (sample["steps"] >= 1).all()
+
+
+def test_reset_table_drops_window_indexes_and_serves_new_requirements(client, table_name):
+    client.create_table(table_name, FIELDS, 1024, episodic=True, reward="rew")
+    for k in range(1, 10):
+        with pytest.raises(replayd.TimeoutError):
+            client.sample(table_name, 1, nstep=k, timeout=0)
+    client.reset(table_name)
+    with client.episode_writer(table_name, envs=1, batch=64) as writer:
+        for t in range(20):
+            writer.append(0, obs=np.full(2, t, np.float32), rew=1.0)
+        writer.end_episode(0, terminated=True)
+    assert client.sample_sequences(table_name, 3, 4, timeout=5).keys.shape == (3,)
