@@ -8,12 +8,10 @@ with on_episode_end, episodes whose first stack repeats its first frame or not (
 SB3's VecFrameStack), a stream that jumps without on_episode_end, batch adds, and a ring
 that wraps many times.
 
-The model stores rows as the buffer does: one row per transition holding its newest frame,
-after H history rows (H = the largest stack - 1) whenever a transition does not continue the
-previous one (its obs is not the last next_obs, or its stack does not shift by one frame)
-or follows on_episode_end; FIFO eviction of rows at `size`. A transition can be drawn while
-its H rows before it are stored; get_stored_size counts stored rows minus history rows.
-Each transition carries a unique ``act``, by which samples are matched to it."""
+The model is cpprb's ring: the newest `size` transitions are stored, the one added t-th (from
+0) at ring position t % size, however many stored episodes (and so history rows, H = the
+largest stack - 1, written whenever a transition does not continue the previous one or
+follows on_episode_end) the table holds. Each transition carries a unique ``act``, by which samples are matched to it."""
 from __future__ import annotations
 
 import pickle
@@ -23,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import pytest
 
+from conftest import resident_bytes
 from replayd.cpprb import PrioritizedReplayBuffer, ReplayBuffer
 
 FRAME = (2, 3)
@@ -34,41 +33,26 @@ def rb_args(address, table_name):
 
 
 class Model:
-    """The rows of the buffer's table and the transitions they hold."""
+    """cpprb's ring of the newest `size` transitions."""
 
     def __init__(self, size: int, history: int) -> None:
         self.size = size
         self.history = history
-        self.rows: List[Tuple[int, int, Optional[Dict[str, Any]]]] = []  # episode, position
-        self.episode = 0
-        self.length = 0
+        self.transitions: List[Dict[str, Any]] = []
         self.previous: Optional[Dict[str, Any]] = None
 
     def end(self) -> None:
         self.previous = None
 
     def add(self, transition: Dict[str, Any], continues: bool) -> None:
-        if self.previous is None or not continues:
-            self.episode += 1
-            self.length = 0
-            for _ in range(self.history):
-                self.store(None)
-        self.store(transition)
+        self.transitions = (self.transitions + [transition])[-self.size:]
         self.previous = transition
 
-    def store(self, transition: Optional[Dict[str, Any]]) -> None:
-        if len(self.rows) == self.size:
-            self.rows.pop(0)
-        self.rows.append((self.episode, self.length, transition))
-        self.length += 1
-
     def drawable(self) -> List[Dict[str, Any]]:
-        stored = {(e, p) for e, p, _ in self.rows}
-        return [t for e, p, t in self.rows if t is not None
-                and all((e, p - k) in stored for k in range(1, self.history + 1))]
+        return list(self.transitions)
 
     def stored_size(self) -> int:
-        return sum(1 for _, _, t in self.rows if t is not None)
+        return len(self.transitions)
 
 
 class Stream:
@@ -215,23 +199,35 @@ def test_a_sample_right_after_add_sees_the_transition(rb_args):
     assert rb.get_stored_size() == 1
 
 
-def test_frames_are_stored_once(rb_args, client, table_name):
-    """The table of a next_of + stack_compress buffer holds one frame per transition where
-    the plain layout holds eight (obs and next_obs of four frames each)."""
+def test_frames_are_stored_once(make_server):
+    """A next_of + stack_compress buffer of u8[84, 84, 4] stacks takes about one frame of
+    server memory per transition where the plain layout takes eight (obs and next_obs of
+    four frames each), also after its ring has gone round three times. (The table's
+    capacity has room for the history rows of an episode per transition, but slots freed
+    by deletes are reused first, so only that many rows' pages are ever touched.)"""
+    server = make_server(tcp=False)
+    size, frame_bytes = 2000, 84 * 84
     shape = (84, 84, 4)
     env = {"obs": {"shape": shape, "dtype": np.uint8}, "act": {"dtype": np.int32},
            "rew": {}, "done": {}}
-    framed = ReplayBuffer(10_000, env, next_of="obs", stack_compress="obs", **rb_args)
-    plain = ReplayBuffer(10_000, {**env, "next_obs": {"shape": shape, "dtype": np.uint8}},
-                         address=rb_args["address"])
-    frame_bytes = 84 * 84
-    framed_bytes = framed.client.table_info(framed.table)["bytes"]
-    plain_bytes = plain.client.table_info(plain.table)["bytes"]
-    assert framed_bytes < 10_000 * frame_bytes * 1.1
-    assert plain_bytes > 10_000 * frame_bytes * 8
+    framed = ReplayBuffer(size, env, next_of="obs", stack_compress="obs",
+                          address=server.unix_address)
     fields = framed.client.table_info(framed.table)["description"]["fields"]
     assert [(f["name"], f["shape"], f.get("stack")) for f in fields if f["name"] == "obs"] == \
         [("obs", [84, 84], 5)]
+    frames = np.random.default_rng(5).integers(0, 255, (504, 84, 84), dtype=np.uint8)
+    stacks = np.stack([np.moveaxis(frames[t:t + 4], 0, -1) for t in range(501)])
+    before = resident_bytes(server.proc.pid)
+    for i in range(3 * size):  # episodes of 500 steps
+        t = i % 500
+        framed.add(obs=stacks[t], act=i, rew=0.5, next_obs=stacks[t + 1], done=0)
+        if t == 499:
+            framed.on_episode_end()
+    assert framed.get_stored_size() == size
+    framed.client.table_info(framed.table)  # every add stored
+    grown = resident_bytes(server.proc.pid) - before
+    assert grown < size * frame_bytes * 1.5, grown  # the plain layout: 8 frames each
+    assert framed._encode_sample([0])["act"].tolist() == [[2 * size]]
 
 
 def test_a_pickled_copy_starts_its_own_stored_episode(rb_args):
@@ -315,3 +311,47 @@ def test_a_next_obs_that_is_no_shifted_stack_is_refused_with_nothing_stored(rb_a
     rb.add(obs=good[..., :4], next_obs=good[..., 1:], rew=1, done=0)
     sample = rb.sample(2)
     assert np.array_equal(sample["next_obs"][0], good[..., 1:])
+
+
+def test_a_next_of_buffer_of_size_n_holds_n_transitions(rb_args):
+    rb = ReplayBuffer(4, {"obs": {}}, next_of="obs", **rb_args)
+    for i in range(4):
+        rb.add(obs=float(i), next_obs=float(i + 1))
+    got = rb.get_all_transitions()
+    assert got["obs"][:, 0].tolist() == [0, 1, 2, 3]
+    assert got["next_obs"][:, 0].tolist() == [1, 2, 3, 4]
+    assert rb.get_stored_size() == 4
+
+
+def test_encode_sample_reads_ring_positions_across_episodes(rb_args):
+    rb = ReplayBuffer(4, {"obs": {"shape": (2, 3)}}, next_of="obs", stack_compress="obs",
+                      **rb_args)
+    frames = [np.full((2, 1), i, np.float32) for i in range(20)]
+
+    def stack(t: int) -> np.ndarray:
+        return np.concatenate(frames[t:t + 3], axis=-1)
+
+    for episode in range(3):  # each a new stored episode with history rows
+        for t in range(2):
+            rb.add(obs=stack(5 * episode + t), next_obs=stack(5 * episode + t + 1))
+        rb.on_episode_end()
+    # cpprb's ring after 6 adds: positions 0, 1 hold the 5th and 6th transitions
+    got = rb._encode_sample([0, 1])
+    assert got["obs"][:, 0, 0].tolist() == [10, 11]
+    assert got["next_obs"][:, 0, -1].tolist() == [13, 14]
+    assert rb.get_all_transitions()["obs"][:, 0, 0].tolist() == [10, 11, 5, 6]
+    s = rb.sample(200)
+    assert set(s["obs"][:, 0, 0].tolist()) == {5.0, 6.0, 10.0, 11.0}
+
+
+def test_prioritized_frame_buffer_indexes_are_ring_positions(rb_args):
+    rb = PrioritizedReplayBuffer(3, {"obs": {}}, next_of="obs", **rb_args)
+    for i in range(5):
+        rb.add(obs=float(i), next_obs=float(i + 1))
+        if i == 1:
+            rb.on_episode_end()
+    s = rb.sample(100)
+    assert {int(i): float(o) for i, o in zip(s["indexes"], s["obs"][:, 0])} == \
+        {0: 3.0, 1: 4.0, 2: 2.0}
+    rb.update_priorities([2], [1e6])
+    assert (rb.sample(100)["obs"][:, 0] == 2.0).mean() > 0.95

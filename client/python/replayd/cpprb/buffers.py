@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .. import requests
 from ..client import Client
 from ..columns import prepare_insert
 from ..errors import TimeoutError as ReplayTimeout
@@ -17,6 +18,7 @@ from ..sample import Sample
 from ..writer import Writer
 from . import npz
 from .nstep import NstepCache
+from .frame_ring import FrameRing
 from .pixel_frames import FramePlan
 from .steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, RingKeys, read_ordered, send_steps,
                     with_hidden)
@@ -84,9 +86,16 @@ class ReplayBuffer:
         self._hidden_values = {HIDDEN_REWARD: 0.0} if reward is None else {}
         if reward is None:
             stored.append((HIDDEN_REWARD, np.dtype(np.float32), ()))
-        self._client.create_table(self._table, stored, self._size,
-                                  sampler="prioritized" if self._prioritized else "uniform",
-                                  priority_exponent=self._alpha, exist_ok=True,
+        # With frame values, rows that hold no live transition get priority 0, so the table
+        # is prioritized (uniform buffers: every live transition priority 1, exponent 1).
+        self._frame_ring = FrameRing(self._size, self._frames.history_rows) \
+            if self._frames else None
+        self._client.create_table(self._table, stored,
+                                  self._frame_ring.capacity if self._frame_ring else self._size,
+                                  sampler="prioritized" if self._prioritized or self._frames
+                                  else "uniform",
+                                  priority_exponent=self._alpha if self._prioritized or
+                                  not self._frames else 1.0, exist_ok=True,
                                   episodic=True, reward=reward or HIDDEN_REWARD, bootstrap=[],
                                   stack=self._frames.table_stacks() or None,
                                   pad_history=not self._frames)
@@ -105,7 +114,7 @@ class ReplayBuffer:
             self._client.server["limits"].get("max_batch_items", self._size))))
         self._ring_keys = RingKeys(self._size, self._shared_index or check_for_update)
         self._life = Lifetime(self._client, self._table, drop=table is None and not persist,
-                              batch=self._writer_batch, ring=self._ring_keys)
+                              batch=self._writer_batch, ring=self._frame_ring or self._ring_keys)
         self._watch_lifetime()
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -121,7 +130,7 @@ class ReplayBuffer:
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.__dict__.update(state)
         self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch,
-                              ring=self._ring_keys)
+                              ring=self._frame_ring or self._ring_keys)
         self._watch_lifetime()
 
     def _watch_lifetime(self) -> None:
@@ -133,7 +142,7 @@ class ReplayBuffer:
     def _after_fork(self) -> None:
         self._direct = None
         self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch,
-                              ring=self._ring_keys)
+                              ring=self._frame_ring or self._ring_keys)
         self._watch_lifetime()
 
     # -- cpprb API ---------------------------------------------------------------------
@@ -156,6 +165,8 @@ class ReplayBuffer:
 
     def get_stored_size(self) -> int:
         """Transitions currently stored (shared by every process using this table)."""
+        if self._frame_ring is not None:  # this object's ring (see replayd.cpprb.frame_ring)
+            return min(self._frame_ring.added, self._size)
         self._life.send()
         info = self._client.table_info(self._table)
         return int(info["size"]) - int(info.get("history_steps", 0))
@@ -182,6 +193,9 @@ class ReplayBuffer:
         """Removes every item (for every process using the table)."""
         self._life.end_episode()
         self._life.take_prefetched(None)  # drawn before the reset
+        if self._frame_ring is not None:
+            self._life.flush()  # every row's key noted before the ring forgets them
+            self._frame_ring.reset()
         self._client.reset(self._table)
         self._added = self._episode_start = 0
         self._ring_keys.clear()
@@ -430,21 +444,54 @@ class ReplayBuffer:
         if starts and episode.previous is not None:  # it does not continue the last one
             self._life.end_episode()
         writer = self._life.writer_here()
-        history_priority = None if priority is None else 0.0  # never drawn
-        for row in rows[:-1]:
+        ring = self._frame_ring
+        assert ring is not None
+        for row in rows[:-1]:  # history rows: never drawn
             row.update(self._hidden_values)
-            writer.append(row, priority=history_priority)
+            ring.new_row()
+            writer.append(row, priority=0.0)
         rows[-1].update(self._hidden_values)
+        number = ring.new_row()
+        if priority is None:  # cpprb: the largest priority so far (uniform: all the same)
+            priority = self._max_priority + self._eps if self._prioritized else 1.0
         writer.append(rows[-1], priority=priority)
+        ring.add_transition(number)
         episode.previous = {name: np.array(transition[name]) for name in self._frames.names}
+        if len(ring.dead_rows) >= WRITER_BATCH_ITEMS:
+            self._settle_frames(wait=False)
+
+    def _settle_frames(self, wait: bool, live_keys: bool = True) -> None:
+        """Sends priority 0 for the rows of dead transitions and deletes the rows no live
+        transition needs (replayd.cpprb.frame_ring), for those whose keys are known; with
+        `wait`, first waits for the keys of every dead row (and, with `live_keys`, of every
+        live transition), so that a sample sent afterwards draws live transitions only."""
+        ring = self._frame_ring
+        assert ring is not None
+        self._life.send()
+        if wait and not ring.settled(live_keys):
+            self._life.flush()
+            ring.note_keys()
+        zero, deleted = ring.take_requests()
+        if zero.shape[0]:
+            self._life.track_update(self._client.update_priorities_async(
+                self._table, zero, np.zeros(zero.shape[0])))
+        if deleted.shape[0]:
+            request = requests.keyed_request("delete", self._table, deleted, None)
+            assert request is not None
+            self._life.track_update(self._client.connection().submit(*request)[1])
 
     def _ordered(self, keys: bool = False) -> Dict[str, np.ndarray[Any, Any]]:
         """Every stored transition, oldest first (reads the whole table); with `keys`, also
         each one's ``key`` (plain values only)."""
+        if self._frame_ring is not None:
+            self._settle_frames(wait=True)
         self._life.send()
         rows = read_ordered(self._client, self._table)
-        if self._frames:
+        if self._frame_ring is not None:
             steps = self._frames.transitions(rows)
+            live = self._frame_ring.positions(steps["key"]) >= 0
+            steps = {name: values[live] for name, values in steps.items()
+                     if keys or name != "key"}
         else:
             hidden = ("episode", "position") if keys else ("key", "episode", "position")
             steps = {name: values for name, values in rows.items() if name not in hidden}
@@ -462,21 +509,17 @@ class ReplayBuffer:
         self._ring_keys.note(read_ordered(self._client, self._table)["key"])
 
     def _ring(self) -> Tuple[np.ndarray[Any, Any], Dict[str, np.ndarray[Any, Any]]]:
-        """Every stored transition and its ring position, in position order: until this
-        object's adds wrap the ring, positions 0 .. n-1 in insertion order; afterwards the
-        newest stored one sits just before this object's next index, the others before it
-        (with frame values, history rows take room: fewer than `size` may be stored)."""
+        """Every stored transition and its ring position, in position order (the slot of
+        its key; with frame values, the position replayd.cpprb.frame_ring gave it)."""
         if not self._frames:  # a step's ring position is its key's slot
             steps = self._ordered(keys=True)
             keys = steps.pop("key")
             positions = self._ring_keys.positions(keys).astype(np.int64)
             order = np.argsort(positions, kind="stable")
             return positions[order], {name: values[order] for name, values in steps.items()}
-        steps = self._ordered()
-        n = next(iter(steps.values())).shape[0]
-        if self._added < self._size:  # this object's adds have not gone round the ring
-            return np.arange(n), steps  # positions 0 .. n-1 in insertion order
-        positions = (self._added - 1 - np.arange(n)[::-1]) % self._size
+        steps = self._ordered(keys=True)
+        positions = self._frame_ring.positions(steps.pop("key")) if self._frame_ring else \
+            np.zeros(0, np.int64)
         order = np.argsort(positions, kind="stable")
         return positions[order], {name: values[order] for name, values in steps.items()}
 
@@ -485,6 +528,8 @@ class ReplayBuffer:
         the previous call (of the same size and beta) when there is one, and the next one
         is requested at once: it is drawn before whatever this object adds or updates
         until the next call, which it therefore does not see."""
+        if self._frame_ring is not None:  # dead transitions' rows at priority 0 first
+            self._settle_frames(wait=True, live_keys=False)
         self._life.send()
         request = (int(batch_size), float(beta))
         # Stored steps are the transitions, drawn as items; frame values need the 1-step
@@ -538,9 +583,21 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         sample = self._sample(batch_size, beta)
         out = dict(sample.data)
         out["weights"] = sample.weights.astype(np.float32)
-        out["indexes"] = self._ring_keys.positions(sample.keys)
-        self._ring_keys.note(sample.keys)
+        out["indexes"] = self._positions_of(sample.keys)
         return out
+
+    def _positions_of(self, keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The ring positions of sampled `keys` (uint64, as cpprb's indexes)."""
+        ring = self._frame_ring
+        if ring is None:
+            self._ring_keys.note(keys)
+            return self._ring_keys.positions(keys)
+        ring.note_keys()
+        positions = ring.positions(keys)
+        if np.any(positions < 0):  # a transition whose key had not come back yet
+            self._settle_frames(wait=True)
+            positions = ring.positions(keys)
+        return positions.astype(np.uint64)
 
     def update_priorities(self, indexes: Any, priorities: Any) -> None:
         """Sets priorities ``|p| + eps`` of the transitions at the ring positions `indexes`
@@ -562,8 +619,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise IndexError(f"update_priorities: indexes {positions[outside][:8].tolist()} "
                              f"are outside the buffer of size {self._size}")
         self._life.send()
-        keys = self._ring_keys.keys[positions]
-        if not self._ring_keys.sampled_only and not keys.all():
+        if self._frame_ring is not None:
+            self._settle_frames(wait=True)
+            keys = self._frame_ring.position_keys[positions]
+        else:
+            self._ring_keys.absorb()
+            keys = self._ring_keys.keys[positions]
+        if self._frame_ring is None and not self._ring_keys.sampled_only and not keys.all():
             self._note_stored_keys()
             keys = self._ring_keys.keys[positions]
         known = keys != 0

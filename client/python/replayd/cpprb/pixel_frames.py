@@ -195,6 +195,8 @@ class FramePlan:
             keep &= found
             back.append(order[at])
         out: Columns = {name: rows[name][keep] for name, _, _ in self.plain}
+        if "key" in rows:
+            out["key"] = rows["key"][keep]
         for f in self.frames:
             span = [back[k][keep] for k in range(f.table_stack - 1, -1, -1)]  # oldest first
             f.split(np.stack([rows[f.name][index] for index in span], axis=1), out)

@@ -16,8 +16,9 @@ Used by replayd.cpprb only.
 """
 from __future__ import annotations
 
+import collections
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -90,14 +91,27 @@ class RingKeys:
     A ring position is the key's slot (``key & mask``, Storage's key layout: the table's
     FIFO fills its slots in ring order); 0 marks a position whose key is not known (no key
     is 0). With `sampled_only` (cpprb's check_for_update and MP buffers) an add forgets its
-    positions' keys instead: only a sample makes a position updatable again. Written by the
-    connection's reader thread and the buffer's thread; a lost race leaves an older key,
-    which the server ignores as stale."""
+    positions' keys instead: only a sample makes a position updatable again. Used by the
+    buffer's thread only (adds' keys are taken from their futures by `absorb`)."""
 
     def __init__(self, capacity: int, sampled_only: bool = False) -> None:
         self.mask = np.uint64((1 << max(1, (capacity - 1).bit_length())) - 1)
         self.keys = np.zeros(capacity, np.uint64)
         self.sampled_only = sampled_only
+        self.batches: Deque["Future[Any]"] = collections.deque()  # adds' keys to come
+
+    def __getstate__(self) -> Dict[str, Any]:
+        self.absorb()
+        state = dict(self.__dict__)
+        state["batches"] = collections.deque()
+        return state
+
+    def absorb(self) -> None:
+        """Notes the keys of the adds whose replies came."""
+        while self.batches and self.batches[0].done():
+            future = self.batches.popleft()
+            if future.exception() is None:
+                self.note_added(future.result())
 
     def positions(self, keys: "np.ndarray[Any, Any]") -> "np.ndarray[Any, Any]":
         """The ring positions of `keys` (uint64, as cpprb's indexes)."""
@@ -106,6 +120,7 @@ class RingKeys:
 
     def note(self, keys: "np.ndarray[Any, Any]") -> None:
         """Keys sampled (or read): their positions take priority updates."""
+        self.absorb()
         keys = np.asarray(keys, np.uint64)
         self.keys[keys & self.mask] = keys
 
@@ -114,20 +129,21 @@ class RingKeys:
         keys = np.asarray(keys, np.uint64)
         self.keys[keys & self.mask] = 0 if self.sampled_only else keys
 
-    def note_future(self, future: "Future[Any]") -> None:
-        if future.exception() is None:
-            self.note_added(future.result())
+    def watch(self, n: int, future: "Future[Any]") -> None:
+        """The writer sent `n` steps; `future` holds their keys."""
+        self.absorb()
+        self.batches.append(future)
 
     def clear(self) -> None:
         self.keys[:] = 0
 
 
 class StepWriter(Writer):
-    """A Writer whose batches are appended to the buffer's current episode; the keys of
-    stored steps go to `ring` when given."""
+    """A Writer whose batches are appended to the buffer's current episode; `ring`
+    (RingKeys or FrameRing), when given, watches each batch sent for its keys."""
 
     def __init__(self, client: "Client", table: str, batch: int, episode: Episode,
-                 ring: Optional[RingKeys] = None) -> None:
+                 ring: Any = None) -> None:
         super().__init__(client, table, batch)
         self._episode = episode
         self._ring = ring
@@ -136,7 +152,7 @@ class StepWriter(Writer):
         future = send_steps(self._client, self._table, batch, self._episode.current())
         self._episode.has_steps = True
         if self._ring is not None:
-            future.add_done_callback(self._ring.note_future)
+            self._ring.watch(batch.n, future)
         return future
 
 

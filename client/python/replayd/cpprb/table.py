@@ -15,7 +15,7 @@ import numpy as np
 
 from ..client import Client
 from ..schema import wire_dtype
-from .steps import Episode, RingKeys, StepWriter
+from .steps import Episode, StepWriter
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
@@ -37,7 +37,7 @@ class Lifetime:
     A forked child inherits the object but neither the writer nor the table."""
 
     def __init__(self, client: Client, table: str, drop: bool, batch: int,
-                 ring: Optional[RingKeys] = None) -> None:
+                 ring: Any = None) -> None:
         self.client = client
         self.ring = ring  # where the writer notes the keys of stored steps, if anywhere
         self.batch = batch
