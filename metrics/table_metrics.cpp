@@ -95,6 +95,7 @@ std::vector<MetricFamily> table_families(std::span<const TableSnapshot> tables) 
     }
   }
   families.push_back(std::move(waiting));
+  append_replay_families(tables, families);
   // A family without series (no tables) is left out, as client libraries do.
   std::erase_if(families, [](const MetricFamily& family) { return family.metric.empty(); });
   return families;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/table/table.h"
+#include "metrics/replay_metrics.h"
 #include "prometheus/metric_family.h"
 
 namespace replayd::metrics {
@@ -21,9 +22,12 @@ struct TableSnapshot {
   TableInfo info;
   std::uint64_t waiting_inserts = 0;  // insert requests parked by the rate limiter now
   std::uint64_t waiting_samples = 0;  // sample requests parked by the rate limiter now
+  bool episodic = false;              // episode families are exported for episodic tables only
+  PrioritySummary priorities;         // summarize_priorities(table), taken at the scrape
 };
 
-// Families replayd_tables, replayd_table_*, replayd_rate_limiter_waiting_requests.
+// Families replayd_tables, replayd_table_* (with the replay families of replay_metrics.h),
+// replayd_rate_limiter_waiting_requests.
 // Cost: O(tables).
 std::vector<prometheus::MetricFamily> table_families(std::span<const TableSnapshot> tables);
 

@@ -45,6 +45,8 @@ std::vector<metrics::TableSnapshot> snapshot_tables(const TableRegistry& tables)
     snapshot.info = hosted->table->info();
     snapshot.waiting_inserts = hosted->insert_waiters.size();
     snapshot.waiting_samples = hosted->sample_waiters.size();
+    snapshot.episodic = hosted->table->episodic() != nullptr;
+    snapshot.priorities = metrics::summarize_priorities(*hosted->table);
   }
   return snapshots;
 }

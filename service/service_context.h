@@ -22,6 +22,15 @@ inline constexpr const char* kServerVersion = REPLAYD_VERSION;
 class Session;
 class Snapshotter;
 
+// The monotonic time in milliseconds (never 0) that tables stamp on stored items and age
+// draws with (Table::set_now_ms): handlers set it just before they store or draw.
+inline std::uint64_t replay_now_ms() {
+  using namespace std::chrono;
+  return static_cast<std::uint64_t>(
+             duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count()) +
+         1;
+}
+
 // The request op labels of the metrics: the command table's names (service/commands/command_table.cpp).
 std::span<const metrics::OpLabel> metric_op_labels();
 

@@ -194,6 +194,7 @@ Status EpisodicTable::end_episode(std::uint64_t writer, std::uint64_t episode, E
   if (!final_values.empty()) {
     REPLAYD_RETURN_IF_ERROR(append_final_values(episode, final_values));
   }
+  items_.replay_.on_episode_end(episodes_->find(episode)->length);
   const bool terminated = how == EpisodeEnd::terminated;
   episodes_->end(episode, terminated ? EpisodeState::terminated : EpisodeState::truncated);
   // An episode with no stored step left is forgotten by end(); no window can gain then.
@@ -284,6 +285,8 @@ Status EpisodicTable::admit_windows(std::uint64_t n, const WindowIndex& index) {
 std::uint32_t EpisodicTable::record_draw(std::uint32_t slot) {
   const std::uint32_t times = items_.storage_.times_sampled(slot) + 1;
   items_.storage_.set_times_sampled(slot, times);
+  items_.observe_draw(slot);
+  items_.replay_.on_episode_draw(episodes_->next_id() - 1 - episodes_->step(slot).episode);
   if (items_.config_.max_times_sampled != 0) windows_->on_sampled(slot);
   if (items_.config_.max_times_sampled != 0 && times == items_.config_.max_times_sampled) {
     ++items_.counters_.expirations;  // retired as a start; the step stays as data

@@ -70,7 +70,8 @@ Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selec
       sampler_(std::move(sampler)),
       remover_(std::move(remover)),
       rng_(config_.seed),
-      blob_budget_(compressed_budget(config_)) {
+      blob_budget_(compressed_budget(config_)),
+      replay_(config_.capacity) {
   if (config_.episodes.enabled) episodic_ = std::make_unique<EpisodicTable>(*this);
 }
 
@@ -93,6 +94,7 @@ void Table::remove_item(std::uint32_t slot) {
   } else if (config_.max_times_sampled != 0) {
     draws_left_ -= draws_left(slot);
   }
+  replay_.on_remove(storage_.times_sampled(slot));
   sampler_->remove(slot);
   remover_->remove(slot);
   storage_.release(slot);
@@ -222,6 +224,8 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
   storage_.set_priority(slot, priority);
   sampler_->insert(slot, priority);
   remover_->insert(slot, priority);
+  // Callers add the batch to counters_.inserts after storing it: row i is insert inserts + i.
+  replay_.on_store(slot, counters_.inserts + i, now_ms_);
   return slot;
 }
 
@@ -302,6 +306,7 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
     }
     const std::uint32_t times = storage_.times_sampled(slot) + 1;
     storage_.set_times_sampled(slot, times);
+    observe_draw(slot);
     out.keys[i] = storage_.key(slot);
     out.probabilities[i] = pick.probability;
     out.weights[i] = pick.weight;
@@ -334,6 +339,7 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
       ++outcome.stale;
       continue;
     }
+    replay_.on_update(*slot, counters_.inserts);
     storage_.set_priority(*slot, priorities[i]);
     sampler_->update(*slot, priorities[i]);
     remover_->update(*slot, priorities[i]);
@@ -363,6 +369,10 @@ DeleteOutcome Table::delete_keys(std::span<const std::uint64_t> keys) {
 }
 
 void Table::reset() {
+  for (std::uint32_t slot = 0; slot < storage_.capacity(); ++slot) {
+    if (storage_.occupied(slot)) replay_.on_remove(storage_.times_sampled(slot));
+  }
+  replay_.on_reset(storage_.size());
   storage_.clear();
   sampler_->clear();
   remover_->clear();
@@ -373,9 +383,13 @@ void Table::reset() {
 }
 
 TableInfo Table::info() const {
-  return TableInfo{storage_.size(), config_.capacity,
-                   counters_,       rate_limiter_.counters(),
-                   max_priority_,   episodic_ ? episodic_->history_steps() : 0};
+  return TableInfo{storage_.size(),
+                   config_.capacity,
+                   counters_,
+                   rate_limiter_.counters(),
+                   max_priority_,
+                   replay_.histograms(),
+                   episodic_ ? episodic_->history_steps() : 0};
 }
 
 }  // namespace replayd

@@ -23,6 +23,7 @@
 #include "core/selectors/selector.h"
 #include "core/storage/storage.h"
 #include "core/table/rate_limiter.h"
+#include "core/table/replay_stats.h"
 #include "core/table/table_config.h"
 
 namespace replayd {
@@ -45,6 +46,7 @@ struct TableInfo {
   TableCounters counters;
   RateLimiterCounters rate_limiter;
   double max_priority = 1.0;
+  ReplayHistograms replay;  // see core/table/replay_stats.h
   // Episodic tables without history padding: stored steps that only hold the history of
   // later ones (the first max_stack - 1 of their episode), never drawn.
   std::uint64_t history_steps = 0;
@@ -127,8 +129,13 @@ class Table {
   DeleteOutcome delete_keys(std::span<const std::uint64_t> keys);
 
   // Removes every item and resets the rate limiter; counters and keys issued so far are kept
-  // (keys stay unique). O(capacity).
+  // (keys stay unique). Counted in ReplayHistograms::resets / reset_items. O(capacity).
   void reset();
+
+  // The service's monotonic time in milliseconds (never 0), stamped on items stored and used
+  // to age items drawn from now on; core reads no clock. 0 (the default): ages in time are
+  // not recorded. O(1).
+  void set_now_ms(std::uint64_t now_ms) { now_ms_ = now_ms; }
 
   // The episodic part (core/table/episodic_table.h): episodes, windows, n-step and sequence
   // samples, whole-step reads. nullptr unless the table was created with episodes enabled.
@@ -138,7 +145,8 @@ class Table {
   TableInfo info() const;
   // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).
   std::uint64_t allocated_bytes() const {
-    return storage_.allocated_bytes() + sampler_->allocated_bytes() + remover_->allocated_bytes();
+    return storage_.allocated_bytes() + sampler_->allocated_bytes() + remover_->allocated_bytes() +
+           std::uint64_t{config_.capacity} * ReplayStats::kBytesPerSlot;
   }
   // The sampler's mass of the stored items (see SamplingMass). O(1).
   SamplingMass sampling_mass() const { return sampler_->mass(storage_.size()); }
@@ -158,6 +166,10 @@ class Table {
   Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
         std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);
+  // Records a draw of the item in `slot` in the replay statistics. O(1).
+  void observe_draw(std::uint32_t slot) {
+    replay_.on_draw(slot, counters_.inserts, now_ms_, storage_.priority(slot));
+  }
   std::uint64_t draws_left(std::uint32_t slot) const;
   // Checks n rows; for compressed fields also every frame (check_frames), and returns the
   // cost of the rows' compressed values (BlobColumn::cost, summed).
@@ -189,6 +201,8 @@ class Table {
   // max_times_sampled > 0. A sample of n needs n draws left.
   std::uint64_t draws_left_ = 0;
   std::uint64_t blob_budget_ = 0;            // compressed_budget(config_)
+  ReplayStats replay_;
+  std::uint64_t now_ms_ = 0;                 // set_now_ms
   std::unique_ptr<EpisodicTable> episodic_;  // episodic tables only
 };
 

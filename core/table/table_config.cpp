@@ -4,6 +4,7 @@
 #include "core/storage/blob_column.h"
 #include "core/storage/storage.h"
 #include "core/storage/zstd_value.h"
+#include "core/table/replay_stats.h"
 
 namespace replayd {
 namespace {
@@ -99,6 +100,7 @@ TableBytes table_bytes(const TableConfig& config) {
   }
   if (config.schema.has_compression()) bytes.data += compressed_budget(config);
   bytes.metadata = std::uint64_t{config.capacity} * Storage::kMetadataBytesPerSlot;
+  bytes.replay = std::uint64_t{config.capacity} * ReplayStats::kBytesPerSlot;
   bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
   bytes.remover = selector_bytes(config.remover, config.capacity);
   if (config.episodes.enabled) {
@@ -135,7 +137,8 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           " bytes per item, slot metadata " + std::to_string(bytes.metadata) +
                           ", sampler " + std::to_string(bytes.sampler) + ", remover " +
                           std::to_string(bytes.remover) + ", episodes " +
-                          std::to_string(bytes.episodes) + "), exceeding max_table_bytes = " +
+                          std::to_string(bytes.episodes) + ", replay stats " +
+                          std::to_string(bytes.replay) + "), exceeding max_table_bytes = " +
                           std::to_string(max_table_bytes) + " bytes per table");
   }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {

@@ -71,7 +71,8 @@ struct TableBytes {
   // most window indexes a table may build (WindowIndexSet::kMaxIndexes, each a selector of
   // the sampler's kind and a membership byte per slot).
   std::uint64_t episodes = 0;
-  uint128 total() const { return data + metadata + sampler + remover + episodes; }
+  std::uint64_t replay = 0;  // capacity * ReplayStats::kBytesPerSlot (store stamps per slot)
+  uint128 total() const { return data + metadata + sampler + remover + episodes + replay; }
 };
 TableBytes table_bytes(const TableConfig& config);
 

@@ -57,6 +57,7 @@ asio::awaitable<Result<Reply>> append_steps(Call& call) {
       "the rate limiter does not admit this append now", Order::arrival, batch.payload.size()));
 
   ByteBuffer keys(call.n * sizeof(std::uint64_t));
+  table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.append_steps(
       call.writer, batch.episodes, batch.rows.values, call.n, batch.priorities,
       {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes));

@@ -64,6 +64,7 @@ asio::awaitable<Result<Reply>> end_episode(Call& call) {
       payload.size()));
 
   const auto how = terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
+  table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.end_episode(call.writer, episode, how, final_values));
   table_changed(*call.table);
   co_return make_reply(call.request_id, "{\"episode\":" + std::to_string(episode) + "}");

@@ -17,6 +17,7 @@ asio::awaitable<Result<Reply>> insert(Call& call) {
       "the rate limiter does not admit this insert now", Order::arrival, batch.payload.size()));
 
   ByteBuffer keys(call.n * sizeof(std::uint64_t));
+  table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(table.insert(batch.rows.values, call.n, batch.priorities,
                                           {keys.as<std::uint64_t>(0), call.n}));
   table_changed(*call.table);

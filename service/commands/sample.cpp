@@ -41,6 +41,7 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out, plain_sample_reply(table.schema(), call.n));
   const std::uint32_t size_before = table.size();
   const SamplingMass mass_before = table.sampling_mass();
+  table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n, beta, out.buffers()));
   table_changed(*call.table);
   co_return finish_plain_sample(*call.table, out, call.request_id, size_before, mass_before);

@@ -126,6 +126,7 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
                        frames};
   auto state = episodic.nstep_state(request);
   if (!state) co_return state.error();
+  call.table->table->set_now_ms(replay_now_ms());
   auto status = episodic.sample_nstep(call.n, request, buffers);
   if (!status) co_return status.error();
   table_changed(*call.table);

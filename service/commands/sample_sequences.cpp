@@ -101,6 +101,7 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
                           frames};
   auto state = episodic.sequence_state(request);
   if (!state) co_return state.error();
+  call.table->table->set_now_ms(replay_now_ms());
   auto status = episodic.sample_sequences(call.n, request, buffers);
   if (!status) co_return status.error();
   table_changed(*call.table);

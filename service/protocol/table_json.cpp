@@ -5,6 +5,34 @@
 namespace replayd::service::commands {
 namespace json = boost::json;
 
+namespace {
+
+// The replay distributions' headline figures (docs/OPERATIONS.md has the full histograms):
+// quantiles estimated from the power-of-two buckets as Prometheus' histogram_quantile does.
+template <typename Histogram>
+json::object quantiles_json(const Histogram& h, double scale = 1.0) {
+  return json::object{{"count", h.count},
+                      {"p50", h.quantile(0.5) * scale},
+                      {"p99", h.quantile(0.99) * scale},
+                      {"mean", h.count == 0 ? 0.0 : h.sum * scale / static_cast<double>(h.count)}};
+}
+
+json::object replay_json(const TableInfo& info) {
+  const ReplayHistograms& r = info.replay;
+  const auto& limiter = info.rate_limiter;
+  return json::object{
+      {"sample_age_inserts", quantiles_json(r.sample_age_inserts)},
+      {"sample_age_s", quantiles_json(r.sample_age_ms, 1e-3)},
+      {"times_sampled_at_removal", quantiles_json(r.times_sampled_at_removal)},
+      {"update_age_inserts", quantiles_json(r.update_age_inserts)},
+      {"samples_per_insert", limiter.inserts == 0 ? 0.0
+                                                  : static_cast<double>(limiter.samples) /
+                                                        static_cast<double>(limiter.inserts)},
+  };
+}
+
+}  // namespace
+
 json::object table_info_json(const HostedTable& hosted) {
   const Table& table = *hosted.table;
   const TableInfo info = table.info();
@@ -22,7 +50,9 @@ json::object table_info_json(const HostedTable& hosted) {
                                 {"deletes", c.deletes},
                                 {"stale_deletes", c.stale_deletes},
                                 {"evictions", c.evictions},
-                                {"expirations", c.expirations}}},
+                                {"expirations", c.expirations},
+                                {"resets", info.replay.resets},
+                                {"reset_items", info.replay.reset_items}}},
       {"rate_limiter", json::object{{"inserts", info.rate_limiter.inserts},
                                     {"samples", info.rate_limiter.samples},
                                     {"deletes", info.rate_limiter.deletes}}},
@@ -34,6 +64,7 @@ json::object table_info_json(const HostedTable& hosted) {
       {"compressed_bytes", table.storage().blob_bytes()},
   };
   if (!table.config().episodes.pad_history) reply["history_steps"] = info.history_steps;
+  reply["replay"] = replay_json(info);
   return reply;
 }
 
