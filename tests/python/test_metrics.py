@@ -462,6 +462,10 @@ def test_the_dashboard_parses_and_queries_only_metrics_that_replayd_exposes(
     exprs = dashboard_exprs()
     assert len(exprs) >= 8
     metrics_client.create_table(table_name, FIELDS, 10)
+    # Episode families exist once an episodic table does.
+    metrics_client.create_table(table_name + "-episodes", {"obs": (np.float32, ()),
+                                                          "rew": (np.float32, ())},
+                                10, episodic=True, reward="rew")
     exposed = family_names(scrape(metrics_server))
     queried = set()
     for expr in exprs:
@@ -470,6 +474,19 @@ def test_the_dashboard_parses_and_queries_only_metrics_that_replayd_exposes(
     for name in sorted(queried):
         family = re.sub(r"_(bucket|sum|count)$", "", name)
         assert name in exposed or family in exposed, f"the dashboard queries {name}"
+    metrics_client.drop_table(table_name + "-episodes")
+
+
+def test_the_dashboard_shows_every_replay_histogram_as_a_heatmap():
+    dashboard = json.loads(DASHBOARD.read_text())
+    heatmaps = [p for p in dashboard["panels"] if p["type"] == "heatmap"]
+    shown = {re.search(r"(replayd_[a-z_]+)_bucket", t["expr"]).group(1)
+             for p in heatmaps for t in p["targets"]}
+    assert {"replayd_table_sample_age_inserts", "replayd_table_sample_age_seconds",
+            "replayd_table_times_sampled_at_removal", "replayd_table_sample_priority",
+            "replayd_table_update_age_inserts", "replayd_table_episode_length_steps"} <= shown
+    for panel in heatmaps:
+        assert all(t.get("format") == "heatmap" for t in panel["targets"]), panel["title"]
 
 
 def test_the_prometheus_config_is_valid_and_scrapes_the_default_address():

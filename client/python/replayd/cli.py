@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .client import Client
@@ -114,7 +114,31 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
               f"{sampler} sampler; {rate}")
         print(f"  samples: {sample_state(table)}; {waiting.get('samples', 0)} waiting")
         print(f"  inserts: {insert_state(table)}; {waiting.get('inserts', 0)} waiting")
+        for line in _replay_lines(table.get("replay")):
+            print(f"  {line}")
     return EXIT_OK
+
+
+def _replay_lines(replay: Optional[Dict[str, Any]]) -> List[str]:
+    """The replay figures of one table's INFO entry (absent from older servers: none)."""
+    if not replay:
+        return []
+    age, age_s = replay["sample_age_inserts"], replay["sample_age_s"]
+    removed = replay["times_sampled_at_removal"]
+    if age["count"]:
+        age_line = (f"replay age: p50 {age['p50']:,.0f} inserts / {age_s['p50']:.3g} s, "
+                    f"p99 {age['p99']:,.0f} inserts / {age_s['p99']:.3g} s "
+                    f"({age['count']:,} draws)")
+    else:
+        age_line = "replay age: no draws yet"
+    if removed["count"]:
+        removed_line = (f"times sampled at removal: p50 {removed['p50']:.3g}, "
+                        f"p99 {removed['p99']:.3g}, mean {removed['mean']:.3g} "
+                        f"({removed['count']:,} items left)")
+    else:
+        removed_line = "times sampled at removal: no item has left yet"
+    return [age_line, removed_line,
+            f"samples per insert: {replay['samples_per_insert']:.3g}"]
 
 
 def cmd_create_table(client: Client, args: argparse.Namespace) -> int:
