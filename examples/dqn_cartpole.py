@@ -22,6 +22,12 @@ It starts its own server (replayd.testing) unless --address names one, prints pr
 (tqdm when installed, plain lines otherwise), and writes examples/out/returns.png (return
 vs environment steps) and examples/out/replay_wait.png (the learner's replay-wait time)
 with matplotlib when installed. Needs torch and numpy.
+
+With --prometheus (and the `prometheus` binary on PATH) the server's metrics listener is
+scraped every second by a real Prometheus during training; at the end the replay
+distributions (docs/OPERATIONS.md, "Replay") are read back from Prometheus: the age of the
+data the learner trained on and how often a transition was replayed before it was evicted,
+printed and drawn in examples/out/replay_distributions.png.
 """
 from __future__ import annotations
 
@@ -29,11 +35,18 @@ import argparse
 import collections
 import contextlib
 import copy
+import json
 import math
 import multiprocessing
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
 
@@ -206,13 +219,120 @@ class Progress:
 # -- the learner -------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def server_address(args: argparse.Namespace) -> Iterator[str]:
+def server_address(args: argparse.Namespace) -> Iterator[Tuple[str, Optional[str]]]:
+    """(client address, metrics host:port or None)."""
     if args.address:
-        yield args.address
+        yield args.address, args.metrics
         return
     import replayd.testing
-    with replayd.testing.server() as srv:
-        yield srv.address
+    if not args.prometheus:
+        with replayd.testing.server() as srv:
+            yield srv.address, None
+        return
+    # replayd.testing starts servers without a metrics listener: start one with it here.
+    with tempfile.TemporaryDirectory(prefix="dqn-replayd-") as tmp:
+        ready_file = Path(tmp) / "ready.json"
+        with open(Path(tmp) / "replayd.log", "wb") as log:
+            process = subprocess.Popen(
+                [replayd.testing.find_binary(None), "--unix", f"{tmp}/replayd.sock", "--tcp", "",
+                 "--metrics", "127.0.0.1:0", "--ready-file", str(ready_file)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            ready: Dict[str, Any] = {}
+            while not ready:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("replayd did not start: " +
+                                       (Path(tmp) / "replayd.log").read_text())
+                time.sleep(0.05)
+                with contextlib.suppress(OSError, ValueError):
+                    ready = json.loads(ready_file.read_text())
+            yield f"unix://{ready['unix']}", ready["metrics"]
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+# -- Prometheus: scrapes the server during training, answers the replay questions after ----
+
+class Prometheus:
+    """A real Prometheus server scraping `target` (host:port) every second, in a temporary
+    directory; query() runs an instant PromQL query."""
+
+    def __init__(self, target: str) -> None:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            raise SystemExit("--prometheus: no prometheus binary on PATH (Debian: prometheus)")
+        self.dir = tempfile.TemporaryDirectory(prefix="dqn-prometheus-")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.web = f"127.0.0.1:{sock.getsockname()[1]}"
+        config = Path(self.dir.name) / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1s\n"
+                          "scrape_configs:\n  - job_name: replayd\n    static_configs:\n"
+                          f"      - targets: ['{target}']\n")
+        self.process = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={self.dir.name}/data",
+             f"--web.listen-address={self.web}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while self.query("up") is None:  # listening and scraping
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("prometheus did not start scraping within 30 s")
+            time.sleep(0.25)
+
+    def query(self, promql: str) -> Optional[List[Dict[str, Any]]]:
+        url = f"http://{self.web}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                body = json.loads(reply.read())
+        except OSError:
+            return None
+        result = body["data"]["result"] if body.get("status") == "success" else []
+        return result or None
+
+    def scalar(self, promql: str) -> float:
+        result = self.query(promql)
+        return float(result[0]["value"][1]) if result else float("nan")
+
+    def buckets(self, metric: str, table: str) -> List[Tuple[float, float]]:
+        """(le, cumulative count) of a histogram's series for `table`, le ascending."""
+        result = self.query(f'{metric}_bucket{{table="{table}"}}') or []
+        return sorted((float(r["metric"]["le"]), float(r["value"][1])) for r in result)
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.dir.cleanup()
+
+
+def replay_figures(prometheus: Prometheus, table: str) -> Dict[str, Any]:
+    """The whole run's replay distributions, read from Prometheus after a last scrape."""
+    time.sleep(2.5)  # at least two scrapes after the learner's last step
+    figures: Dict[str, Any] = {}
+    for key, metric in (("age_inserts", "replayd_table_sample_age_inserts"),
+                        ("age_seconds", "replayd_table_sample_age_seconds"),
+                        ("times_sampled", "replayd_table_times_sampled_at_removal")):
+        selector = f'{metric}_bucket{{table="{table}"}}'
+        figures[key] = {
+            "p50": prometheus.scalar(f"histogram_quantile(0.5, {selector})"),
+            "p99": prometheus.scalar(f"histogram_quantile(0.99, {selector})"),
+            "mean": prometheus.scalar(f'{metric}_sum{{table="{table}"}} / '
+                                      f'{metric}_count{{table="{table}"}}'),
+            "count": prometheus.scalar(f'{metric}_count{{table="{table}"}}'),
+            "buckets": prometheus.buckets(metric, table),
+        }
+    removed = figures["times_sampled"]
+    never = prometheus.scalar(
+        f'replayd_table_times_sampled_at_removal_bucket{{table="{table}",le="0"}}')
+    removed["never_share"] = never / removed["count"] if removed["count"] else float("nan")
+    figures["samples_per_insert"] = prometheus.scalar(
+        f'replayd_table_samples_per_insert{{table="{table}"}}')
+    return figures
 
 
 def train(args: argparse.Namespace) -> Dict[str, Any]:
@@ -227,7 +347,12 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
     target = copy.deepcopy(net)
     optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
 
-    with server_address(args) as address:
+    with server_address(args) as (address, metrics_address):
+        prometheus: Optional[Prometheus] = None
+        if args.prometheus:
+            if metrics_address is None:
+                raise SystemExit("--prometheus with --address needs --metrics HOST:PORT")
+            prometheus = Prometheus(metrics_address)
         client = replayd.Client(address, timeout=60)
         table = args.table
         with contextlib.suppress(replayd.NotFound):
@@ -316,6 +441,12 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
             stop.set()
             progress.close()
             batches.close()  # closes the sampler
+            replay = None
+            if prometheus is not None:
+                try:
+                    replay = replay_figures(prometheus, table)  # before the table goes
+                finally:
+                    prometheus.close()
             client.drop_table(table)  # inserts still waiting for the limiter fail now
             for process in explorers:
                 process.join(30)
@@ -327,7 +458,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
               "mean_return_last_20": float(np.mean(recent)) if recent else 0.0,
               "best_return": max((r for _, r in history), default=0.0),
               "replay_wait_share": dataset.wait_seconds / max(step_time, 1e-9),
-              "seconds": elapsed, "history": history, "waits": waits}
+              "seconds": elapsed, "history": history, "waits": waits, "replay": replay}
     return result
 
 
@@ -371,7 +502,38 @@ def plot(result: Dict[str, Any], out: Path) -> List[Path]:
     paths.append(out / "replay_wait.png")
     fig.savefig(paths[1], dpi=100)
     plt.close(fig)
+    if result.get("replay"):
+        paths.append(plot_replay(result["replay"], out / "replay_distributions.png", plt))
     return paths
+
+
+def plot_replay(replay: Dict[str, Any], path: Path, plt: Any) -> Path:
+    """Bars of the replay-age and times-sampled-at-eviction histograms (one bar per
+    power-of-two bucket, as Prometheus stored them), with p50 and p99 marked."""
+    panels = (("age_inserts", "replay age at the draw (inserts since stored)"),
+              ("age_seconds", "replay age at the draw (seconds)"),
+              ("times_sampled", "times sampled when evicted"))
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.2))
+    for ax, (key, title) in zip(axes, panels):
+        figures = replay[key]
+        bounds = [(le, c) for le, c in figures["buckets"] if le != float("inf")]
+        counts = np.diff([0.0] + [c for _, c in bounds])
+        keep = np.nonzero(counts)[0]
+        lo, hi = (keep[0], keep[-1] + 1) if len(keep) else (0, 0)
+        labels = [f"{le:g}" for le, _ in bounds[lo:hi]]
+        total = max(figures["count"], 1.0)
+        ax.bar(range(len(labels)), 100 * counts[lo:hi] / total, color="tab:blue")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=90, fontsize=7)
+        ax.set_xlabel("bucket upper bound (le)", fontsize=8)
+        ax.set_ylabel("% of observations", fontsize=8)
+        unit = " s" if key == "age_seconds" else ""
+        ax.set_title(f"{title}\np50 {figures['p50']:.3g}{unit}, p99 {figures['p99']:.3g}{unit}, "
+                     f"mean {figures['mean']:.3g}{unit}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
 
 
 def main() -> int:
@@ -401,6 +563,11 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"),
                         help="where the plots go (default examples/out)")
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--prometheus", action="store_true",
+                        help="scrape the server with a real Prometheus during training and "
+                             "report the replay distributions from it (needs `prometheus`)")
+    parser.add_argument("--metrics", help="with --address and --prometheus: the server's "
+                                          "metrics listener, HOST:PORT")
     parser.add_argument("--quiet", action="store_true", help="only the final summary")
     args = parser.parse_args()
     if args.explorers < 1:
@@ -412,6 +579,15 @@ def main() -> int:
           f"{result['learner_steps']} learner steps in {result['seconds']:.0f} s; "
           f"learner waited for replay {100 * result['replay_wait_share']:.1f} % of its "
           f"step time")
+    replay = result["replay"]
+    if replay:
+        age, age_s, removed = replay["age_inserts"], replay["age_seconds"], replay["times_sampled"]
+        print(f"replay (from Prometheus): age at the draw p50 {age['p50']:,.0f} / p99 "
+              f"{age['p99']:,.0f} inserts, p50 {age_s['p50']:.1f} / p99 {age_s['p99']:.1f} s "
+              f"over {age['count']:,.0f} draws; times sampled when evicted p50 "
+              f"{removed['p50']:.1f} / p99 {removed['p99']:.1f}, mean {removed['mean']:.2f}, "
+              f"never sampled {100 * removed['never_share']:.1f} % of {removed['count']:,.0f}; "
+              f"samples per insert {replay['samples_per_insert']:.2f}")
     if not args.no_plots:
         for path in plot(result, Path(args.out)):
             print(f"wrote {path}")
