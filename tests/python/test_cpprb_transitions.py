@@ -188,3 +188,21 @@ def test_adds_go_on_after_the_server_closed_an_idle_connection(make_server, tmp_
     rb.on_episode_end()
     add_range(rb, [5])
     assert rb.get_all_transitions()["obs"].ravel().tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_dtypes_the_wire_lacks_are_stored_as_their_bytes(rb_args):
+    env = {"a": {"dtype": np.longdouble}, "c": {"dtype": np.complex128, "shape": 2},
+           "f": {}}
+    rb = PrioritizedReplayBuffer(4, env, **rb_args)
+    third = np.longdouble(1) / 3  # more digits than a float64 holds
+    rb.add(a=third, c=[1 + 2j, 3 - 4j], f=0.5)
+    rb.add(a=np.full(2, third), c=np.ones((2, 2)) * 1j, f=[1, 2])
+    got = rb.get_all_transitions()
+    assert got["a"].dtype == np.longdouble and got["a"].shape == (3, 1)
+    assert (got["a"] == third).all()
+    assert got["c"].dtype == np.complex128 and got["c"][0].tolist() == [1 + 2j, 3 - 4j]
+    s = rb.sample(8)
+    assert s["c"].shape == (8, 2) and s["c"].dtype == np.complex128
+    assert (s["a"] == third).all()
+    with pytest.raises(TypeError, match="env_dict\\['s'\\]"):
+        ReplayBuffer(4, {"s": {"dtype": np.str_}}, address=rb_args["address"])

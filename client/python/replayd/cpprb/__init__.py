@@ -21,12 +21,18 @@ What matches cpprb:
   round trip per call); every method of the same object (``sample``, ``get_stored_size``,
   ...) first delivers what the writer holds, so it sees every earlier ``add``;
 - ``sample(batch_size)`` returning a dict of arrays ``(batch, *shape)``; the prioritized
-  buffers add ``"indexes"`` (uint64 keys) and ``"weights"`` (float32);
+  buffers add ``"indexes"`` (uint64 ring positions) and ``"weights"`` (float32);
 - ``update_priorities(indexes, priorities)``: priorities become ``|p| + eps`` and the table
   samples proportionally to ``(p + eps)^alpha`` (the server applies alpha); new items get
   the largest priority given so far, like cpprb's max priority; ``get_max_priority()``;
 - ``get_stored_size()``, ``get_buffer_size()``, ``get_next_index()``,
   ``get_current_episode_len()``, ``clear()``, ``on_episode_end()``, ``is_Nstep()``;
+- the MP buffers share one ring between processes: each add is stored before it returns,
+  every process sees the same next index, stored size, priorities and contents;
+  update_priorities reaches positions sampled since they were last written (as with
+  ``check_for_update=True``);
+- a ring position is the slot of the step's key (replayd.cpprb.steps.RingKeys); with
+  ``next_of`` / ``stack_compress``, the position replayd.cpprb.frame_ring gives it;
 - ``get_all_transitions(shuffle)`` (ring order, as cpprb), ``_encode_sample(idx)`` (ring
   positions), ``save_transitions`` / ``load_transitions`` in cpprb's ``.npz`` layout (files
   move both ways between cpprb and replayd.cpprb);
@@ -35,8 +41,10 @@ What matches cpprb:
 - ``create_buffer(size, env_dict, prioritized=...)``, ``train(...)`` (replayd.cpprb.train),
   ``ReverseReplayBuffer`` (replayd.cpprb.reverse), ``HindsightReplayBuffer``
   (replayd.cpprb.her), ``SelectiveReplayBuffer`` (replayd.cpprb.selective), ``LaBERmean``,
-  ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb.laber); the MP buffers' errors for
-  ``backend`` and ``ctx``.
+  ``LaBERlazy``, ``LaBERmax`` (replayd.cpprb.laber), ``dict2buffer`` and ``NstepBuffer``
+  (replayd.cpprb.local_buffers, imported by cpprb's scripts from cpprb.PyReplayBuffer);
+  the MP buffers' errors for ``backend`` and ``ctx``; unknown keyword arguments are
+  ignored with a warning (cpprb ignores them silently).
 
 The table is episodic (replayd.cpprb.steps): each buffer object appends, per process, to an
 episode of its own that ``on_episode_end()`` ends, which is what lets the ordered reads
@@ -55,19 +63,17 @@ Differences and unsupported options:
 - ``SelectiveReplayBuffer`` (replayd.cpprb.selective): ``get_episode``, ``sample`` and
   ``_encode_sample`` read the whole table; ``_encode_sample`` of a position past the stored
   steps raises IndexError (cpprb returns its unwritten memory);
-- single-transition adds reach *other* objects and processes sharing the table when 64 of
-  them (at most the size) are collected, at ``on_episode_end()``, when the buffer is
-  pickled, collected or its process exits; cpprb's shared memory shows them at once;
-- ``get_next_index()``, ``add()``'s return value and ``get_current_episode_len()`` count
-  this object's adds (cpprb's MP buffers share the ring index between processes);
-  ``get_max_priority()`` sees the priorities given through this object; the ring order of
-  ``get_all_transitions`` follows this object's ``get_next_index()`` (with several writers
-  to one table it is their insertion order);
+- ReplayBuffer / PrioritizedReplayBuffer (not MP): single-transition adds reach *other*
+  objects and processes sharing the table when 64 of them (at most the size) are
+  collected, at ``on_episode_end()``, when the buffer is pickled, collected or its process
+  exits; ``get_next_index()``, ``add()``'s return value and ``get_current_episode_len()``
+  count this object's adds; ``get_max_priority()`` sees the priorities given through this
+  object (cpprb's non-MP buffers are not shared at all);
 - ``get_all_transitions``, ``_encode_sample`` and each ``ReverseReplayBuffer.sample`` read
-  the whole table (O(stored size)); ``_encode_sample`` raises IndexError for a position
-  that holds nothing (cpprb returns its unwritten memory);
-- ``load_transitions`` refuses cpprb's ``safe=False`` files (its compressed memory
-  layout); ``save_transitions(safe=False)`` writes the safe layout;
+  the whole table (O(stored size)); ``_encode_sample`` of a position never written gives
+  1 in every value (cpprb's initial memory);
+- ``load_transitions`` reads both of cpprb's layouts; ``save_transitions(safe=False)``
+  writes the safe one;
 - ``Nstep``: ``done`` of a full window counts its last step and a tail flushed by
   ``on_episode_end()`` takes ``next`` of the episode's last step (cpprb drops the first
   and writes memory it never filled for the second); a prioritized step without a
@@ -81,19 +87,18 @@ Differences and unsupported options:
   per transition, stacked on the server; stacks come back on the last axis as transposed
   views). Samples return exactly what ``add`` was given, also where cpprb's memory would
   not (an ``obs`` that does not continue the last ``next_obs`` without on_episode_end);
-  each stored episode takes (largest stack - 1) history rows of the ring. With ``Nstep``
-  they are stored as ordinary values (cpprb turns them off);
+  a buffer of size N holds N transitions (replayd.cpprb.frame_ring). With ``Nstep``, in
+  the MP buffers and for stacks deeper than 64 they are stored as ordinary values;
 - ``update_priorities`` does not wait for the server: later requests see it, and an error
   (a NaN priority) is raised by a later ``update_priorities``;
 - ``prefetch=True`` (replayd's option, off by default) makes each ``sample`` ask for the
   next one at once: it then does not see what this object adds or updates in between;
 - ``mmap_prefix``, ``ctx``, ``backend``, ``logger`` are accepted and ignored (storage lives
-  on the server) once they pass cpprb's checks; ``check_for_update`` is always in effect (keys of overwritten items are
-  stale and ignored by the server);
-- ``indexes`` of a sample are replayd keys, not ring-buffer positions; stale ones are
-  ignored by ``update_priorities``;
+  in the server's memory: no files) once they pass cpprb's checks;
+- a dtype the wire lacks (longdouble, complex) is stored as its bytes (uint8);
 - before any priority is given, new items get priority 1.0 (cpprb: 1.0 + eps);
-- ``sample`` on an empty buffer raises ValueError (cpprb raises ValueError from numpy);
+- ``sample`` on an empty buffer raises ValueError (cpprb's ReplayBuffer raises ValueError
+  from numpy; its PrioritizedReplayBuffer returns values never added, with NaN weights);
 - the sampling RNG is the server's (seeded per table), not numpy's global one.
 
 The server address is ``address=``, else the environment variable ``REPLAYD_ADDRESS``,
@@ -112,4 +117,4 @@ from .train import train
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer", "LaBER", "LaBERmean", "LaBERlazy",
            "LaBERmax", "train", "ReverseReplayBuffer", "SelectiveReplayBuffer",
-           "HindsightReplayBuffer", "DEFAULT_ADDRESS"]
+           "HindsightReplayBuffer", "DEFAULT_ADDRESS", "dict2buffer", "NstepBuffer"]

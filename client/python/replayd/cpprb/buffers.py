@@ -23,7 +23,7 @@ from .pixel_frames import FramePlan
 from .steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, RingKeys, read_ordered, send_steps,
                     with_hidden)
 from .table import (WRITER_BATCH_ITEMS, Lifetime, check_mp_options, env_fields,
-                    new_table_name, resolve_address, reward_field_of, stored_shape)
+                    new_table_name, raw_dtypes, resolve_address, reward_field_of, stored_shape)
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer"]
@@ -64,11 +64,14 @@ class ReplayBuffer:
         self._table = new_table_name() if table is None else table
         self._fields = env_fields(env_dict, default_dtype, next_of)
         self._nstep = NstepCache(Nstep, self._fields) if Nstep else None
+        self._raw = raw_dtypes(self._fields)  # stored as their bytes
         # Frames stored once (replayd.cpprb.pixel_frames); with Nstep, in the MP buffers
         # and stacks deeper than the server's limit, as ordinary values.
         stored_once = Nstep is None and not self._shared_index
-        self._frames = FramePlan(self._fields, names_of(next_of) if stored_once else [],
-                                 names_of(stack_compress) if stored_once else [])
+        self._frames = FramePlan(
+            self._fields, [n for n in names_of(next_of) if n not in self._raw] if stored_once
+            else [], [n for n in names_of(stack_compress) if n not in self._raw]
+            if stored_once else [])
         self._client = Client(resolve_address(address), timeout=timeout)
         reserved = sorted({name for name, _, _ in self._fields} & set(RESERVED))
         if reserved:
@@ -76,8 +79,10 @@ class ReplayBuffer:
                              f"{', '.join(RESERVED)} for its episodic table")
         # cpprb's (1,)-shaped values are stored as scalars (samples reshape them back), so
         # that the writer takes Python numbers as they are.
-        self._units = [name for name, _, shape in self._fields if shape == (1,)]
-        stored = [(name, dtype, stored_shape(shape)) for name, dtype, shape in
+        self._units = [name for name, _, shape in self._fields
+                       if shape == (1,) and name not in self._raw]
+        stored = [(name, np.dtype(np.uint8), (*shape, dtype.itemsize)) if name in self._raw
+                  else (name, dtype, stored_shape(shape)) for name, dtype, shape in
                   (self._frames.table_fields() if self._frames else self._fields)]
         # The episodic table's reward field: a float scalar of the buffer (a 1-step sample
         # returns it unchanged, but -0.0 as 0.0), else one more field, always 0, never shown.
@@ -102,11 +107,13 @@ class ReplayBuffer:
         # replayd's option: each sample asks for the next one at once (see _sample).
         self._prefetch = bool(prefetch)
         # add() of one transition may go to the writer as given (no Nstep, no frames).
-        self._exact_adds = self._nstep is None and not self._frames
+        self._exact_adds = self._nstep is None and not self._frames and not self._raw
         self._direct: Optional[Writer] = None  # that writer, once known (see _add_one)
         self._direct_pid = 0
         self._one_plan = [(name, dtype, int(np.prod(shape)), stored_shape(shape))
                           for name, dtype, shape in self._fields]
+        if self._raw:  # add() of one transition takes the general path (_store converts)
+            self._one_plan = []
         self._added = 0  # transitions this object added since it was made or cleared
         self._episode_start = 0  # _added at the last on_episode_end()
         self._max_priority = 1.0
@@ -114,7 +121,7 @@ class ReplayBuffer:
             self._client.server["limits"].get("max_batch_items", self._size))))
         self._ring_keys = RingKeys(self._size, self._shared_index or check_for_update)
         self._life = Lifetime(self._client, self._table, drop=table is None and not persist,
-                              batch=self._writer_batch, ring=self._frame_ring or self._ring_keys)
+                              batch=self._writer_batch, ring=self._keys_watcher())
         self._watch_lifetime()
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -130,8 +137,16 @@ class ReplayBuffer:
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.__dict__.update(state)
         self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch,
-                              ring=self._frame_ring or self._ring_keys)
+                              ring=self._keys_watcher())
         self._watch_lifetime()
+
+    def _keys_watcher(self) -> Any:
+        """What takes the keys of the writer's batches: the frame ring; for a prioritized
+        buffer the ring of keys (update_priorities of a position not sampled); for a
+        uniform one nothing (nothing asks for a key)."""
+        if self._frame_ring is not None:
+            return self._frame_ring
+        return self._ring_keys if self._prioritized else None
 
     def _watch_lifetime(self) -> None:
         # multiprocessing's Finalize (not weakref.finalize) also runs when a
@@ -142,7 +157,7 @@ class ReplayBuffer:
     def _after_fork(self) -> None:
         self._direct = None
         self._life = Lifetime(self._client, self._table, drop=False, batch=self._writer_batch,
-                              ring=self._frame_ring or self._ring_keys)
+                              ring=self._keys_watcher())
         self._watch_lifetime()
 
     # -- cpprb API ---------------------------------------------------------------------
@@ -298,7 +313,7 @@ class ReplayBuffer:
     def _add_one(self, kwargs: Mapping[str, Any], priorities: Any) -> Optional[int]:
         """The fast path of add(): exactly one transition, no priority or a scalar one.
         Returns None (having changed nothing) when `kwargs` is anything else."""
-        if priorities is not None and type(priorities) is not float:
+        if (priorities is not None and type(priorities) is not float) or not self._one_plan:
             return None
         priority = None if priorities is None else abs(priorities) + self._eps
         if self._exact_adds:  # values as the table stores them
@@ -387,7 +402,8 @@ class ReplayBuffer:
             prio = np.abs(raw) + self._eps
         if not n:
             return None
-        data = {name: array.reshape(n) if name in self._units else array
+        data = {name: array.reshape(n) if name in self._units else
+                self._raw_bytes(name, array) if name in self._raw else array
                 for name, array in data.items()}
         transitions = []
         if self._frames:  # nothing is stored unless every transition can be
@@ -451,11 +467,10 @@ class ReplayBuffer:
             ring.new_row()
             writer.append(row, priority=0.0)
         rows[-1].update(self._hidden_values)
-        number = ring.new_row()
         if priority is None:  # cpprb: the largest priority so far (uniform: all the same)
             priority = self._max_priority + self._eps if self._prioritized else 1.0
         writer.append(rows[-1], priority=priority)
-        ring.add_transition(number)
+        ring.add_transition(ring.new_row())
         episode.previous = {name: np.array(transition[name]) for name in self._frames.names}
         if len(ring.dead_rows) >= WRITER_BATCH_ITEMS:
             self._settle_frames(wait=False)
@@ -467,6 +482,8 @@ class ReplayBuffer:
         live transition), so that a sample sent afterwards draws live transitions only."""
         ring = self._frame_ring
         assert ring is not None
+        if ring.idle():
+            return
         self._life.send()
         if wait and not ring.settled(live_keys):
             self._life.flush()
@@ -499,10 +516,20 @@ class ReplayBuffer:
 
     def _with_units(self, data: Dict[str, np.ndarray[Any, Any]]
                     ) -> Dict[str, np.ndarray[Any, Any]]:
-        """cpprb's (n, 1) shape back on the values stored as scalars."""
+        """cpprb's (n, 1) shape back on the values stored as scalars, and the values stored
+        as bytes back in their dtype."""
         for name in self._units:
             data[name] = data[name].reshape(-1, 1)
+        for name, dtype in self._raw.items():
+            if name in data:
+                raw = np.ascontiguousarray(data[name])
+                data[name] = raw.view(dtype).reshape(raw.shape[:-1])
         return data
+
+    def _raw_bytes(self, name: str, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """A value of a dtype the wire lacks as the uint8 array of its bytes."""
+        values = np.ascontiguousarray(array, dtype=self._raw[name])
+        return values.view(np.uint8).reshape(*values.shape, values.dtype.itemsize)
 
     def _note_stored_keys(self) -> None:
         """Notes the key of every stored transition (reads the whole table)."""
@@ -621,7 +648,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._life.send()
         if self._frame_ring is not None:
             self._settle_frames(wait=True)
-            keys = self._frame_ring.position_keys[positions]
+            keys = np.asarray(self._frame_ring.position_keys, np.uint64)[positions]
         else:
             self._ring_keys.absorb()
             keys = self._ring_keys.keys[positions]

@@ -45,9 +45,10 @@ class FrameRing:
 
     def reset(self) -> None:
         """Forgets every row and transition (after the table was reset)."""
-        # Keys of the newest 2 * capacity rows, by row number % that; 0: not known yet. A
-        # row whose entry a newer row took is "lost": if it still waits for its delete, the
-        # table's FIFO evicts it first (the table is full of rows only then).
+        # Keys of the rows whose replies came, by row number % (2 * capacity), with the row
+        # number they belong to: an entry of an older row means "not known yet", of a newer
+        # one "lost" (if such a row still waits for its delete, the table's FIFO evicts it
+        # first: the table is full of rows only then).
         self.keys_kept = 2 * self.capacity
         self.row_keys = np.zeros(self.keys_kept, np.uint64)
         self.row_numbers = np.full(self.keys_kept, -1, np.int64)
@@ -55,8 +56,8 @@ class FrameRing:
         self.rows_watched = 0  # rows the writer sent
         self.batches: Deque[Tuple[int, "Future[Any]"]] = collections.deque()  # (first row, keys)
         self.added = 0  # transitions added
-        self.transition_rows = np.full(self.size, -1, np.int64)  # row number per position
-        self.position_keys = np.zeros(self.size, np.uint64)  # key per position; 0: unknown
+        self.transition_rows = [-1] * self.size  # row number per position
+        self.position_keys = [0] * self.size  # key per position; 0: unknown
         self.key_positions: Dict[int, int] = {}
         self.unkeyed: List[Tuple[int, int]] = []  # (position, row) whose key is not known yet
         self.dead_rows: List[int] = []  # rows of dead transitions not yet given priority 0
@@ -76,8 +77,6 @@ class FrameRing:
         """Numbers the next row given to the writer."""
         row = self.rows_appended
         self.rows_appended += 1
-        self.row_keys[row % self.keys_kept] = 0  # an older row's key must not answer for it
-        self.row_numbers[row % self.keys_kept] = row
         return row
 
     def watch(self, n: int, future: "Future[Any]") -> None:
@@ -95,23 +94,23 @@ class FrameRing:
                 keys = np.asarray(future.result(), np.uint64)
                 rows = first + np.arange(keys.shape[0])
                 at = rows % self.keys_kept
-                mine = self.row_numbers[at] == rows  # not yet taken by newer rows
-                self.row_keys[at[mine]] = keys[mine]
+                self.row_keys[at] = keys
+                self.row_numbers[at] = rows
 
     def add_transition(self, row: int) -> int:
         """Puts the transition stored in `row` at the next ring position (returned); the
         transition it replaces dies."""
         position = self.added % self.size
-        old = int(self.transition_rows[position])
+        old = self.transition_rows[position]
         if old >= 0:
             self.dead_rows.append(old)
-            self.key_positions.pop(int(self.position_keys[position]), None)
+            self.key_positions.pop(self.position_keys[position], None)
         self.transition_rows[position] = row
         self.position_keys[position] = 0
         self.unkeyed.append((position, row))
         self.added += 1
         if self.added > self.size:  # the oldest live transition's H rows before it stay
-            oldest = int(self.transition_rows[self.added % self.size])
+            oldest = self.transition_rows[self.added % self.size]
             self.delete_below = max(self.delete_below, oldest - self.history)
         return position
 
@@ -120,9 +119,15 @@ class FrameRing:
     def _key(self, row: int) -> int:
         """The row's key; 0 when not known yet; -1 when lost."""
         at = row % self.keys_kept
-        if self.row_numbers[at] != row:
-            return -1
-        return int(self.row_keys[at])
+        number = int(self.row_numbers[at])
+        if number == row:
+            return int(self.row_keys[at])
+        return 0 if number < row else -1
+
+    def idle(self) -> bool:
+        """Nothing to note or send since the last take_requests."""
+        return not (self.batches or self.dead_rows or self.unkeyed or
+                    self.deleted_below < self.delete_below)
 
     def settled(self, live_keys: bool = True) -> bool:
         """Whether every dead row's key is known and, with `live_keys`, every live
@@ -163,7 +168,7 @@ class FrameRing:
         rows = np.arange(self.deleted_below, self.delete_below)
         at = rows % self.keys_kept
         keys = self.row_keys[at]
-        known = (self.row_numbers[at] != rows) | (keys != 0)  # lost or known
+        known = self.row_numbers[at] >= rows  # known or lost
         waiting_at = np.flatnonzero(~known)
         if waiting_at.shape[0]:  # in order: stop at the first row whose key is not known
             rows, at, keys = rows[:waiting_at[0]], at[:waiting_at[0]], keys[:waiting_at[0]]

@@ -23,9 +23,8 @@ continue the previous one (``obs`` differs from the last ``next_obs``, or its st
 shift by one frame): whatever is added, a sample returns exactly the values given to
 ``add``. cpprb instead assumes continuity between ``on_episode_end`` calls.
 
-What it costs: ``H`` rows per stored episode count against the buffer's size, so a full
-buffer holds ``size - H * episodes`` transitions; and while the history rows of the oldest
-episode are being evicted, up to ``H`` of its transitions are stored but cannot be drawn.
+History rows take no ring position: which rows hold the `size` live transitions, and which
+may go, is replayd.cpprb.frame_ring's.
 
 Used by replayd.cpprb only.
 """

@@ -9,12 +9,12 @@ import uuid
 from concurrent.futures import Future
 from multiprocessing import ProcessError
 from multiprocessing import managers
-from typing import Any, Deque, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..client import Client
-from ..schema import wire_dtype
+from ..schema import WIRE_DTYPES, wire_dtype
 from .steps import Episode, StepWriter
 
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
@@ -146,8 +146,13 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
             tuple(int(d) for d in shape)
         try:
             dtype = wire_dtype(spec.get("dtype", fallback))
-        except TypeError as exc:
-            raise TypeError(f"env_dict['{name}']: {exc}") from None
+        except TypeError as exc:  # a numeric dtype the wire lacks is stored as its bytes
+            try:
+                dtype = np.dtype(spec.get("dtype", fallback))
+            except TypeError:
+                dtype = None
+            if dtype is None or dtype.kind not in "biufc":
+                raise TypeError(f"env_dict['{name}']: {exc}") from None
         fields.append((str(name), dtype, shape))
     if next_of is not None:
         by_name = {name: (dtype, shape) for name, dtype, shape in fields}
@@ -158,6 +163,13 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
             if f"next_{name}" not in by_name:
                 fields.append((f"next_{name}", *by_name[name]))
     return fields
+
+
+def raw_dtypes(fields: List[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
+               ) -> Dict[str, "np.dtype[Any]"]:
+    """The values whose dtype the wire lacks (longdouble, complex): stored as uint8 arrays of
+    their bytes, shape ``(*shape, itemsize)``."""
+    return {name: dtype for name, dtype, _ in fields if dtype.name not in WIRE_DTYPES}
 
 
 def stored_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
