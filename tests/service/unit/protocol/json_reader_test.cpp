@@ -163,3 +163,17 @@ TEST_CASE("paths join with dots, and the top level has no prefix") {
   CHECK(error.code == ErrorCode::invalid_argument);
   CHECK(error.message == "tables[0].episodes.gamma: must be in [0, 1]");
 }
+
+// uint() and string() treat null as absent ("is required"); number() reads a null as 0.
+TEST_CASE("a required number given as null is refused as required, as integers and strings are",
+          "[!mayfail]") {
+  const auto doc = parsed(R"({"error_buffer": null, "capacity": null})");
+  JsonReader reader(doc.get_object(), "rate_limiter");
+  auto capacity = reader.uint("capacity");
+  REQUIRE_FALSE(capacity);
+  CHECK(message_of(capacity.error()) == "rate_limiter.capacity: is required");
+  auto error_buffer = reader.number("error_buffer");
+  INFO((error_buffer ? "read as " + std::to_string(*error_buffer) : std::string()));
+  REQUIRE_FALSE(error_buffer);
+  CHECK(message_of(error_buffer.error()) == "rate_limiter.error_buffer: is required");
+}

@@ -301,3 +301,20 @@ TEST_CASE("describe_difference names each changed key with the snapshot's value 
                        Contains("max_times_sampled: 0 in the snapshot, 2 in the config"));
   CHECK_THAT(text, !Contains("seed"));
 }
+
+// describe_difference walks the config's keys only, so a key that only the snapshot's
+// description has (an episodic table's "episodic", "reward"...) is never named.
+TEST_CASE("describe_difference names a key present only in the snapshot's description",
+          "[!mayfail]") {
+  TableConfig plain;
+  plain.name = "t";
+  plain.schema =
+      Schema::create({Field{"obs", DType::float32, {}}, Field{"rew", DType::float32, {}}}).value();
+  plain.capacity = 16;
+  TableConfig episodic = plain;
+  episodic.episodes.enabled = true;
+  episodic.episodes.bootstrap_fields = {};
+  const auto text = describe_difference(episodic, plain);
+  CHECK_FALSE(text.empty());
+  CHECK_THAT(text, Contains("episodic") && Contains("in the snapshot"));
+}
