@@ -74,3 +74,15 @@ TEST_CASE("the too-large message says a token is required and the connection is 
   const std::string message(TokenGuard::too_large_message());
   CHECK_THAT(message, Contains("requires a token") && Contains("hello") && Contains("closed"));
 }
+
+// frame_limits() while pending is header + max_meta_bytes even when max_frame_bytes is
+// smaller (config allows max_frame_bytes 4096 with max_meta_bytes up to 64 MiB).
+TEST_CASE("a stranger's first frame may never be larger than an authenticated client's",
+          "[!mayfail]") {
+  Limits limits;
+  limits.max_frame_bytes = 4096;
+  limits.max_meta_bytes = 65536;
+  TokenGuard guard;
+  guard.require("secret");
+  CHECK(guard.frame_limits(limits).max_frame_bytes <= limits.max_frame_bytes);
+}
