@@ -147,12 +147,10 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
         try:
             dtype = wire_dtype(spec.get("dtype", fallback))
         except TypeError as exc:  # a numeric dtype the wire lacks is stored as its bytes
-            try:
-                dtype = np.dtype(spec.get("dtype", fallback))
-            except TypeError:
-                dtype = None
-            if dtype is None or dtype.kind not in "biufc":
+            numeric = _numeric_dtype(spec.get("dtype", fallback))
+            if numeric is None:
                 raise TypeError(f"env_dict['{name}']: {exc}") from None
+            dtype = numeric
         fields.append((str(name), dtype, shape))
     if next_of is not None:
         by_name = {name: (dtype, shape) for name, dtype, shape in fields}
@@ -163,6 +161,15 @@ def env_fields(env_dict: Optional[Mapping[str, Any]], default_dtype: Any,
             if f"next_{name}" not in by_name:
                 fields.append((f"next_{name}", *by_name[name]))
     return fields
+
+
+def _numeric_dtype(value: Any) -> Optional["np.dtype[Any]"]:
+    """`value` as a numeric numpy dtype (bool, int, float, complex), else None."""
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        return None
+    return dtype if dtype.kind in "biufc" else None
 
 
 def raw_dtypes(fields: List[Tuple[str, "np.dtype[Any]", Tuple[int, ...]]]
