@@ -100,18 +100,22 @@ class FrameRing:
     def add_transition(self, row: int) -> int:
         """Puts the transition stored in `row` at the next ring position (returned); the
         transition it replaces dies."""
-        position = self.added % self.size
-        old = self.transition_rows[position]
+        added = self.added
+        size = self.size
+        position = added % size
+        rows = self.transition_rows
+        old = rows[position]
         if old >= 0:
             self.dead_rows.append(old)
             self.key_positions.pop(self.position_keys[position], None)
-        self.transition_rows[position] = row
-        self.position_keys[position] = 0
+            self.position_keys[position] = 0
+        rows[position] = row
         self.unkeyed.append((position, row))
-        self.added += 1
-        if self.added > self.size:  # the oldest live transition's H rows before it stay
-            oldest = self.transition_rows[self.added % self.size]
-            self.delete_below = max(self.delete_below, oldest - self.history)
+        self.added = added = added + 1
+        if added > size:  # the oldest live transition's H rows before it stay
+            below = rows[added % size] - self.history
+            if below > self.delete_below:
+                self.delete_below = below
         return position
 
     # -- what is known and what to send ----------------------------------------------------
