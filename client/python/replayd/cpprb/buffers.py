@@ -32,6 +32,9 @@ _PID = [os.getpid()]  # this process's id, kept by a fork hook (os.getpid is a s
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 _IGNORED_OPTIONS = ("ctx", "backend", "logger", "mmap_prefix")
+# Dead transitions' rows gathered before a frame buffer's add sends their priority 0 and
+# the deletes (a sample sends them first anyway).
+SETTLE_DEAD_ROWS = 256
 
 
 def names_of(value: Any) -> List[str]:
@@ -472,7 +475,7 @@ class ReplayBuffer:
         writer.append(rows[-1], priority=priority)
         ring.add_transition(ring.new_row())
         episode.previous = {name: np.array(transition[name]) for name in self._frames.names}
-        if len(ring.dead_rows) >= WRITER_BATCH_ITEMS:
+        if len(ring.dead_rows) >= SETTLE_DEAD_ROWS:
             self._settle_frames(wait=False)
 
     def _settle_frames(self, wait: bool, live_keys: bool = True) -> None:
@@ -484,10 +487,11 @@ class ReplayBuffer:
         assert ring is not None
         if ring.idle():
             return
-        self._life.send()
-        if wait and not ring.settled(live_keys):
-            self._life.flush()
-            ring.note_keys()
+        if wait:
+            self._life.send()
+            if not ring.settled(live_keys):
+                self._life.flush()
+        ring.note_keys()
         zero, deleted = ring.take_requests()
         if zero.shape[0]:
             self._life.track_update(self._client.update_priorities_async(

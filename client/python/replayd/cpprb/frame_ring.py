@@ -143,15 +143,24 @@ class FrameRing:
     def note_keys(self) -> None:
         """Maps the live transitions whose keys arrived to their positions."""
         self._absorb()
+        if not self.unkeyed:
+            return
+        rows = np.fromiter((row for _, row in self.unkeyed), np.int64, len(self.unkeyed))
+        at = rows % self.keys_kept
+        numbers = self.row_numbers[at]
+        keys = self.row_keys[at].tolist()
+        known = (numbers == rows).tolist()
+        pending = (numbers < rows).tolist()
+        transition_rows, position_keys = self.transition_rows, self.position_keys
+        key_positions = self.key_positions
         waiting = []
-        for position, row in self.unkeyed:
-            if self.transition_rows[position] != row:
+        for i, (position, row) in enumerate(self.unkeyed):
+            if transition_rows[position] != row:
                 continue  # died before its key came
-            key = self._key(row)
-            if key > 0:
-                self.position_keys[position] = key
-                self.key_positions[key] = position
-            elif key == 0:
+            if known[i]:
+                position_keys[position] = keys[i]
+                key_positions[keys[i]] = position
+            elif pending[i]:
                 waiting.append((position, row))
         self.unkeyed = waiting
 
