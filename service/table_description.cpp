@@ -60,7 +60,9 @@ Result<Field> parse_field(const json::value& value, const std::string& path) {
 Result<SelectorConfig> parse_sampler(const json::value& value, const std::string& path) {
   SelectorConfig config;
   if (value.is_string()) {
-    REPLAYD_ASSIGN_OR_RETURN(config.kind, parse_selector_kind(value.get_string()));
+    auto parsed = parse_selector_kind(value.get_string());
+    if (!parsed) return make_error(parsed.error().code, path + ": " + parsed.error().message);
+    config.kind = *parsed;
     return config;
   }
   REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, path));

@@ -1,5 +1,7 @@
 #include "service/net/handshake_gate.h"
 
+#include <poll.h>
+
 #include <sys/socket.h>
 
 #include <asio/experimental/as_tuple.hpp>
@@ -77,6 +79,12 @@ asio::awaitable<HandshakeVerdict> await_hello(asio::ip::tcp::socket& socket, std
           : HandshakeVerdict::authenticated;
     }
     if (decoder.error() != DecodeError::none) co_return HandshakeVerdict::refused;
+    // A peek never reaches the end of the stream while bytes are unread: a peer that sent
+    // part of its request and closed is seen by POLLRDHUP, not by recv.
+    pollfd descriptor{socket.native_handle(), POLLRDHUP, 0};
+    if (::poll(&descriptor, 1, 0) > 0 && (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      co_return HandshakeVerdict::closed;
+    }
   }
   co_return HandshakeVerdict::closed;
 }

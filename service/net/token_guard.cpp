@@ -1,11 +1,17 @@
 #include "service/net/token_guard.h"
 
+#include <algorithm>
+
 #include "service/net/auth.h"
 
 namespace replayd::service {
 
 FrameLimits TokenGuard::frame_limits(const Limits& limits) const {
-  if (pending_) return FrameLimits{kHeaderBytes + limits.max_meta_bytes, limits.max_meta_bytes};
+  if (pending_) {  // never more than an authenticated client may send
+    const std::uint64_t bytes =
+        std::min<std::uint64_t>(kHeaderBytes + limits.max_meta_bytes, limits.max_frame_bytes);
+    return FrameLimits{bytes, limits.max_meta_bytes};
+  }
   return FrameLimits{limits.max_frame_bytes, limits.max_meta_bytes};
 }
 

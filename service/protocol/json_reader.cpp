@@ -114,10 +114,8 @@ Result<double> JsonReader::number_or(std::string_view key, double fallback) {
 }
 
 Result<double> JsonReader::number(std::string_view key) {
-  if (!has(key)) {
-    known_.emplace(key);
-    return error(key, "is required");
-  }
+  const json::value* v = value(key);
+  if (!v || v->is_null()) return error(key, "is required");  // as uint() and string()
   return number_or(key, 0.0);
 }
 

@@ -23,6 +23,12 @@ std::string describe_difference(const TableConfig& snapshot, const TableConfig& 
     text += std::string(key) + ": " + (other ? json::serialize(*other) : "absent") +
             " in the snapshot, " + json::serialize(value) + " in the config";
   }
+  for (const auto& [key, value] : a) {  // keys only the snapshot's description has
+    if (key == "seed" || b.contains(key)) continue;
+    if (!text.empty()) text += "; ";
+    text +=
+        std::string(key) + ": " + json::serialize(value) + " in the snapshot, absent in the config";
+  }
   return text.empty() ? "the descriptions differ" : text;
 }
 
