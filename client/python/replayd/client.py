@@ -176,6 +176,10 @@ class Client:
         if server_timeout:  # may wait for the rate limiter: say why when it is long
             local = self._notice_wait(conn, future, local, meta["op"], meta["table"],
                                       int(meta["n"]))
+        elif local is None or local > wait_notice.WAIT_NOTICE_S:  # say so when it is long
+            if not conn.wait_done(future, wait_notice.WAIT_NOTICE_S):
+                wait_notice.log_silence(str(conn.address), meta["op"], wait_notice.WAIT_NOTICE_S)
+            local = None if local is None else local - wait_notice.WAIT_NOTICE_S
         return conn.wait(request_id, future, local)
 
     def _notice_wait(self, conn: Connection, future: "Future[Any]", local: Optional[float],

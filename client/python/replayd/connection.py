@@ -169,10 +169,12 @@ class Connection:
         forever). On expiry the request is forgotten (a late reply is dropped) and
         replayd.TimeoutError is raised; the request may still execute on the server.
         Without a reader thread, the calling thread reads replies meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         if self._reader is None:
             self._read_until(future, timeout)
-        try:
-            return future.result(timeout)
+        try:  # one deadline for both waits: the timeout is honoured once, not twice
+            return future.result(None if deadline is None else
+                                 max(0.0, deadline - time.monotonic()))
         except ReplayError:
             raise
         except (futures.TimeoutError, builtins.TimeoutError):

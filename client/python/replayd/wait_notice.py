@@ -1,6 +1,7 @@
 """Saying why a blocking call waits: after `WAIT_NOTICE_S` seconds, a call that waits for a
 table's rate limiter (sample, insert, a Sampler's next batch, a Writer's full window) logs
-one warning on the ``replayd`` logger naming the table and what holds it, e.g.
+one warning on the ``replayd`` logger naming the table and what holds it (any other call
+logs that no reply has come: `log_silence`), e.g.
 
     replayd: sample of 256 items from table 'replay' has waited 5 s: the table holds 10
     items and its rate limiter samples from 1000 (min_size_to_sample)
@@ -19,7 +20,7 @@ from .limiter_state import insert_state, sample_state
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["WAIT_NOTICE_S", "LOG", "log_wait"]
+__all__ = ["WAIT_NOTICE_S", "LOG", "log_wait", "log_silence"]
 
 #: Seconds a blocking call waits before it logs why (once per call; once per Sampler or
 #: Writer until it has been unblocked).
@@ -47,3 +48,12 @@ def log_wait(client: "Client", op: str, table: str, n: int, waited_s: float) -> 
     preposition = "from" if op == "sample" else "into"
     LOG.warning("replayd: %s of %d items %s table '%s' has waited %g s: %s", op, n,
                 preposition, table, round(waited_s, 1), why)
+
+
+def log_silence(address: str, op: str, waited_s: float) -> None:
+    """Logs one warning: a call that does not wait for a rate limiter (ping, info,
+    update_priorities, ...) has had no reply from `address` for `waited_s` seconds. Without
+    a timeout it goes on waiting; this says so instead of waiting without a word."""
+    LOG.warning("replayd: no reply to %s from %s for %g s: the server may be frozen, "
+                "overloaded or unreachable (give the call a timeout to fail instead)", op,
+                address, round(waited_s, 1))
