@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from . import requests
+from .client_interface import ClientLike
 from .columns import InsertBatch, convert_value, decode_keys
-from .errors import InvalidArgument, ProtocolError
+from .errors import ConnectionLost, InvalidArgument, ProtocolError
 from .frame_fields import compress_column
 from .writer import Writer
 
 if TYPE_CHECKING:
-    from .client import Client
     from .connection import Connection
 
 __all__ = ["EpisodeWriter"]
@@ -46,7 +46,7 @@ class _StepBatches(Writer):
     """The Writer machinery of an EpisodeWriter: its batches go out as ``append_steps``
     with the episode id of each row, over the EpisodeWriter's own connection."""
 
-    def __init__(self, owner: "EpisodeWriter", client: "Client", table: str, batch: int,
+    def __init__(self, owner: "EpisodeWriter", client: ClientLike, table: str, batch: int,
                  max_in_flight: int, timeout: Optional[float], keep_keys: bool) -> None:
         super().__init__(client, table, batch, max_in_flight=max_in_flight, timeout=timeout,
                          keep_keys=keep_keys)
@@ -59,6 +59,21 @@ class _StepBatches(Writer):
         self.compressed = [(i, f.compression_level) for i, f in enumerate(fields)
                            if f.compression is not None]
         self.next_of = [f for f in fields if f.next_of]
+        # Steps and ends of requests that failed with ConnectionLost, for the loss report.
+        self.lost_in_flight = [0, 0]
+
+    def _reap_oldest(self) -> None:
+        future, n = self._in_flight[0]
+        super()._reap_oldest()
+        if future.done() and isinstance(future.exception(), ConnectionLost):
+            self.lost_in_flight[0 if n else 1] += n if n else 1
+
+    def _raise_error(self) -> None:
+        self._reap_done()
+        if isinstance(self._error, ConnectionLost):  # said once, with what was lost
+            self._error = None
+            self._owner._lost(np.zeros(0, np.uint64), [])
+        super()._raise_error()
 
     def _submit(self, batch: InsertBatch) -> Future[Any]:
         columns, arrays = compressed_columns(batch.columns, batch.arrays, self.compressed)
@@ -68,16 +83,17 @@ class _StepBatches(Writer):
         ids = np.array(self.row_episodes[:batch.n], dtype="<u8")
         del self.row_episodes[:batch.n]
         buffers = [*arrays, ids]
+        ends = [m for m, _ in self.pending_ends]
         if self.pending_ends:  # ended right after these steps, in the same request
             meta["end"] = [{"episode": m["episode"], "terminated": m["terminated"]}
-                           for m, _ in self.pending_ends]
+                           for m in ends]
             if self.pending_ends[0][1] is not None:
                 final_meta, final_arrays = self.final_columns(
                     [final for _, final in self.pending_ends])
                 meta["final_columns"] = final_meta
                 buffers += final_arrays
             self.pending_ends = []
-        return self._owner._connection().submit(meta, buffers, decode_keys)[1]
+        return self._owner._submit(meta, buffers, decode_keys, ids, ends)
 
     def final_columns(self, finals: List[Any]) -> Tuple[List[Dict[str, Any]], List[Any]]:
         """The next_of fields' final observations of ended episodes as wire columns (one
@@ -123,7 +139,7 @@ class _StepBatches(Writer):
                 meta["columns"], buffers = self.final_columns([final])
             while len(self._in_flight) >= self._max_in_flight:
                 self._reap_oldest()
-            future = self._owner._connection().submit(meta, buffers, _no_keys)[1]
+            future = self._owner._submit(meta, buffers, _no_keys, np.zeros(0, np.uint64), [meta])
             future.add_done_callback(self._note_failure)
             self._in_flight.append((future, 0))
 
@@ -149,7 +165,7 @@ class EpisodeWriter:
     as truncated and closes the connection. Use as a context manager.
     """
 
-    def __init__(self, client: "Client", table: str, envs: int = 1, batch: int = 64, *,
+    def __init__(self, client: ClientLike, table: str, envs: int = 1, batch: int = 64, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
                  keep_keys: bool = False) -> None:
         if envs < 1:
@@ -193,17 +209,79 @@ class EpisodeWriter:
         return self._steps.keys
 
     def _connection(self) -> "Connection":
-        if self._conn is None or not self._conn.alive:
-            # A new connection is a new writer: the old one's episodes are not ours now.
+        if self._conn is not None and not self._conn.alive:
+            self._lost(np.zeros(0, np.uint64), [])  # raises ConnectionLost
+        if self._conn is None:
+            # A new connection is a new writer: episodes start anew on it.
             self._conn = self._client.open_connection()
             self._episode = [None] * self._envs
             self._has_steps = [False] * self._envs
             self._spare_episodes = []
         return self._conn
 
+    def _submit(self, meta: Dict[str, Any], buffers: List[Any], decode: Any,
+                rows: np.ndarray[Any, Any], ends: List[Dict[str, Any]]) -> Future[Any]:
+        """Sends one request of the writer's (its `rows`' episode ids and the `ends` it
+        carries, for the loss report) on the writer's connection."""
+        if self._conn is not None and not self._conn.alive:
+            self._lost(rows, ends)
+        conn = self._connection()
+        try:
+            return conn.submit(meta, buffers, decode)[1]
+        except ConnectionLost:
+            self._lost(rows, ends)
+            raise  # not reached: _lost raises
+
+    def _lost(self, rows: np.ndarray[Any, Any], ends: List[Dict[str, Any]]) -> None:
+        """The connection died: says exactly what the server did not get, forgets it, and
+        raises ConnectionLost. The server ends the writer's open episodes as truncated with
+        the steps it stored (on a restart, the restored ones). Nothing is sent again and no
+        later step goes into those episodes: the next append of an env starts a new
+        episode on a new connection (docs/TRAJECTORIES.md, "Writers and lost
+        connections")."""
+        steps = self._steps
+        unsent = list(rows.tolist()) + list(self._row_episodes[:steps._count])
+        unsent_ends = list(ends) + [m for m, _ in steps.pending_ends]
+        unconfirmed = sum(n for _, n in steps._in_flight) + steps.lost_in_flight[0]
+        unconfirmed_ends = (sum(1 for _, n in steps._in_flight if n == 0)
+                            + steps.lost_in_flight[1])
+        parts = []
+        for episode in sorted(set(unsent)):
+            parts.append(f"{unsent.count(episode)} steps of episode {episode} were not sent")
+        for end in unsent_ends:
+            how = "terminated" if end["terminated"] else "truncated"
+            parts.append(f"the end of episode {end['episode']} ({how}) was not sent: the "
+                         "server ends it as truncated")
+        if unconfirmed or unconfirmed_ends:
+            parts.append(f"{unconfirmed} steps (and {unconfirmed_ends} episode ends) were sent "
+                         "but not confirmed: the server may or may not have stored them")
+        address = self._conn.address if self._conn is not None else "the server"
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        self._episode = [None] * self._envs
+        self._has_steps = [False] * self._envs
+        self._spare_episodes = []
+        self._row_episodes.clear()
+        steps._count = 0
+        steps.pending_ends = []
+        steps._in_flight.clear()
+        steps._error = None
+        steps._failed = False
+        steps.lost_in_flight = [0, 0]
+        raise ConnectionLost(
+            f"table '{self._table}': the connection to {address} was lost; "
+            + ("; ".join(parts) if parts else "every step appended was stored")
+            + ". The server ends this writer's open episodes as truncated with the steps it "
+            "stored; the next append of an env starts a new episode")
+
     def _request(self, meta: Dict[str, Any]) -> Any:
         conn = self._connection()
-        request_id, future = conn.submit(meta, (), None, caller_waits=True)
+        try:
+            request_id, future = conn.submit(meta, (), None, caller_waits=True)
+        except ConnectionLost:
+            self._lost(np.zeros(0, np.uint64), [])
+            raise  # not reached: _lost raises
         timeout = self._options["timeout"]
         local = None if timeout is None else float(timeout) + 2.0
         return conn.wait(request_id, future, local)
