@@ -6,17 +6,15 @@ Pure decoding over reply payloads (views, no copies where the layout allows), ex
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Mapping, Tuple
+from typing import Any, Dict, Iterator, Mapping, Tuple
 
 import numpy as np
 
+from .client_interface import ClientLike
 from .errors import ProtocolError
 from .frame_fields import (add_row_frames, add_sequence_frames, frame_specs, split_frame_columns,
                            view_column)
 from .sample import Sample
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["decode_columns", "decode_sequences", "decode_page", "iterate_steps",
            "ragged_episodes", "group_episodes"]
@@ -68,7 +66,7 @@ def decode_page(meta: Mapping[str, Any],
     return columns, int(meta["next"])
 
 
-def iterate_steps(client: "Client", table: str, page: int) -> Iterator[Dict[str, Any]]:
+def iterate_steps(client: ClientLike, table: str, page: int) -> Iterator[Dict[str, Any]]:
     """Pages of ``read_steps`` from the start until an empty page."""
     after = 0
     while True:

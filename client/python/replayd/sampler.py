@@ -21,17 +21,15 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
+from typing import Any, Callable, Deque, Optional
 
 from . import requests, wait_notice
+from .client_interface import ClientLike
 from .columns import decode_sample, sample_decoder
 from .episode_replies import decode_sequences
 from .errors import InvalidArgument, TimeoutError
 from .wire import Allocator, encode_meta
 from .sample import Sample
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["Sampler"]
 
@@ -60,7 +58,7 @@ class Sampler:
             is then the number of sequences.
     """
 
-    def __init__(self, client: "Client", table: str, batch_size: int, *, prefetch: int = 4,
+    def __init__(self, client: ClientLike, table: str, batch_size: int, *, prefetch: int = 4,
                  beta: float = 0.4, timeout: Optional[float] = None,
                  transform: Optional[Callable[[Sample], Any]] = None,
                  allocate: Optional[Allocator] = None, nstep: Optional[int] = None,

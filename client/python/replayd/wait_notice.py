@@ -12,13 +12,10 @@ Without logging configured, Python prints warnings to stderr. Silence them with
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from .client_interface import ClientLike
 from .errors import ReplayError
 from .limiter_state import insert_state, sample_state
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["WAIT_NOTICE_S", "LOG", "log_wait", "log_silence"]
 
@@ -31,7 +28,7 @@ LOG = logging.getLogger("replayd")
 _STATE_TIMEOUT_S = 2.0  # for the info request that finds out why
 
 
-def log_wait(client: "Client", op: str, table: str, n: int, waited_s: float) -> None:
+def log_wait(client: ClientLike, op: str, table: str, n: int, waited_s: float) -> None:
     """Logs one warning: `op` ("sample" or "insert") of `n` items of `table` has waited
     `waited_s` seconds, and why, from the table's INFO (one round trip of at most 2 s;
     its failure is reported instead of raised)."""

@@ -18,16 +18,14 @@ from __future__ import annotations
 import collections
 from concurrent import futures
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Deque, List, Mapping, Optional, Tuple
+from typing import Any, Deque, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .columns import InsertBatch, _limits, convert_item
 from . import wait_notice
+from .client_interface import ClientLike
+from .columns import InsertBatch, _limits, convert_item
 from .errors import InvalidArgument, ReplayError
-
-if TYPE_CHECKING:
-    from .client import Client
 
 __all__ = ["Writer"]
 
@@ -58,14 +56,17 @@ class Writer:
         keep_keys: collect the keys of confirmed items (see `keys`).
     """
 
-    def __init__(self, client: "Client", table: str, batch: int = 64, *,
+    def __init__(self, client: ClientLike, table: str, batch: int = 64, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
                  keep_keys: bool = False) -> None:
         if batch < 1:
             raise InvalidArgument(f"batch must be >= 1, got {batch}")
         if max_in_flight < 1:
             raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
-        self._client = client
+        # Any, not ClientLike: a subclass may use the client it was given as that type
+        # (replayd.cpprb's StepWriter passes its Client on); this class calls only the
+        # ClientLike methods (send_insert, table_info through wait_notice).
+        self._client: Any = client
         self._table = table
         self._schema = client.schema(table)
         self._batch = int(batch)
@@ -266,7 +267,8 @@ class Writer:
 
     def _submit(self, batch: InsertBatch) -> Future[Any]:
         """Sends one batch without waiting; the future holds its keys."""
-        return self._client.send_insert(self._table, batch, timeout=self._timeout)
+        client: ClientLike = self._client
+        return client.send_insert(self._table, batch, timeout=self._timeout)
 
     def _note_failure(self, future: Future[Any]) -> None:
         # Runs in the connection's reader thread: only raises a flag for the next call.

@@ -1,0 +1,47 @@
+"""`ClientLike`: the part of `Client` that its helpers use (Writer, EpisodeWriter, Sampler,
+the wait notice, the read_steps pages), as a typing.Protocol.
+
+Those helpers annotate their client with it, so they need not import client.py, which
+imports them to build them: the modules form no import cycle. A `Client` satisfies it
+structurally (mypy checks that where a Client is passed). Holds no state; nothing here
+runs at import beyond the class definition.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Optional, Protocol, Sequence
+
+import numpy as np
+
+from .columns import InsertBatch
+from .connection import Connection
+from .schema import TableSchema
+
+__all__ = ["ClientLike"]
+
+
+class ClientLike(Protocol):
+    """What Writer, EpisodeWriter, Sampler, `wait_notice.log_wait` and
+    `episode_replies.iterate_steps` call on their client (a `replayd.Client`)."""
+
+    def schema(self, table: str) -> TableSchema:
+        """The fields of `table` (cached by the client)."""
+        ...
+
+    def table_info(self, table: str, *, timeout: Any = ...) -> Dict[str, Any]:
+        """INFO of one table."""
+        ...
+
+    def open_connection(self, *, reader_thread: bool = ...) -> Connection:
+        """A new private connection to the same server (the caller closes it)."""
+        ...
+
+    def send_insert(self, table: str, batch: InsertBatch, *,
+                    timeout: Optional[float] = ...) -> "Future[np.ndarray[Any, Any]]":
+        """Sends a prepared batch; the future holds its keys."""
+        ...
+
+    def _call(self, meta: Dict[str, Any], buffers: Sequence[Any] = ...,
+              decode: Optional[Callable[..., Any]] = ...) -> Any:
+        """One request on the client's shared connection, waited for; the decoded reply."""
+        ...
