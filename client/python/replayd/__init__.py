@@ -23,11 +23,10 @@ from .rate_limiters import Custom, MinSize, Queue, RateLimiter, SampleToInsertRa
 from .sample import Sample
 from .sampler import Sampler
 from .schema import Field, TableSchema
-from .sharded import ShardedClient
+from .sharded import ShardedClient, ShardedEpisodeWriter
 from .tables import queue, stack
 from .writer import Writer
 from .episodes import EpisodeWriter
-from .sharded_episodes import ShardedEpisodeWriter
 
 __version__ = "0.1.0"
 

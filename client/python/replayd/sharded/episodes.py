@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 import numpy as np
 
-from .client import DEFAULT, Client
-from .errors import InvalidArgument, ProtocolError
-from .sample import Sample
-from .shard_union import draw_shares, global_keys, union_sample
+from ..client import DEFAULT, Client
+from ..errors import InvalidArgument, ProtocolError
+from ..sample import Sample
+from .client_interface import ShardedClientLike, WindowState
+from .union import draw_shares, global_keys, union_sample
 
 if TYPE_CHECKING:
-    from .episodes import EpisodeWriter
-    from .sharded import ShardedClient
+    from ..episodes import EpisodeWriter
 
 __all__ = ["ShardedEpisodeWriter", "sample_windows_async", "read_all"]
 
@@ -44,7 +44,7 @@ class ShardedEpisodeWriter:
     One thread uses a writer; it pickles as its ShardedClient, table and options.
     """
 
-    def __init__(self, client: "ShardedClient", table: str, envs: int = 1, batch: int = 64,
+    def __init__(self, client: ShardedClientLike, table: str, envs: int = 1, batch: int = 64,
                  *, timeout: Any = DEFAULT, keep_keys: bool = False) -> None:
         if envs < 1:
             raise InvalidArgument(f"envs must be >= 1, got {envs}")
@@ -146,7 +146,7 @@ class ShardedEpisodeWriter:
             raise error
 
 
-def _check_episodic(client: "ShardedClient", table: str) -> None:
+def _check_episodic(client: ShardedClientLike, table: str) -> None:
     """Raises InvalidArgument unless `table` is an episodic table."""
     if table not in client.episodic_tables:
         description = client.shards[0].table_info(table)["description"]
@@ -156,17 +156,14 @@ def _check_episodic(client: "ShardedClient", table: str) -> None:
         client.episodic_tables.add(table)
 
 
-State = Tuple[int, float, float]  # valid starts, their mass, the smallest positive mass
-
-
-def _known_states(client: "ShardedClient", table: str,
-                  requirement: Tuple[Any, ...]) -> List[State]:
+def _known_states(client: ShardedClientLike, table: str,
+                  requirement: Tuple[Any, ...]) -> List[WindowState]:
     """Each shard's window state for `requirement`: from its last reply, else its table's
     size and mass (`info`, read afresh)."""
     with client._lock:
         known = list(client.window_states.get(table, {}).get(requirement)
                      or [None] * len(client.shards))
-    states: List[State] = []
+    states: List[WindowState] = []
     for s, state in enumerate(known):
         if state is None:
             info = client.shards[s].table_info(table)
@@ -175,14 +172,14 @@ def _known_states(client: "ShardedClient", table: str,
     return states
 
 
-def _remember_state(client: "ShardedClient", table: str, requirement: Tuple[Any, ...],
-                    shard: int, state: State) -> None:
+def _remember_state(client: ShardedClientLike, table: str, requirement: Tuple[Any, ...],
+                    shard: int, state: WindowState) -> None:
     with client._lock:
         per_table = client.window_states.setdefault(table, {})
         per_table.setdefault(requirement, [None] * len(client.shards))[shard] = state
 
 
-def sample_windows_async(client: "ShardedClient", table: str, batch: int,
+def sample_windows_async(client: ShardedClientLike, table: str, batch: int,
                          requirement: Tuple[Any, ...], beta: float,
                          request: Callable[[Client, int], "Future[Sample]"]
                          ) -> "Future[Sample]":
@@ -207,7 +204,7 @@ def sample_windows_async(client: "ShardedClient", table: str, batch: int,
     return client._gather(batch, shares, combine, request)
 
 
-def read_all(client: "ShardedClient", table: str, page: int) -> Iterator[Dict[str, Any]]:
+def read_all(client: ShardedClientLike, table: str, page: int) -> Iterator[Dict[str, Any]]:
     """Each shard's `read_all` pages in turn, keys and episode ids made global."""
     for s, shard in enumerate(client.shards):
         for columns in shard.read_all(table, page=page):

@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 import numpy as np
 
-from .errors import InvalidArgument
-from .sample import Sample
+from ..errors import InvalidArgument
+from ..sample import Sample
 
 __all__ = ["SHARD_BITS", "MAX_SHARDS", "global_keys", "split_keys", "draw_shares",
            "union_sample"]

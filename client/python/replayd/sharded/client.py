@@ -18,7 +18,7 @@ What is exact and what is approximate:
   shard evicts its own oldest item, and each shard's limiter admits its own share.
 - FIFO and LIFO samplers are per-shard orders; the union is not one global order.
 
-Episodic tables (replayd.sharded_episodes): `episode_writer` keeps each episode on one
+Episodic tables (replayd.sharded.episodes): `episode_writer` keeps each episode on one
 shard; ``sample(..., nstep=k)`` and `sample_sequences` draw windows from the union of a
 uniform episodic table's shards by the same split; `read_all` / `episodes` read every shard.
 
@@ -37,13 +37,13 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
 
 import numpy as np
 
-from .client import DEFAULT, Client
-from .episode_replies import group_episodes
-from .errors import InvalidArgument
-from .sample import Sample
-from .shard_union import (LOCAL_MASK, MAX_SHARDS, SHARD_BITS, draw_shares, global_keys,
-                          split_keys, union_sample)
-from .sharded_episodes import ShardedEpisodeWriter, read_all, sample_windows_async
+from ..client import DEFAULT, Client
+from ..episode_replies import group_episodes
+from ..errors import InvalidArgument
+from ..sample import Sample
+from .episodes import ShardedEpisodeWriter, read_all, sample_windows_async
+from .union import (LOCAL_MASK, MAX_SHARDS, SHARD_BITS, draw_shares, global_keys, split_keys,
+                    union_sample)
 
 __all__ = ["ShardedClient", "SHARD_BITS"]
 
@@ -69,7 +69,7 @@ class ShardedClient:
         self._masses: Dict[str, List[Optional[Tuple[int, float, float]]]] = {}
         # Episodic tables: per table, per window requirement, each shard's window state
         # (valid starts, mass, min mass) as its last reply showed it (None: not known yet);
-        # see sharded_episodes. Kept across our own priority updates, which a window's
+        # see replayd.sharded.episodes. Kept across our own priority updates, which a window's
         # info cannot show; dropped with the table.
         self.window_states: Dict[str, Dict[Tuple[Any, ...],
                                            List[Optional[Tuple[int, float, float]]]]] = {}
@@ -203,7 +203,7 @@ class ShardedClient:
         split among shards in proportion to their sampling mass and requested from all of
         them at once. The Future's Sample has global keys and union-wide probabilities and
         importance weights; its items are grouped by shard. With `nstep`: n-step samples
-        of a uniform episodic table (see replayd.sharded_episodes)."""
+        of a uniform episodic table (see replayd.sharded.episodes)."""
         if nstep is not None:
             return sample_windows_async(
                 self, table, batch_size, ("nstep", int(nstep)), beta,
@@ -270,7 +270,7 @@ class ShardedClient:
                               prefetch=prefetch, transform=transform)
 
 
-    # -- episodic tables (replayd.sharded_episodes) --------------------------------------
+    # -- episodic tables (replayd.sharded.episodes) --------------------------------------
 
     def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
                        timeout: Any = DEFAULT, keep_keys: bool = False
@@ -286,7 +286,7 @@ class ShardedClient:
                                beta: float = 0.4,
                                timeout: Any = DEFAULT) -> "Future[Sample]":
         """`batch` sequences drawn from the union of a uniform episodic table's shards, as
-        `Client.sample_sequences` draws them from one (see replayd.sharded_episodes)."""
+        `Client.sample_sequences` draws them from one (see replayd.sharded.episodes)."""
         requirement = ("sequence", int(length), int(stride), int(burn_in), bool(pad))
         return sample_windows_async(
             self, table, batch, requirement, beta,
