@@ -28,6 +28,10 @@ from .tables import queue, stack
 from .writer import Writer
 from .episodes import EpisodeWriter
 
+# The module's former name: ``replayd.frame_fields.CorruptFrame`` (as documented before the
+# rename) still names the same class.
+from . import pixel_frame_fields as frame_fields
+
 __version__ = "0.1.0"
 
 __all__ = [

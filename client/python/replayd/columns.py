@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .errors import InvalidArgument, ProtocolError
-from .frame_fields import add_nstep_frames, frame_specs, split_frame_columns
+from .pixel_frame_fields import add_nstep_frames, frame_specs, split_frame_columns
 from .wire import padded
 from .sample import Sample
 from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype

@@ -12,8 +12,8 @@ import numpy as np
 
 from .client_interface import ClientLike
 from .errors import ProtocolError
-from .frame_fields import (add_row_frames, add_sequence_frames, frame_specs, split_frame_columns,
-                           view_column)
+from .pixel_frame_fields import (add_row_frames, add_sequence_frames, frame_specs,
+                                 split_frame_columns, view_column)
 from .sample import Sample
 
 __all__ = ["decode_columns", "decode_sequences", "decode_page", "iterate_steps",

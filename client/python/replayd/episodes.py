@@ -27,7 +27,7 @@ from . import requests
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_value, decode_keys
 from .errors import ConnectionLost, InvalidArgument, ProtocolError
-from .frame_fields import compress_column
+from .pixel_frame_fields import compress_column
 from .writer import Writer
 
 if TYPE_CHECKING:

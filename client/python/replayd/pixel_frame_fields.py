@@ -1,4 +1,5 @@
-"""Frame fields (docs/PIXELS.md): fields of an episodic table that are stacked
+"""Pixel frame fields (docs/PIXELS.md; "frame" here is an image, not a wire frame, though
+each stored value is one zstd frame): fields of an episodic table that are stacked
 (``stack={"obs": 4}``), served with the next step's value (``next_of=["obs"]``) or stored
 zstd-compressed (``compression={"obs": "zstd"}``).
 
