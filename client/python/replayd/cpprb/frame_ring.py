@@ -168,16 +168,12 @@ class FrameRing:
         """(keys to give priority 0, keys to delete) whose keys are known; the others stay
         pending."""
         self._absorb()
-        zero, waiting = [], []
-        for row in self.dead_rows:
-            if row < self.delete_below:
-                continue  # its delete covers it
-            key = self._key(row)
-            if key > 0:
-                zero.append(key)
-            elif key == 0:
-                waiting.append(row)
-        self.dead_rows = waiting
+        dead = np.array(self.dead_rows, np.int64)
+        dead = dead[dead >= self.delete_below]  # the others' deletes cover them
+        at = dead % self.keys_kept
+        numbers = self.row_numbers[at]
+        zero = self.row_keys[at[numbers == dead]]
+        self.dead_rows = dead[numbers < dead].tolist()  # keys not known yet
         rows = np.arange(self.deleted_below, self.delete_below)
         at = rows % self.keys_kept
         keys = self.row_keys[at]
@@ -186,7 +182,7 @@ class FrameRing:
         if waiting_at.shape[0]:  # in order: stop at the first row whose key is not known
             rows, at, keys = rows[:waiting_at[0]], at[:waiting_at[0]], keys[:waiting_at[0]]
         self.deleted_below += int(rows.shape[0])
-        return np.asarray(zero, np.uint64), keys[self.row_numbers[at] == rows]
+        return zero, keys[self.row_numbers[at] == rows]
 
     def positions(self, keys: "np.ndarray[Any, Any]") -> "np.ndarray[Any, Any]":
         """The ring positions of live transitions' `keys`, -1 for a key not known live."""
