@@ -20,8 +20,11 @@ struct Limits {
   // Work a request may ask of an episodic table, bounded before it starts: the k of an
   // n-step sample, and the steps (burn_in + length) of a sequence sample. Each costs the
   // thread per draw, and a window index of that reach costs every later append and eviction.
-  std::uint32_t max_nstep = 1024;                                  // steps
-  std::uint32_t max_sequence_steps = 4096;                         // steps
+  std::uint32_t max_nstep = 1024;           // steps
+  std::uint32_t max_sequence_steps = 4096;  // steps
+  // Episodes one connection may hold open in one table, so that no writer can use up the
+  // table's 65,536 for the others.
+  std::uint32_t max_open_episodes_per_connection = 8192;
   std::uint64_t max_queued_reply_bytes = std::uint64_t{64} << 20;  // bytes, then stop reading
   // Queued replies and parked payloads of all connections together: past it, every
   // connection that holds any stops being read until they drain (docs/OPERATIONS.md).

@@ -8,6 +8,7 @@ std::uint64_t EpisodeIndex::open(std::uint64_t writer) {
   episode.writer = writer;
   episodes_.emplace(id, std::move(episode));
   ++open_count_;
+  ++open_by_writer_[writer];
   return id;
 }
 
@@ -35,11 +36,21 @@ void EpisodeIndex::end(std::uint64_t id, EpisodeState how) {
   link_previous(it->second, it->second.length,
                 how == EpisodeState::terminated ? kTerminatesHere : kTruncatedHere);
   --open_count_;
+  closed_by(it->second.writer);
   forget_if_done(it);
 }
 
 void EpisodeIndex::discard_empty(std::uint64_t id) {
-  if (episodes_.erase(id) != 0) --open_count_;
+  const auto it = episodes_.find(id);
+  if (it == episodes_.end()) return;
+  closed_by(it->second.writer);
+  episodes_.erase(it);
+  --open_count_;
+}
+
+void EpisodeIndex::closed_by(std::uint64_t writer) {
+  const auto it = open_by_writer_.find(writer);
+  if (it != open_by_writer_.end() && --it->second == 0) open_by_writer_.erase(it);
 }
 
 void EpisodeIndex::remove(std::uint32_t slot) {
@@ -106,7 +117,10 @@ void EpisodeIndex::restore(std::uint64_t id, Episode episode) {
       following_[slot] = episode.slots[i + 1] != kNoSlot ? episode.slots[i + 1] : kNextGone;
     }
   }
-  if (!episode.ended()) ++open_count_;
+  if (!episode.ended()) {
+    ++open_count_;
+    ++open_by_writer_[episode.writer];
+  }
   episodes_[id] = std::move(episode);
 }
 

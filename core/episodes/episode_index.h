@@ -93,6 +93,11 @@ class EpisodeIndex {
   std::uint32_t capacity() const { return static_cast<std::uint32_t>(steps_.size()); }
   std::size_t live_episodes() const { return episodes_.size(); }
   std::size_t open_count() const { return open_count_; }
+  // Open episodes of `writer` (a per-connection quota counts them). O(1).
+  std::size_t open_count_of(std::uint64_t writer) const {
+    const auto it = open_by_writer_.find(writer);
+    return it == open_by_writer_.end() ? 0 : it->second;
+  }
   std::uint64_t next_id() const { return next_id_; }
   // Stored steps at positions below history_positions in their episode. O(1).
   std::uint64_t history_steps() const { return history_steps_; }
@@ -107,6 +112,8 @@ class EpisodeIndex {
 
  private:
   void forget_if_done(std::unordered_map<std::uint64_t, Episode>::iterator it);
+  // One open episode of `writer` ended or was discarded.
+  void closed_by(std::uint64_t writer);
 
   // Sets following() of the stored step before position `position` of `episode`, if any.
   void link_previous(const Episode& episode, std::uint32_t position, std::uint32_t value);
@@ -116,6 +123,7 @@ class EpisodeIndex {
   std::unordered_map<std::uint64_t, Episode> episodes_;
   std::uint64_t next_id_ = 1;
   std::size_t open_count_ = 0;
+  std::unordered_map<std::uint64_t, std::size_t> open_by_writer_;  // writers with open ones
   std::uint32_t history_positions_ = 0;
   std::uint64_t history_steps_ = 0;
 };

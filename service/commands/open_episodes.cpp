@@ -16,6 +16,16 @@ asio::awaitable<Result<Reply>> open_episodes(Call& call) {
             std::to_string(call.n) + " more would exceed the limit of " +
             std::to_string(EpisodicTable::kMaxOpenEpisodes) + " (end episodes first)");
   }
+  const std::size_t mine = episodic.episodes().open_count_of(call.writer);
+  const std::uint32_t quota = call.service.limits.max_open_episodes_per_connection;
+  if (mine + call.n > quota) {
+    co_return make_error(
+        ErrorCode::resource_exhausted,
+        "table '" + table.name() + "': this connection has " + std::to_string(mine) +
+            " open episodes; opening " + std::to_string(call.n) +
+            " more would exceed max_open_episodes_per_connection = " + std::to_string(quota) +
+            " (end episodes first)");
+  }
   std::string ids;
   for (std::uint64_t i = 0; i < call.n; ++i) {
     REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t id, episodic.open_episode(call.writer));

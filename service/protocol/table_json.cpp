@@ -82,6 +82,8 @@ json::object limits_json(const Limits& limits) {
                       {"max_waiting_per_connection", limits.max_waiting_per_connection},
                       {"max_nstep", limits.max_nstep},
                       {"max_sequence_steps", limits.max_sequence_steps},
+                      {"max_open_episodes_per_connection",
+                       limits.max_open_episodes_per_connection},
                       {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
                       {"max_buffered_bytes", limits.max_buffered_bytes},
                       {"max_connections", limits.max_connections},

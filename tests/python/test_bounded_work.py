@@ -70,3 +70,23 @@ def test_reset_table_drops_window_indexes_and_serves_new_requirements(client, ta
             writer.append(0, obs=np.full(2, t, np.float32), rew=1.0)
         writer.end_episode(0, terminated=True)
     assert client.sample_sequences(table_name, 3, 4, timeout=5).keys.shape == (3,)
+
+
+def test_one_connection_cannot_use_up_the_open_episodes_of_a_table(client, address,
+                                                                   table_name):
+    client.create_table(table_name, FIELDS, 1024, episodic=True, reward="rew")
+    quota = client.server["limits"]["max_open_episodes_per_connection"]
+    assert quota == 8192
+    greedy = replayd.Client(address)
+    conn = greedy.open_connection()
+    reply = conn.call({"op": "open_episodes", "table": table_name, "n": quota})
+    assert len(reply["episodes"]) == quota
+    with pytest.raises(replayd.ResourceExhausted,
+                       match=r"this connection has 8192 open episodes; opening 1 more would "
+                             r"exceed max_open_episodes_per_connection = 8192"):
+        conn.call({"op": "open_episodes", "table": table_name, "n": 1})
+    # Another writer's well-formed request is served.
+    with client.episode_writer(table_name, envs=4) as writer:
+        for env in range(4):
+            writer.append(env, obs=np.zeros(2, np.float32), rew=1.0)
+    conn.close()
