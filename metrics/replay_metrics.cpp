@@ -26,7 +26,7 @@ template <typename Histogram>
 ClientMetric histogram_series(const std::string& table, const Histogram& h, double scale) {
   ClientMetric metric = labelled(table);
   metric.histogram.sample_count = h.count;
-  metric.histogram.sample_sum = h.sum * scale;
+  metric.histogram.sample_sum = static_cast<double>(h.sum) * scale;
   metric.histogram.bucket.reserve(Histogram::kBuckets);
   std::uint64_t cumulative = 0;
   for (std::size_t b = 0; b < Histogram::kBuckets; ++b) {

@@ -285,13 +285,21 @@ Status EpisodicTable::admit_windows(std::uint64_t n, const WindowIndex& index) {
 std::uint32_t EpisodicTable::record_draw(std::uint32_t slot) {
   const std::uint32_t times = items_.storage_.times_sampled(slot) + 1;
   items_.storage_.set_times_sampled(slot, times);
-  items_.observe_draw(slot);
-  items_.replay_.on_episode_draw(episodes_->next_id() - 1 - episodes_->step(slot).episode);
   if (items_.config_.max_times_sampled != 0) windows_->on_sampled(slot);
   if (items_.config_.max_times_sampled != 0 && times == items_.config_.max_times_sampled) {
     ++items_.counters_.expirations;  // retired as a start; the step stays as data
   }
   return times;
+}
+
+void EpisodicTable::observe_draws(std::span<const std::uint64_t> keys) {
+  items_.observe_draws(keys);
+  const std::uint64_t slot_mask = (std::uint64_t{1} << items_.storage_.slot_bits()) - 1;
+  const std::uint64_t newest = episodes_->next_id() - 1;
+  for (const std::uint64_t key : keys) {
+    const auto slot = static_cast<std::uint32_t>(key & slot_mask);
+    items_.replay_.on_episode_draw(newest - episodes_->step(slot).episode);
+  }
 }
 
 bool EpisodicTable::may_sample_nstep(std::uint64_t n, const NStepRequest& request) {
@@ -427,6 +435,7 @@ Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
     base.weights[i] = pick.weight;
     base.times_sampled[i] = record_draw(slot);
   }
+  observe_draws(base.keys);
   items_.rate_limiter_.record_samples(n);
   items_.counters_.samples += n;
   return Ok{};
@@ -487,6 +496,7 @@ Status EpisodicTable::sample_sequences(std::uint64_t n, const SequenceRequest& r
     out.weights[i] = pick.weight;
     out.times_sampled[i] = record_draw(slot);
   }
+  observe_draws(out.keys);
   items_.rate_limiter_.record_samples(n);
   items_.counters_.samples += n;
   return Ok{};

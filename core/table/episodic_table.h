@@ -241,6 +241,8 @@ class EpisodicTable {
   Status admit_windows(std::uint64_t n, const WindowIndex& index);
   // Counts a draw of start `slot`: times sampled, retirement by max_times_sampled.
   std::uint32_t record_draw(std::uint32_t slot);
+  // Records the draws of a batch (their start steps' keys) in the replay statistics. O(n).
+  void observe_draws(std::span<const std::uint64_t> keys);
   Status check_step_buffers(const StepBuffers& out, std::uint64_t rows) const;
   void copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const;
 

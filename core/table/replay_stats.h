@@ -25,7 +25,7 @@ struct Log2Histogram {
   static constexpr std::size_t kBuckets = N;
   std::array<std::uint64_t, N> buckets{};
   std::uint64_t count = 0;
-  double sum = 0;
+  std::uint64_t sum = 0;  // exact; wraps only past 2^64 (never for these quantities)
 
   static constexpr std::size_t bucket_of(std::uint64_t value) {
     if (value == 0) return 0;
@@ -41,7 +41,7 @@ struct Log2Histogram {
   void add(std::uint64_t value) {
     ++buckets[bucket_of(value)];
     ++count;
-    sum += static_cast<double>(value);
+    sum += value;
   }
   // The q-quantile (0 <= q <= 1) estimated as Prometheus' histogram_quantile does: linear
   // within the bucket that holds it; the last finite bound when it falls in the +inf bucket.
@@ -76,11 +76,13 @@ struct PriorityHistogram {
   std::uint64_t count = 0;
   double sum = 0;
 
+  // Reads the IEEE-754 exponent and mantissa bits (no libm call): p = 1.m * 2^e, so the
+  // smallest k with p <= 2^k is e when the mantissa is 0 (a power of two), else e + 1.
   static std::size_t bucket_of(double p) {
     if (!(p > 0)) return 0;
-    int exponent = 0;
-    const double mantissa = std::frexp(p, &exponent);  // p = mantissa * 2^exponent, [0.5, 1)
-    const int k = mantissa == 0.5 ? exponent - 1 : exponent;  // smallest k with p <= 2^k
+    const auto bits = std::bit_cast<std::uint64_t>(p);
+    const int e = static_cast<int>((bits >> 52) & 0x7ff) - 1023;  // subnormals: below 2^-20
+    const int k = (bits & ((std::uint64_t{1} << 52) - 1)) == 0 ? e : e + 1;
     if (k <= -kOffset) return 1;
     if (k > kOffset) return kBuckets - 1;
     return static_cast<std::size_t>(k + kOffset + 1);
@@ -121,26 +123,43 @@ struct ReplayHistograms {
 // counted in table_bytes() as "replay stats".
 class ReplayStats {
  public:
-  static constexpr std::uint64_t kBytesPerSlot = 2 * sizeof(std::uint64_t);
+  // What a draw needs of an item, in one 16-byte record per slot so that a draw reads one
+  // cache line: its insert ordinal, store time and priority. Items restored from a snapshot
+  // have no stamp (ms 0, priority NaN): the caller passes their priority from storage.
+  struct Stamp {
+    std::uint64_t ordinal = 0;
+    std::uint32_t ms = 0;  // now_ms - epoch + 1 when stored (saturates after 49 days); 0 unknown
+    float priority = NAN;  // as stored or last updated; NaN unknown
+  };
+  static constexpr std::uint64_t kBytesPerSlot = sizeof(Stamp);
+  static_assert(sizeof(Stamp) == 16);
 
-  explicit ReplayStats(std::uint32_t capacity)
-      : stored_at_insert_(new std::uint64_t[capacity]()),
-        stored_at_ms_(new std::uint64_t[capacity]()) {}
+  explicit ReplayStats(std::uint32_t capacity) : stamps_(new Stamp[capacity]()) {}
 
   // The item in `slot` is the table's insert number `ordinal` (0-based), stored at now_ms.
-  void on_store(std::uint32_t slot, std::uint64_t ordinal, std::uint64_t now_ms) {
-    stored_at_insert_[slot] = ordinal;
-    stored_at_ms_[slot] = now_ms;
+  void on_store(std::uint32_t slot, std::uint64_t ordinal, std::uint64_t now_ms, double priority) {
+    if (epoch_ms_ == 0) epoch_ms_ = now_ms;
+    stamps_[slot] = Stamp{ordinal, relative_ms(now_ms), static_cast<float>(priority)};
   }
-  // The item in `slot` (priority `priority`) was drawn; `inserts` items were inserted so far.
-  void on_draw(std::uint32_t slot, std::uint64_t inserts, std::uint64_t now_ms, double priority) {
-    histograms_.sample_age_inserts.add(age(slot, inserts));
-    const std::uint64_t stored_ms = stored_at_ms_[slot];
-    if (stored_ms != 0 && now_ms >= stored_ms) histograms_.sample_age_ms.add(now_ms - stored_ms);
-    histograms_.sample_priority.add(priority);
+  // Asks the CPU to fetch the stamp of `slot` ahead of on_draw (a hint; no effect on results).
+  void prefetch(std::uint32_t slot) const { __builtin_prefetch(&stamps_[slot]); }
+  // Whether the stamp of `slot` knows the item's priority (false for restored items).
+  bool knows_priority(std::uint32_t slot) const { return !std::isnan(stamps_[slot].priority); }
+  // The item in `slot` was drawn; `inserts` items were inserted so far. `stored_priority`
+  // is used only when the stamp does not know the priority (see knows_priority).
+  void on_draw(std::uint32_t slot, std::uint64_t inserts, std::uint64_t now_ms,
+               double stored_priority = NAN) {
+    const Stamp stamp = stamps_[slot];
+    histograms_.sample_age_inserts.add(age(stamp, inserts));
+    const std::uint32_t now = relative_ms(now_ms);
+    if (stamp.ms != 0 && now >= stamp.ms) histograms_.sample_age_ms.add(now - stamp.ms);
+    histograms_.sample_priority.add(std::isnan(stamp.priority) ? stored_priority
+                                                                : stamp.priority);
   }
-  void on_update(std::uint32_t slot, std::uint64_t inserts) {
-    histograms_.update_age_inserts.add(age(slot, inserts));
+  // update_priorities set the priority of the stored item in `slot`.
+  void on_update(std::uint32_t slot, std::uint64_t inserts, double priority) {
+    histograms_.update_age_inserts.add(age(stamps_[slot], inserts));
+    stamps_[slot].priority = static_cast<float>(priority);
   }
   void on_remove(std::uint32_t times_sampled) {
     histograms_.times_sampled_at_removal.add(times_sampled);
@@ -159,13 +178,17 @@ class ReplayStats {
   const ReplayHistograms& histograms() const { return histograms_; }
 
  private:
-  std::uint64_t age(std::uint32_t slot, std::uint64_t inserts) const {
-    const std::uint64_t ordinal = stored_at_insert_[slot];
-    return inserts > ordinal ? inserts - ordinal - 1 : 0;
+  static std::uint64_t age(const Stamp& stamp, std::uint64_t inserts) {
+    return inserts > stamp.ordinal ? inserts - stamp.ordinal - 1 : 0;
+  }
+  std::uint32_t relative_ms(std::uint64_t now_ms) const {
+    if (now_ms == 0 || epoch_ms_ == 0 || now_ms < epoch_ms_) return 0;
+    const std::uint64_t relative = now_ms - epoch_ms_ + 1;
+    return relative < UINT32_MAX ? static_cast<std::uint32_t>(relative) : UINT32_MAX;
   }
 
-  std::unique_ptr<std::uint64_t[]> stored_at_insert_;  // per slot: the item's insert ordinal
-  std::unique_ptr<std::uint64_t[]> stored_at_ms_;      // per slot: now_ms when stored; 0 unknown
+  std::unique_ptr<Stamp[]> stamps_;  // per slot
+  std::uint64_t epoch_ms_ = 0;       // the first now_ms an item was stored at
   ReplayHistograms histograms_;
 };
 

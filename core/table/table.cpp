@@ -225,7 +225,7 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
   sampler_->insert(slot, priority);
   remover_->insert(slot, priority);
   // Callers add the batch to counters_.inserts after storing it: row i is insert inserts + i.
-  replay_.on_store(slot, counters_.inserts + i, now_ms_);
+  replay_.on_store(slot, counters_.inserts + i, now_ms_, priority);
   return slot;
 }
 
@@ -306,7 +306,6 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
     }
     const std::uint32_t times = storage_.times_sampled(slot) + 1;
     storage_.set_times_sampled(slot, times);
-    observe_draw(slot);
     out.keys[i] = storage_.key(slot);
     out.probabilities[i] = pick.probability;
     out.weights[i] = pick.weight;
@@ -319,9 +318,25 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
       }
     }
   }
+  observe_draws(out.keys);
   rate_limiter_.record_samples(n);
   counters_.samples += n;
   return Ok{};
+}
+
+void Table::observe_draws(std::span<const std::uint64_t> keys) {
+  const std::uint64_t slot_mask = (std::uint64_t{1} << storage_.slot_bits()) - 1;
+  constexpr std::size_t kAhead = 16;  // draws between a prefetch and its use
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i + kAhead < keys.size())
+      replay_.prefetch(static_cast<std::uint32_t>(keys[i + kAhead] & slot_mask));
+    const auto slot = static_cast<std::uint32_t>(keys[i] & slot_mask);
+    if (replay_.knows_priority(slot)) {
+      replay_.on_draw(slot, counters_.inserts, now_ms_);
+    } else {
+      replay_.on_draw(slot, counters_.inserts, now_ms_, storage_.priority(slot));
+    }
+  }
 }
 
 Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> keys,
@@ -339,7 +354,7 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
       ++outcome.stale;
       continue;
     }
-    replay_.on_update(*slot, counters_.inserts);
+    replay_.on_update(*slot, counters_.inserts, priorities[i]);
     storage_.set_priority(*slot, priorities[i]);
     sampler_->update(*slot, priorities[i]);
     remover_->update(*slot, priorities[i]);

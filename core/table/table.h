@@ -166,10 +166,10 @@ class Table {
   Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
         std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);
-  // Records a draw of the item in `slot` in the replay statistics. O(1).
-  void observe_draw(std::uint32_t slot) {
-    replay_.on_draw(slot, counters_.inserts, now_ms_, storage_.priority(slot));
-  }
+  // Records the draws of a batch in the replay statistics: `keys` were just drawn (their
+  // slots still hold them, or were freed by max_times_sampled during the batch). A pass of
+  // its own after the batch, with prefetch, so that its per-slot loads overlap. O(n).
+  void observe_draws(std::span<const std::uint64_t> keys);
   std::uint64_t draws_left(std::uint32_t slot) const;
   // Checks n rows; for compressed fields also every frame (check_frames), and returns the
   // cost of the rows' compressed values (BlobColumn::cost, summed).

@@ -11,10 +11,12 @@ namespace {
 // quantiles estimated from the power-of-two buckets as Prometheus' histogram_quantile does.
 template <typename Histogram>
 json::object quantiles_json(const Histogram& h, double scale = 1.0) {
-  return json::object{{"count", h.count},
-                      {"p50", h.quantile(0.5) * scale},
-                      {"p99", h.quantile(0.99) * scale},
-                      {"mean", h.count == 0 ? 0.0 : h.sum * scale / static_cast<double>(h.count)}};
+  return json::object{
+      {"count", h.count},
+      {"p50", h.quantile(0.5) * scale},
+      {"p99", h.quantile(0.99) * scale},
+      {"mean",
+       h.count == 0 ? 0.0 : static_cast<double>(h.sum) * scale / static_cast<double>(h.count)}};
 }
 
 json::object replay_json(const TableInfo& info) {
