@@ -205,3 +205,30 @@ def test_cli_status_prints_replay_age_times_sampled_at_removal_and_samples_per_i
     assert removed["count"] == len(keys) and removed["mean"] == 2.0
     assert "times sampled at removal: p50 " in section and "mean 2 (10 items left)" in section
     assert "samples per insert: 1" in section
+
+
+def test_the_dqn_example_reads_its_replay_figures_back_from_a_real_prometheus(tmp_path):
+    pytest.importorskip("torch", reason="torch is not importable (Debian: python3-torch)")
+    require_tool("prometheus")
+    import os
+    import sys
+    from conftest import REPO, server_binary
+    env = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"),
+               REPLAYD_BIN=str(server_binary()))
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "dqn_cartpole.py"), "--prometheus",
+         "--env-steps", "3000", "--min-replay", "200", "--capacity", "1000", "--hidden", "32",
+         "--quiet", "--out", str(tmp_path)], env=env, capture_output=True, text=True,
+        timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("replay (from Prometheus)"))
+    # 3000 transitions into a table of 1000: 2000 evicted, each counted once.
+    assert "of 2,000; samples per insert" in line, line
+    p50, p99 = (float(v.replace(",", "")) for v in
+                line.split("age at the draw p50 ")[1].split(" inserts")[0].split(" / p99 "))
+    assert 0 < p50 <= p99 <= 1024  # the capacity's bucket: (512, 1024]
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "replay_distributions.png").stat().st_size > 0
