@@ -326,10 +326,15 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
 
 void Table::observe_draws(std::span<const std::uint64_t> keys) {
   const std::uint64_t slot_mask = (std::uint64_t{1} << storage_.slot_bits()) - 1;
+  // Each draw's record is a cache miss of its own: a request contributes at most
+  // kObservedDrawsPerRequest of its draws, every stride-th one (the draws of a batch are
+  // alike, so the distributions stay unbiased; docs/OPERATIONS.md).
+  const std::size_t stride =
+      (keys.size() + kObservedDrawsPerRequest - 1) / kObservedDrawsPerRequest;
   constexpr std::size_t kAhead = 16;  // draws between a prefetch and its use
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (i + kAhead < keys.size())
-      replay_.prefetch(static_cast<std::uint32_t>(keys[i + kAhead] & slot_mask));
+  for (std::size_t i = 0; i < keys.size(); i += stride) {
+    if (i + kAhead * stride < keys.size())
+      replay_.prefetch(static_cast<std::uint32_t>(keys[i + kAhead * stride] & slot_mask));
     const auto slot = static_cast<std::uint32_t>(keys[i] & slot_mask);
     if (replay_.knows_priority(slot)) {
       replay_.on_draw(slot, counters_.inserts, now_ms_);

@@ -168,8 +168,10 @@ class Table {
   void remove_item(std::uint32_t slot);
   // Records the draws of a batch in the replay statistics: `keys` were just drawn (their
   // slots still hold them, or were freed by max_times_sampled during the batch). A pass of
-  // its own after the batch, with prefetch, so that its per-slot loads overlap. O(n).
+  // its own after the batch, with prefetch, so that its per-slot loads overlap. At most
+  // kObservedDrawsPerRequest draws of a batch are recorded, evenly spaced. O(min(n, 64)).
   void observe_draws(std::span<const std::uint64_t> keys);
+  static constexpr std::size_t kObservedDrawsPerRequest = 64;
   std::uint64_t draws_left(std::uint32_t slot) const;
   // Checks n rows; for compressed fields also every frame (check_frames), and returns the
   // cost of the rows' compressed values (BlobColumn::cost, summed).

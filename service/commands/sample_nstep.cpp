@@ -5,11 +5,11 @@
 // (stacks, next_of, compressed values) follow the other columns (frame_columns.h).
 #include <algorithm>
 
-#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/commands/table_kind.h"
 #include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"
+#include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
 namespace {
@@ -127,15 +127,10 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   auto state = episodic.nstep_state(request);
   if (!state) co_return state.error();
   call.table->table->set_now_ms(replay_now_ms());
-  auto status = episodic.sample_nstep(call.n, request, buffers);
-  if (!status) co_return status.error();
+  REPLAYD_CO_RETURN_IF_ERROR(episodic.sample_nstep(call.n, request, buffers));
   table_changed(*call.table);
-  std::string frame_meta;
-  if (!frames.empty()) {
-    auto added = add_frame_columns(*reply, table, frames, raw, true);
-    if (!added) co_return added.error();
-    frame_meta = std::move(added).value();
-  }
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta,
+                              add_draw_frame_columns(*reply, table, frames, raw));
   co_return reply->finish(call.request_id, ",\"nstep\":" + std::to_string(request.k) +
                                                sampled_state(state->starts, state->mass) +
                                                frame_meta);

@@ -5,10 +5,10 @@
 // sequence's unique frames (frame_columns.h).
 #include <cmath>
 
-#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/pixel_frame_columns.h"
 #include "service/protocol/sample_reply.h"
+#include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
 namespace {
@@ -102,15 +102,10 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   auto state = episodic.sequence_state(request);
   if (!state) co_return state.error();
   call.table->table->set_now_ms(replay_now_ms());
-  auto status = episodic.sample_sequences(call.n, request, buffers);
-  if (!status) co_return status.error();
+  REPLAYD_CO_RETURN_IF_ERROR(episodic.sample_sequences(call.n, request, buffers));
   table_changed(*call.table);
-  std::string frame_meta;
-  if (!frames.empty()) {
-    auto added = add_frame_columns(*reply, table, frames, raw, true);
-    if (!added) co_return added.error();
-    frame_meta = std::move(added).value();
-  }
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta,
+                              add_draw_frame_columns(*reply, table, frames, raw));
   co_return reply->finish(call.request_id, ",\"length\":" + std::to_string(request.length) +
                                                ",\"burn_in\":" + std::to_string(request.burn_in) +
                                                sampled_state(state->starts, state->mass) +

@@ -114,4 +114,11 @@ Result<std::string> add_frame_columns(ColumnReply& reply, const Table& table,
          ",\"frames\":" + boost::json::serialize(described);
 }
 
+Result<std::string> add_draw_frame_columns(ColumnReply& reply, const Table& table,
+                                           std::span<const std::vector<std::uint32_t>> frames,
+                                           bool raw) {
+  if (frames.empty()) return std::string();
+  return add_frame_columns(reply, table, frames, raw, true);
+}
+
 }  // namespace replayd::service::commands

@@ -31,5 +31,10 @@ std::uint64_t frame_columns_bound(const Field& field, std::uint64_t frames);
 Result<std::string> add_frame_columns(ColumnReply& reply, const Table& table,
                                       std::span<const std::vector<std::uint32_t>> frames, bool raw,
                                       bool stacked);
+// The frame columns of an n-step or sequence draw (stacked): add_frame_columns, or nothing
+// (an empty member) when the table has no frame fields (`frames` empty).
+Result<std::string> add_draw_frame_columns(ColumnReply& reply, const Table& table,
+                                           std::span<const std::vector<std::uint32_t>> frames,
+                                           bool raw);
 
 }  // namespace replayd::service::commands

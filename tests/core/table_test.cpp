@@ -823,5 +823,20 @@ TEST_CASE("max_table_bytes counts everything a table allocates, not only its dat
   }
 }
 
+TEST_CASE("a sample records at most kObservedDrawsPerRequest of its draws, all of a small one") {
+  auto table = make_table(id_config(512));
+  std::vector<std::int64_t> ids(512);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<std::int64_t>(i);
+  insert_ok(*table, ids);
+  sample_ok(*table, 20);
+  CHECK(table->info().replay.sample_age_inserts.count == 20);
+  sample_ok(*table, 256);  // every 4th draw
+  CHECK(table->info().replay.sample_age_inserts.count == 20 + 64);
+  sample_ok(*table, 100);  // every 2nd draw: 50
+  CHECK(table->info().replay.sample_age_inserts.count == 20 + 64 + 50);
+  CHECK(table->info().counters.samples == 20 + 256 + 100);
+}
+
 }  // namespace
 }  // namespace replayd
