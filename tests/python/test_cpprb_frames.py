@@ -14,6 +14,7 @@ largest stack - 1, written whenever a transition does not continue the previous 
 follows on_episode_end) the table holds. Each transition carries a unique ``act``, by which samples are matched to it."""
 from __future__ import annotations
 
+import os
 import pickle
 import random
 from typing import Any, Dict, List, Optional, Tuple
@@ -199,6 +200,8 @@ def test_a_sample_right_after_add_sees_the_transition(rb_args):
     assert rb.get_stored_size() == 1
 
 
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
+                    reason="sanitizer shadow memory and redzones are not the table's")
 def test_frames_are_stored_once(make_server):
     """A next_of + stack_compress buffer of u8[84, 84, 4] stacks takes about one frame of
     server memory per transition where the plain layout takes eight (obs and next_obs of

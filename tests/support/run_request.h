@@ -5,7 +5,6 @@
 #pragma once
 
 #include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <optional>
 
@@ -24,6 +23,12 @@ class CountingConnection final : public Parking::Connection {
   std::size_t parked_bytes = 0;
 };
 
+// Runs dispatch and keeps what it returned (a named coroutine: its frame owns its arguments).
+inline asio::awaitable<void> dispatch_into(ServiceContext& context, WireFrame frame,
+                                           RequestOrigin origin, std::optional<Dispatched>& done) {
+  done = co_await dispatch(context, std::move(frame), origin);
+}
+
 // The reply to `frame`, or nullopt when the request would wait. `writer`: the connection id.
 inline std::optional<Reply> run_request(ServiceContext& context, WireFrame frame,
                                         std::uint64_t writer = 1) {
@@ -31,12 +36,10 @@ inline std::optional<Reply> run_request(ServiceContext& context, WireFrame frame
   CountingConnection connection;
   Parking parking(connection, context.limits.max_waiting_per_connection);
   std::optional<Dispatched> done;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        done = co_await dispatch(context, std::move(frame), RequestOrigin{writer, parking});
-      },
-      asio::detached);
+  asio::co_spawn(io, dispatch_into(context, std::move(frame), RequestOrigin{writer, parking}, done),
+                 [](std::exception_ptr error) {
+                   if (error) std::rethrow_exception(error);
+                 });
   io.poll();
   if (connection.suspended > 0) {
     parking.cancel_all(CancelReason::connection_closed);
