@@ -22,10 +22,13 @@ COPY --from=build /build/runtime-packages /tmp/runtime-packages
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(cat /tmp/runtime-packages) \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages \
- && groupadd --system replayd && useradd --system --gid replayd --home-dir /var/lib/replayd replayd \
+ && groupadd --system --gid 999 replayd \
+ && useradd --system --uid 999 --gid replayd --home-dir /var/lib/replayd replayd \
  && mkdir -p /etc/replayd /var/lib/replayd && chown replayd:replayd /var/lib/replayd
 COPY --from=build /build/service/replayd /usr/local/bin/replayd
 COPY config/container.json /etc/replayd/replayd.json
+# uid and gid 999 are fixed: config/deploy/statefulset.yaml runs the pod as 999:999 (a
+# Kubernetes runAsNonRoot check cannot resolve a user name) with fsGroup 999 on the volume.
 USER replayd
 VOLUME /var/lib/replayd
 EXPOSE 7700 9700
