@@ -3,6 +3,7 @@
 // order, paginated by sequence number.
 #include <cstring>
 
+#include "core/storage/copy_cell.h"
 #include "core/table/episodic_table.h"
 
 namespace replayd {
@@ -33,7 +34,7 @@ void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepB
   for (std::size_t f = 0; f < out.columns.size(); ++f) {
     if (items_.storage_.blobs(f) != nullptr) continue;
     const std::uint64_t bytes = items_.storage_.item_bytes(f);
-    std::memcpy(out.columns[f].data() + row * bytes, items_.storage_.cell(f, slot), bytes);
+    copy_cell(out.columns[f].data() + row * bytes, items_.storage_.cell(f, slot), bytes);
   }
 }
 

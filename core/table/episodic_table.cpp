@@ -7,6 +7,7 @@
 
 #include "core/episodes/nstep.h"
 #include "core/number_text.h"
+#include "core/storage/copy_cell.h"
 #include "core/storage/zstd_value.h"
 #include "core/table/episodic_table.h"
 
@@ -296,8 +297,9 @@ void EpisodicTable::observe_draws(std::span<const std::uint64_t> keys) {
   items_.observe_draws(keys);
   const std::uint64_t slot_mask = (std::uint64_t{1} << items_.storage_.slot_bits()) - 1;
   const std::uint64_t newest = episodes_->next_id() - 1;
-  for (const std::uint64_t key : keys) {
-    const auto slot = static_cast<std::uint32_t>(key & slot_mask);
+  const std::size_t stride = Table::observed_stride(keys.size());  // the draws recorded
+  for (std::size_t i = 0; i < keys.size(); i += stride) {
+    const auto slot = static_cast<std::uint32_t>(keys[i] & slot_mask);
     items_.replay_.on_episode_draw(newest - episodes_->step(slot).episode);
   }
 }
@@ -412,8 +414,8 @@ Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
     write_reward(out.returns.data() + i * reward_bytes, reward_dtype, total);
     for (std::size_t b = 0; b < bootstrap_fields_.size(); ++b) {
       const std::uint64_t bytes = items_.storage_.item_bytes(bootstrap_fields_[b]);
-      std::memcpy(out.bootstrap[b].data() + i * bytes,
-                  items_.storage_.cell(bootstrap_fields_[b], last), bytes);
+      copy_cell(out.bootstrap[b].data() + i * bytes,
+                items_.storage_.cell(bootstrap_fields_[b], last), bytes);
     }
     for (std::size_t f = 0; f < fields.size(); ++f) {
       if (fields[f].is_frame()) continue;
@@ -422,7 +424,7 @@ Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
         continue;
       }
       const std::uint64_t bytes = items_.storage_.item_bytes(f);
-      std::memcpy(base.columns[f].data() + i * bytes, items_.storage_.cell(f, slot), bytes);
+      copy_cell(base.columns[f].data() + i * bytes, items_.storage_.cell(f, slot), bytes);
     }
     if (!out.frames.empty()) {
       const StepRef ref = episodes_->step(slot);
@@ -484,7 +486,7 @@ Status EpisodicTable::sample_sequences(std::uint64_t n, const SequenceRequest& r
         if (row_slot == EpisodeIndex::kNoSlot) {
           std::memset(to, 0, bytes);
         } else {
-          std::memcpy(to, items_.storage_.cell(f, row_slot), bytes);
+          copy_cell(to, items_.storage_.cell(f, row_slot), bytes);
         }
       }
     }

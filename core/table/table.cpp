@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/storage/copy_cell.h"
 #include "core/storage/zstd_value.h"
 
 namespace replayd {
@@ -214,7 +215,7 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
       continue;
     }
     const std::uint64_t bytes = storage_.item_bytes(f);
-    std::memcpy(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
+    copy_cell(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
   }
   double priority = max_priority_;
   if (!priorities.empty()) {
@@ -296,14 +297,6 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
   for (std::uint64_t i = 0; i < n; ++i) {
     const Pick pick = sampler_->sample(rng_, beta);
     const std::uint32_t slot = pick.slot;
-    for (std::size_t f = 0; f < fields.size(); ++f) {
-      const std::uint64_t bytes = storage_.item_bytes(f);
-      if (out.columns[f].empty()) {
-        out.rows[f][i] = storage_.cell(f, slot);
-      } else {
-        std::memcpy(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
-      }
-    }
     const std::uint32_t times = storage_.times_sampled(slot) + 1;
     storage_.set_times_sampled(slot, times);
     out.keys[i] = storage_.key(slot);
@@ -318,10 +311,37 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
       }
     }
   }
+  gather_rows(out);
   observe_draws(out.keys);
   rate_limiter_.record_samples(n);
   counters_.samples += n;
   return Ok{};
+}
+
+void Table::gather_rows(const SampleBuffers& out) const {
+  const std::uint64_t slot_mask = (std::uint64_t{1} << storage_.slot_bits()) - 1;
+  const auto slot_of = [&](std::uint64_t row) {
+    return static_cast<std::uint32_t>(out.keys[row] & slot_mask);
+  };
+  const std::size_t fields = config_.schema.size();
+  const std::uint64_t n = out.keys.size();
+  constexpr std::uint64_t kAhead = 8;  // rows between a prefetch and its copy
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const std::uint32_t ahead = slot_of(i + kAhead);
+      for (std::size_t f = 0; f < fields; ++f)
+        if (!out.columns[f].empty()) __builtin_prefetch(storage_.cell(f, ahead));
+    }
+    const std::uint32_t slot = slot_of(i);
+    for (std::size_t f = 0; f < fields; ++f) {
+      if (out.columns[f].empty()) {
+        out.rows[f][i] = storage_.cell(f, slot);
+      } else {
+        const std::uint64_t bytes = storage_.item_bytes(f);
+        copy_cell(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
+      }
+    }
+  }
 }
 
 void Table::observe_draws(std::span<const std::uint64_t> keys) {
@@ -329,8 +349,7 @@ void Table::observe_draws(std::span<const std::uint64_t> keys) {
   // Each draw's record is a cache miss of its own: a request contributes at most
   // kObservedDrawsPerRequest of its draws, every stride-th one (the draws of a batch are
   // alike, so the distributions stay unbiased; docs/OPERATIONS.md).
-  const std::size_t stride =
-      (keys.size() + kObservedDrawsPerRequest - 1) / kObservedDrawsPerRequest;
+  const std::size_t stride = observed_stride(keys.size());
   constexpr std::size_t kAhead = 16;  // draws between a prefetch and its use
   for (std::size_t i = 0; i < keys.size(); i += stride) {
     if (i + kAhead * stride < keys.size())

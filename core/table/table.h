@@ -169,9 +169,18 @@ class Table {
   // Records the draws of a batch in the replay statistics: `keys` were just drawn (their
   // slots still hold them, or were freed by max_times_sampled during the batch). A pass of
   // its own after the batch, with prefetch, so that its per-slot loads overlap. At most
-  // kObservedDrawsPerRequest draws of a batch are recorded, evenly spaced. O(min(n, 64)).
+  // kObservedDrawsPerRequest draws of a batch are recorded, evenly spaced. O(min(n, 16)).
   void observe_draws(std::span<const std::uint64_t> keys);
-  static constexpr std::size_t kObservedDrawsPerRequest = 64;
+  // Copies (or views) the fields of the rows whose keys sample() just drew into `out`. A pass
+  // of its own after the draws, fetching rows ahead so that their cache misses overlap. A row
+  // that max_times_sampled retired during the draws still holds its bytes (release() keeps
+  // the fixed-size columns, and item tables have no compressed field).
+  void gather_rows(const SampleBuffers& out) const;
+  static constexpr std::size_t kObservedDrawsPerRequest = 16;
+  // Every how many draws of a batch of `draws` one is recorded (1 up to 16 draws).
+  static std::size_t observed_stride(std::size_t draws) {
+    return (draws + kObservedDrawsPerRequest - 1) / kObservedDrawsPerRequest;
+  }
   std::uint64_t draws_left(std::uint32_t slot) const;
   // Checks n rows; for compressed fields also every frame (check_frames), and returns the
   // cost of the rows' compressed values (BlobColumn::cost, summed).
@@ -202,7 +211,7 @@ class Table {
   // Sum over stored items of (max_times_sampled - times_sampled); only kept when
   // max_times_sampled > 0. A sample of n needs n draws left.
   std::uint64_t draws_left_ = 0;
-  std::uint64_t blob_budget_ = 0;            // compressed_budget(config_)
+  std::uint64_t blob_budget_ = 0;  // compressed_budget(config_)
   ReplayStats replay_;
   std::uint64_t now_ms_ = 0;                 // set_now_ms
   std::unique_ptr<EpisodicTable> episodic_;  // episodic tables only

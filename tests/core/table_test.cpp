@@ -829,13 +829,13 @@ TEST_CASE("a sample records at most kObservedDrawsPerRequest of its draws, all o
   for (std::size_t i = 0; i < ids.size(); ++i)
     ids[i] = static_cast<std::int64_t>(i);
   insert_ok(*table, ids);
-  sample_ok(*table, 20);
-  CHECK(table->info().replay.sample_age_inserts.count == 20);
-  sample_ok(*table, 256);  // every 4th draw
-  CHECK(table->info().replay.sample_age_inserts.count == 20 + 64);
-  sample_ok(*table, 100);  // every 2nd draw: 50
-  CHECK(table->info().replay.sample_age_inserts.count == 20 + 64 + 50);
-  CHECK(table->info().counters.samples == 20 + 256 + 100);
+  sample_ok(*table, 16);
+  CHECK(table->info().replay.sample_age_inserts.count == 16);
+  sample_ok(*table, 256);  // every 16th draw
+  CHECK(table->info().replay.sample_age_inserts.count == 16 + 16);
+  sample_ok(*table, 100);  // every 7th draw: 0, 7, ..., 98
+  CHECK(table->info().replay.sample_age_inserts.count == 16 + 16 + 15);
+  CHECK(table->info().counters.samples == 16 + 256 + 100);
 }
 
 }  // namespace
