@@ -12,45 +12,55 @@ Error invalid(const std::string& message) {
   return make_error(ErrorCode::invalid_argument, message);
 }
 
-// Checks one entry of a column list against `field`.
+// Checks one entry of a column list against `field`. Runs for every column of every insert:
+// error messages are composed only when a check fails.
 Result<ColumnEncoding> check_column(const json::value& column, std::size_t index,
                                     std::size_t field_index, const Field& field, std::uint64_t rows,
                                     const std::string& table) {
-  const std::string where = "table '" + table + "': columns[" + std::to_string(index) + "]";
-  if (!column.is_object()) return invalid(where + ": expected an object");
+  const auto where = [&] {
+    return "table '" + table + "': columns[" + std::to_string(index) + "]";
+  };
+  const auto who = [&] { return "table '" + table + "': field '" + field.name + "'"; };
+  if (!column.is_object()) return invalid(where() + ": expected an object");
   JsonReader reader(column.get_object(), "columns[" + std::to_string(index) + "]");
   REPLAYD_ASSIGN_OR_RETURN(std::string name, reader.string("name"));
   if (name != field.name) {
-    return invalid(where + ": column '" + name + "' where the table's field " +
+    return invalid(where() + ": column '" + name + "' where the table's field " +
                    std::to_string(index) + " is '" + field.name +
                    "' (send every field, in the table's order)");
   }
-  const std::string who = "table '" + table + "': field '" + field.name + "'";
   REPLAYD_ASSIGN_OR_RETURN(std::string dtype, reader.string("dtype"));
   if (dtype != dtype_name(field.dtype)) {
-    return invalid(who + ": dtype " + dtype + " does not match the table's " +
+    return invalid(who() + ": dtype " + dtype + " does not match the table's " +
                    std::string(dtype_name(field.dtype)));
   }
+  // The expected shape is [rows] + the field's shape.
+  const std::size_t dims = field.shape.size() + 1;
+  const auto expected_dim = [&](std::size_t d) -> std::uint64_t {
+    return d == 0 ? rows : field.shape[d - 1];
+  };
+  const auto expected_text = [&] {
+    json::array expected;
+    for (std::size_t d = 0; d < dims; ++d)
+      expected.push_back(expected_dim(d));
+    return json::serialize(expected);
+  };
   const json::value* shape = reader.value("shape");
-  json::array expected{rows};
-  for (auto dim : field.shape)
-    expected.push_back(dim);
-  const std::string expected_text = json::serialize(expected);
-  if (!shape || !shape->is_array() || shape->get_array().size() != expected.size()) {
-    return invalid(who + ": shape must be " + expected_text + " ([n] + the field's shape)");
+  if (!shape || !shape->is_array() || shape->get_array().size() != dims) {
+    return invalid(who() + ": shape must be " + expected_text() + " ([n] + the field's shape)");
   }
-  for (std::size_t d = 0; d < expected.size(); ++d) {
+  for (std::size_t d = 0; d < dims; ++d) {
     const auto dim = as_uint(shape->get_array()[d]);
-    if (!dim || *dim != expected[d].as_uint64()) {
-      return invalid(who + ": shape " + json::serialize(*shape) + " does not match " +
-                     expected_text + " ([n] + the field's shape)");
+    if (!dim || *dim != expected_dim(d)) {
+      return invalid(who() + ": shape " + json::serialize(*shape) + " does not match " +
+                     expected_text() + " ([n] + the field's shape)");
     }
   }
   ColumnEncoding encoding{field_index, field.compression != Compression::none, 0};
   if (encoding.compressed) {
     const json::value* compression = reader.value("compression");
     if (!compression || !compression->is_string() || compression->get_string() != "zstd") {
-      return invalid(who +
+      return invalid(who() +
                      " is compressed: its column must say \"compression\": \"zstd\" and "
                      "give the frames' total \"bytes\"");
     }
@@ -67,6 +77,8 @@ Result<std::vector<ColumnEncoding>> decode_columns(const json::array& list,
                                                    const Table& table, std::uint64_t rows,
                                                    std::vector<std::uint64_t>& column_bytes) {
   std::vector<ColumnEncoding> encodings;
+  encodings.reserve(fields.size());
+  column_bytes.reserve(column_bytes.size() + 2 * fields.size());
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const Field& field = table.schema().field(fields[i]);
     REPLAYD_ASSIGN_OR_RETURN(auto encoding,

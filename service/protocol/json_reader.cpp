@@ -28,9 +28,10 @@ std::optional<std::uint64_t> as_uint(const json::value& value) {
   return std::nullopt;
 }
 
-Result<json::value> parse_json(std::string_view text, const std::string& what) {
+Result<json::value> parse_json(std::string_view text, const std::string& what,
+                               json::storage_ptr storage) {
   boost::system::error_code ec;
-  json::value value = json::parse(text, ec);
+  json::value value = json::parse(text, ec, std::move(storage));
   if (ec)
     return make_error(ErrorCode::invalid_argument, what + " is not valid JSON: " + ec.message());
   return value;
@@ -57,8 +58,24 @@ bool JsonReader::has(std::string_view key) const {
 }
 
 const json::value* JsonReader::value(std::string_view key) {
-  known_.emplace(key);
-  return object_.if_contains(key);
+  const auto entry = object_.find(key);
+  if (entry == object_.end()) return nullptr;
+  mark_known(static_cast<std::size_t>(entry - object_.begin()));
+  return &entry->value();
+}
+
+void JsonReader::mark_known(std::size_t position) {
+  if (position < 64) {
+    known_first_ |= std::uint64_t{1} << position;
+    return;
+  }
+  if (known_rest_.size() <= position - 64) known_rest_.resize(position - 63);
+  known_rest_[position - 64] = true;
+}
+
+bool JsonReader::is_known(std::size_t position) const {
+  if (position < 64) return (known_first_ >> position) & 1;
+  return position - 64 < known_rest_.size() && known_rest_[position - 64];
 }
 
 Result<std::optional<std::string>> JsonReader::optional_string(std::string_view key) {
@@ -127,8 +144,9 @@ Result<bool> JsonReader::boolean_or(std::string_view key, bool fallback) {
 }
 
 Status JsonReader::finish() const {
+  std::size_t position = 0;
   for (const auto& [key, _] : object_) {
-    if (!known_.contains(std::string_view(key))) return error(key, "unknown key");
+    if (!is_known(position++)) return error(key, "unknown key");
   }
   return Ok{};
 }

@@ -1,14 +1,15 @@
 // JsonReader: strict, error-naming access to one JSON object (Boost.JSON). Every getter
 // records the key as known; finish() then rejects any key nobody asked for. Errors name the
 // full path ("tables[0].rate_limiter.kind") and what was expected.
-// Not thread-safe; short-lived, on the stack of the parsing function.
+// Not thread-safe; short-lived, on the stack of the parsing function. It reads every request's
+// metadata: asking for a key allocates nothing.
 #pragma once
 
 #include <boost/json.hpp>
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -44,13 +45,23 @@ class JsonReader {
   Error error(std::string_view key, const std::string& what) const;
 
  private:
+  // Records that a getter asked for the object's entry at `position`.
+  void mark_known(std::size_t position);
+  bool is_known(std::size_t position) const;
+
   const boost::json::object& object_;
   std::string path_;
-  std::set<std::string, std::less<>> known_;
+  // The entries a getter asked for, by position in object_: the first 64 in a mask, the rest
+  // (only configs have more) in a vector.
+  std::uint64_t known_first_ = 0;
+  std::vector<bool> known_rest_;
 };
 
 // Parses `text` as one JSON value; invalid_argument with Boost.JSON's reason on failure.
-Result<boost::json::value> parse_json(std::string_view text, const std::string& what);
+// The value's storage comes from `storage` (the default heap resource unless given; a given
+// resource must outlive the value and every copy of it).
+Result<boost::json::value> parse_json(std::string_view text, const std::string& what,
+                                      boost::json::storage_ptr storage = {});
 
 // Reads a JSON number (int64, uint64 or double) as a double; nullopt if not a number.
 std::optional<double> as_double(const boost::json::value& value);
