@@ -69,10 +69,11 @@ asio::awaitable<Dispatched> dispatch(ServiceContext& context, WireFrame frame,
                                      RequestOrigin origin) {
   const std::uint64_t id = frame.header.request_id;
   Dispatched done{context.metrics.unknown_op(), std::nullopt};
-  // The request's JSON lives in this frame's arena (its first 2 KB inline, more from the
+  // The request's JSON lives in this frame's arena (its first 1 KiB inline, more from the
   // heap in growing blocks) rather than one allocation per value; declared before the
   // document, the arena outlives it. Nothing keeps a copy of the request past this frame.
-  alignas(std::max_align_t) unsigned char arena_bytes[2048];
+  // The frame lives as long as the request, parked ones too (Parking::kBytesPerParkedRequest).
+  alignas(std::max_align_t) unsigned char arena_bytes[1024];
   boost::json::monotonic_resource arena(arena_bytes, sizeof arena_bytes);
   auto document = parse_json(frame.meta, "request metadata", &arena);
   if (!document) co_return Dispatched{done.op, make_error_reply(id, document.error())};

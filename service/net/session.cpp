@@ -196,6 +196,8 @@ asio::awaitable<void> Session::read_loop(bool handover) {
   try {
     if (handover) {
       handled_this_turn_ = 0;
+      // The request that handed over has just parked: the budget may be spent.
+      if (reading_paused()) co_await wait_for_budget();
       co_await consume(std::exchange(unconsumed_, {}));
       if (me != reader_) co_return;
     }

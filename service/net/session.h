@@ -30,14 +30,14 @@
 #include <deque>
 #include <memory>
 
-#include "service/waiting/parking.h"
-#include "service/waiting/wait_queue.h"
 #include "service/net/connection_watchdog.h"
 #include "service/net/token_guard.h"
 #include "service/protocol/reply.h"
 #include "service/protocol/wire_frame.h"
 #include "service/scheduler.h"
 #include "service/service_context.h"
+#include "service/waiting/parking.h"
+#include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 
@@ -131,7 +131,7 @@ class Session : public std::enable_shared_from_this<Session>,
   std::deque<Reply> outbox_;
   std::vector<asio::const_buffer> write_now_buffers_;  // scratch of write_now, reused
   std::size_t outbox_bytes_ = 0;
-  std::size_t parked_bytes_ = 0;  // payload bytes held by parked requests
+  std::size_t parked_bytes_ = 0;  // held by parked requests (Parking::held_bytes)
   WaitQueue outbox_ready_;        // the writer waits here for replies (or for closing)
   WaitQueue read_resume_;         // the reader waits here while paused by backpressure
   // The reader's buffer, and what of it the reader has not handled yet: a reader that hands

@@ -11,16 +11,16 @@ Status Parking::enter(WaitQueue::Waiter& waiter, std::size_t held_bytes) {
                           std::to_string(max_waiting_) + " requests waiting");
   }
   waiters_.insert(&waiter);
-  held_bytes_ += held_bytes;
-  connection_.parked_bytes_changed(held_bytes, true);
+  held_bytes_ += held_bytes + kBytesPerParkedRequest;
+  connection_.parked_bytes_changed(held_bytes + kBytesPerParkedRequest, true);
   connection_.request_suspends();
   return Ok{};
 }
 
 void Parking::leave(WaitQueue::Waiter& waiter, std::size_t held_bytes) {
   waiters_.erase(&waiter);
-  held_bytes_ -= held_bytes;
-  connection_.parked_bytes_changed(held_bytes, false);
+  held_bytes_ -= held_bytes + kBytesPerParkedRequest;
+  connection_.parked_bytes_changed(held_bytes + kBytesPerParkedRequest, false);
 }
 
 void Parking::cancel_all(CancelReason reason) {

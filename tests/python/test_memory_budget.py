@@ -171,3 +171,68 @@ def test_buffers_of_all_connections_together_are_bounded_by_max_buffered_bytes(m
     finally:
         for raw in connections:
             raw.close()
+
+
+def park_small_inserts(address: str, connections: int, per_connection: int):
+    """Opens `connections` raw connections and sends each `per_connection` inserts of one
+    40-byte item into table "held" (whose rate limiter admits none of them), without
+    reading. Returns the connections (the caller closes them) and the bytes each sent."""
+    meta = {"op": "insert", "table": "held", "n": 1,
+            "columns": [{"name": "x", "dtype": "uint8", "shape": [1, 40]}]}
+    request = frame(meta, bytes(40))
+    raws = [RawConnection(address) for _ in range(connections)]
+    sent = [send_without_reading(raw, request * per_connection, seconds=2) for raw in raws]
+    return raws, sent
+
+
+def test_many_small_parked_requests_are_bounded_by_max_buffered_bytes(make_server, tmp_path):
+    # A parked request holds far more than its 40 bytes of payload (its coroutine frames, its
+    # parsed metadata, its waiter): counted per request (Parking::kBytesPerParkedRequest)
+    # against the budget, 32 connections x 1024 parked inserts cannot take more than the
+    # 8 MiB budget plus a frame per connection. Counted by payload alone they would all be
+    # parked: 32 x 1024 x 40 B of payload is 1.3 MiB, ~100 MiB of the server's memory.
+    server = make_server(extra_args=write_config(tmp_path, {"max_buffered_bytes": 8 * MiB}))
+    with replayd.Client(server.unix_address) as client:
+        create(client, "held", (40,), 64, {"kind": "sample_to_insert_ratio",
+                                            "samples_per_insert": 1.0,
+                                            "min_size_to_sample": 1, "error_buffer": 2.0})
+        before = rss_bytes(server.proc.pid)
+        raws, _ = park_small_inserts(server.unix_address, 32, 1024)
+        try:
+            grown = settle_rss(server.proc.pid) - before
+            waiting = client.table_info("held")["waiting"]["inserts"]
+            # The budget pauses reading after about 8 MiB / 8 KiB = 1,024 parked requests.
+            assert waiting < 2000, f"{waiting} inserts parked"
+            assert grown < 8 * MiB + 16 * MiB, f"the server grew by {grown / MiB:.0f} MiB"
+            # A learner's connection, which holds nothing, is still served.
+            assert client.table_info("held")["size"] >= 1
+        finally:
+            for raw in raws:
+                raw.close()
+
+
+def test_what_a_parked_request_holds_is_within_what_the_budget_counts(make_server, tmp_path):
+    # Parking::kBytesPerParkedRequest must not undercount: with a budget that admits every
+    # request, the server's growth per parked insert stays below the count.
+    server = make_server()
+    with replayd.Client(server.unix_address) as client:
+        create(client, "held", (40,), 64, {"kind": "sample_to_insert_ratio",
+                                            "samples_per_insert": 1.0,
+                                            "min_size_to_sample": 1, "error_buffer": 2.0})
+        before = rss_bytes(server.proc.pid)
+        raws, _ = park_small_inserts(server.unix_address, 16, 1000)
+        try:
+            deadline = time.monotonic() + 10
+            while (client.table_info("held")["waiting"]["inserts"] < 16 * 1000 - 64
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
+            waiting = client.table_info("held")["waiting"]["inserts"]
+            grown = settle_rss(server.proc.pid) - before
+            per_request = grown / waiting
+            print(f"{waiting} parked inserts, {grown / MiB:.1f} MiB, "
+                  f"{per_request:.0f} B per parked request")
+            assert waiting > 15000
+            assert per_request < 8 * 1024  # Parking::kBytesPerParkedRequest
+        finally:
+            for raw in raws:
+                raw.close()

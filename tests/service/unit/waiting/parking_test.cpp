@@ -1,5 +1,6 @@
 // Tests of service/waiting/parking.h: a connection's waiting requests, counted against
-// max_waiting_per_connection, with the payload bytes they hold reported to the connection,
+// max_waiting_per_connection, with the bytes they hold (payload and kBytesPerParkedRequest
+// each) reported to the connection,
 // and all cancelled with the connection's reason when it closes.
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -31,6 +32,8 @@ class RecordingConnection final : public Parking::Connection {
   std::size_t parked_bytes = 0;
 };
 
+constexpr std::size_t kEach = Parking::kBytesPerParkedRequest;
+
 }  // namespace
 
 TEST_CASE("a parked request is counted with its bytes and told to the connection") {
@@ -45,13 +48,15 @@ TEST_CASE("a parked request is counted with its bytes and told to the connection
   REQUIRE(parking.enter(b, 0));
   CHECK(parking.size() == 2);
   CHECK_FALSE(parking.empty());
-  CHECK(parking.held_bytes() == 100);
+  // A parked request holds its payload and its frames: many small ones count as much memory
+  // as they take.
+  CHECK(parking.held_bytes() == 100 + 2 * kEach);
   CHECK(connection.suspended == 2);
-  CHECK(connection.parked_bytes == 100);
+  CHECK(connection.parked_bytes == 100 + 2 * kEach);
   parking.leave(a, 100);
   CHECK(parking.size() == 1);
-  CHECK(parking.held_bytes() == 0);
-  CHECK(connection.parked_bytes == 0);
+  CHECK(parking.held_bytes() == kEach);
+  CHECK(connection.parked_bytes == kEach);
   parking.leave(b, 0);
   CHECK(parking.empty());
   CHECK(connection.changes == 4);
@@ -73,9 +78,9 @@ TEST_CASE("a request past max_waiting_per_connection is refused and nothing is p
   CHECK_THAT(refused.error().message,
              Contains("max_waiting_per_connection = 2") && Contains("waiting"));
   CHECK(parking.size() == 2);
-  CHECK(parking.held_bytes() == 30);
+  CHECK(parking.held_bytes() == 30 + 2 * kEach);
   CHECK(connection.suspended == 2);
-  CHECK(connection.parked_bytes == 30);
+  CHECK(connection.parked_bytes == 30 + 2 * kEach);
   parking.leave(a, 10);
   CHECK(parking.enter(c, 30).ok());  // room again once one leaves
   parking.leave(b, 20);
@@ -116,7 +121,7 @@ TEST_CASE("cancel_all ends every parked wait with the connection's reason") {
   }
   io.poll();
   CHECK(parking.size() == 2);
-  CHECK(parking.held_bytes() == 16);
+  CHECK(parking.held_bytes() == 16 + 2 * kEach);
   CHECK_FALSE(outcomes[0].has_value());
   parking.cancel_all(CancelReason::connection_closed);
   io.restart();
