@@ -358,3 +358,70 @@ def test_prioritized_frame_buffer_indexes_are_ring_positions(rb_args):
         {0: 3.0, 1: 4.0, 2: 2.0}
     rb.update_priorities([2], [1e6])
     assert (rb.sample(100)["obs"][:, 0] == 2.0).mean() > 0.95
+
+
+def stack_layouts(stack: np.ndarray) -> List[np.ndarray]:
+    """The same (..., S) stack in the memory layouts a caller may hand over: frames
+    interleaved (np.stack(axis=-1)), frame planes (np.moveaxis of (S, ...) frames, as in
+    the benchmark), Fortran order, and a strided view into a larger array."""
+    planes = np.moveaxis(np.ascontiguousarray(np.moveaxis(stack, -1, 0)), 0, -1)
+    larger = np.zeros((stack.shape[0] * 2, *stack.shape[1:]), stack.dtype)
+    larger[::2] = stack
+    return [np.ascontiguousarray(stack), planes, np.asfortranarray(stack), larger[::2]]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_a_stream_in_any_memory_layout_is_one_stored_episode_of_exact_values(rb_args, dtype):
+    """Each add hands obs and next_obs over in a layout drawn at random: the stream still
+    continues (the table holds its transitions' rows and the history rows of one stored
+    episode, no more), every value comes back exactly, and a next_obs that is not the
+    shifted obs is refused in every layout."""
+    rb = ReplayBuffer(64, {"obs": {"shape": (5, 6, 4), "dtype": dtype}, "act": {}},
+                      next_of="obs", stack_compress="obs", **rb_args)
+    rng = np.random.default_rng(11)
+    frames = (rng.integers(0, 4, (44, 5, 6)) * 60).astype(dtype)
+    if dtype == np.float32:
+        frames[frames == 0] = -0.0  # negative zeros stay negative
+    stacks = [np.moveaxis(frames[t:t + 4], 0, -1) for t in range(41)]
+    for t in range(40):
+        obs, next_obs = (stack_layouts(stacks[t])[rng.integers(4)],
+                         stack_layouts(stacks[t + 1])[rng.integers(4)])
+        rb.add(obs=obs, act=float(t), next_obs=next_obs)
+    got = rb.get_all_transitions()
+    assert got["act"][:, 0].tolist() == list(range(40))
+    for t in range(40):
+        assert got["obs"][t].tobytes() == np.ascontiguousarray(stacks[t]).tobytes()
+        assert got["next_obs"][t].tobytes() == np.ascontiguousarray(stacks[t + 1]).tobytes()
+    assert int(rb.client.table_info(rb.table)["size"]) == 40 + 4  # one episode's H rows
+    wrong = np.array(stacks[41 - 1])
+    wrong[2, 3, 1] += 1  # frame 1 of next_obs is not frame 2 of obs
+    for bad in stack_layouts(wrong):
+        for obs in stack_layouts(stacks[39]):
+            with pytest.raises(ValueError, match="shifted by one frame"):
+                rb.add(obs=obs, act=99.0, next_obs=bad)
+    assert rb.get_stored_size() == 40
+
+
+def test_python_numbers_are_stored_as_numpy_casts_them(rb_args):
+    """A frame buffer's other values given as Python numbers (passed to the writer as they
+    are) come back as ``np.asarray(value, dtype)``, as when given as arrays: bools, ints
+    for floats, floats for ints (truncated), -0.0, ints beyond 2**53 for floats."""
+    env = {"obs": {"shape": (2, 2, 2), "dtype": np.uint8}, "act": {"dtype": np.int32},
+           "rew": {}, "done": {"dtype": np.uint8}, "flag": {"dtype": np.bool_}}
+    rb = ReplayBuffer(16, env, next_of="obs", stack_compress="obs", **rb_args)
+    values = [{"act": 1, "rew": 0.1, "done": 0, "flag": True},
+              {"act": -5, "rew": 1, "done": 255, "flag": False},
+              {"act": 1.7, "rew": True, "done": True, "flag": 1},
+              {"act": True, "rew": -0.0, "done": 1.0, "flag": 0},
+              {"act": 2 ** 31 - 1, "rew": 2 ** 60 + 1, "done": np.uint8(7), "flag": 2.0},
+              {"act": np.int64(3), "rew": 1e-50, "done": 3, "flag": np.bool_(True)}]
+    frames = np.arange(len(values) + 2, dtype=np.uint8)
+    for t, numbers in enumerate(values):
+        stack = np.broadcast_to(frames[t:t + 3], (2, 2, 3))
+        rb.add(obs=np.array(stack[..., :2]), next_obs=np.array(stack[..., 1:]), **numbers)
+    got = rb.get_all_transitions()
+    for name in ("act", "rew", "done", "flag"):
+        want = np.stack([np.asarray(numbers[name], dtype=got[name].dtype).reshape(1)
+                         for numbers in values])
+        assert got[name].dtype == np.dtype(env[name].get("dtype", np.float32)), name
+        assert got[name].tobytes() == want.tobytes(), (name, got[name], want)

@@ -3,7 +3,6 @@ create_buffer, stored in a replayd table (what matches cpprb and what differs: t
 docstring, replayd/cpprb/__init__.py)."""
 from __future__ import annotations
 
-import os
 import warnings
 from multiprocessing import util as mp_util
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -22,19 +21,32 @@ from .frame_ring import FrameRing
 from .pixel_frames import FramePlan
 from .steps import (HIDDEN_REWARD, RESERVED, SAMPLE_EXTRAS, RingKeys, read_ordered, send_steps,
                     with_hidden)
-from .table import (WRITER_BATCH_ITEMS, Lifetime, check_mp_options, env_fields,
+from .table import (PID, WRITER_BATCH_ITEMS, Lifetime, check_mp_options, env_fields,
                     new_table_name, raw_dtypes, resolve_address, reward_field_of, stored_shape)
 
 __all__ = ["ReplayBuffer", "PrioritizedReplayBuffer", "MPReplayBuffer",
            "MPPrioritizedReplayBuffer", "create_buffer"]
 
-_PID = [os.getpid()]  # this process's id, kept by a fork hook (os.getpid is a system call)
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
-
 _IGNORED_OPTIONS = ("ctx", "backend", "logger", "mmap_prefix")
 # Dead transitions' rows gathered before a frame buffer's add sends their priority 0 and
 # the deletes (a sample sends them first anyway).
 SETTLE_DEAD_ROWS = 256
+
+
+def python_numbers(dtype: "np.dtype[Any]") -> Optional[Tuple[Tuple[type, ...], Any, Any]]:
+    """(types, low, high): the Python numbers of those types within [low, high] that the
+    writer stores in a scalar field of `dtype` as they are (Writer.append's fast path),
+    with the value ``np.asarray(value, dtype)`` has; add() passes them on unconverted.
+    Floats stop at 2**53, below which an int converts exactly to a double first."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return (int, bool), int(info.min), int(info.max)
+    if dtype.kind == "f":
+        high = min(float(np.finfo(dtype).max), 2.0 ** 53)
+        return (int, float, bool), -high, high
+    if dtype.kind == "b":
+        return (bool,), False, True
+    return None
 
 
 def names_of(value: Any) -> List[str]:
@@ -113,7 +125,12 @@ class ReplayBuffer:
         self._exact_adds = self._nstep is None and not self._frames and not self._raw
         self._direct: Optional[Writer] = None  # that writer, once known (see _add_one)
         self._direct_pid = 0
-        self._one_plan = [(name, dtype, int(np.prod(shape)), stored_shape(shape))
+        # Per value: name, dtype, size, stored shape, and for a frame buffer's other scalar
+        # values the Python numbers add() passes on as given (see python_numbers).
+        plain = set(self._frames.plain_names) if self._frames else set()
+        self._one_plan = [(name, dtype, int(np.prod(shape)), stored_shape(shape),
+                           python_numbers(dtype) if name in plain and stored_shape(shape) == ()
+                           else None)
                           for name, dtype, shape in self._fields]
         if self._raw:  # add() of one transition takes the general path (_store converts)
             self._one_plan = []
@@ -171,7 +188,7 @@ class ReplayBuffer:
         writer (no round trip); every other method sees it. Raises KeyError if a value is
         missing; values for names the buffer does not define are ignored, as in cpprb."""
         direct = self._direct
-        if direct is not None and self._direct_pid == _PID[0]:
+        if direct is not None and self._direct_pid == PID[0]:
             if direct.try_append(kwargs):  # values already as stored: the cheapest path
                 self._added += 1
                 return (self._added - 1) % self._size
@@ -324,13 +341,18 @@ class ReplayBuffer:
             exact.update(self._hidden_values)
             writer = self._life.writer_here()
             if self._hidden is None:  # add() may hand this process's writer kwargs as given
-                self._direct, self._direct_pid = writer, _PID[0]
+                self._direct, self._direct_pid = writer, PID[0]
             if writer.try_append(exact, priority):
                 return self._added_one(priorities)
         item: Dict[str, Any] = dict(self._hidden_values)
         try:
-            for name, dtype, size, stored in self._one_plan:
-                array = np.asarray(kwargs[name], dtype=dtype)
+            for name, dtype, size, stored, numbers in self._one_plan:
+                value = kwargs[name]
+                if numbers is not None and type(value) in numbers[0] and \
+                        numbers[1] <= value <= numbers[2]:
+                    item[name] = value  # the writer stores it as numpy's cast would
+                    continue
+                array = np.asarray(value, dtype=dtype)
                 if array.shape != stored:
                     if array.size != size:
                         return None

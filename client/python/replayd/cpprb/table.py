@@ -20,6 +20,9 @@ from .steps import Episode, StepWriter
 DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
 WRITER_BATCH_ITEMS = 64  # single-transition adds sent per insert request
 UPDATES_IN_FLIGHT = 8  # priority updates sent and not yet acknowledged
+# This process's id, kept by a fork hook: os.getpid is a system call, and every add asks.
+PID = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: PID.__setitem__(0, os.getpid()))
 
 
 def resolve_address(address: Optional[str]) -> str:
@@ -49,7 +52,7 @@ class Lifetime:
     def _start_process(self) -> None:
         """This process's state, fresh: its writer (made on first use), its episode, the
         priority updates and the sample it sent without waiting."""
-        self.pid = os.getpid()
+        self.pid = PID[0]
         self.writer: Optional[StepWriter] = None
         self.episode_ = Episode(self.client, self.table)
         self.updates: Deque["Future[Any]"] = collections.deque()
@@ -57,7 +60,7 @@ class Lifetime:
 
     def _here(self) -> None:
         """A forked child inherits the object but none of the parent's process state."""
-        if self.pid != os.getpid():
+        if self.pid != PID[0]:
             self._start_process()
 
     def prefetch(self, request: Any, future: "Future[Any]") -> None:
