@@ -13,10 +13,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "core/episodes/slot_queue.h"
 
 namespace replayd {
 
@@ -28,7 +29,7 @@ struct Episode {
   std::uint32_t length = 0;  // steps appended so far (stored or not)
   std::uint32_t first = 0;   // position of slots.front()
   std::uint32_t stored = 0;  // stored steps
-  std::deque<std::uint32_t> slots;
+  SlotQueue slots;
 
   bool ended() const { return state != EpisodeState::open; }
 };
