@@ -130,7 +130,7 @@ class EpisodicTable {
   EpisodicTable(const EpisodicTable&) = delete;
   EpisodicTable& operator=(const EpisodicTable&) = delete;
 
-  static constexpr std::size_t kMaxOpenEpisodes = std::size_t{1} << 16;
+  static constexpr std::size_t kMaxOpenEpisodes = kMaxOpenEpisodesPerTable;
 
   // Opens a new empty episode for `writer` (any id the caller uses for one writer, such as
   // a connection) and returns its id (ids are never reused). Errors: resource_exhausted

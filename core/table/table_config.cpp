@@ -108,7 +108,8 @@ TableBytes table_bytes(const TableConfig& config) {
                                     config.capacity;  // + membership bytes
     const std::uint64_t complete =
         selector_bytes(SelectorKind::prioritized, config.capacity) + config.capacity;
-    bytes.episodes = std::uint64_t{config.capacity} * kEpisodeBytesPerSlot + complete +
+    bytes.episodes = std::uint64_t{config.capacity} * (kEpisodeBytesPerSlot + kEpisodeMemoryBytes) +
+                     kMaxOpenEpisodesPerTable * kEpisodeMemoryBytes + complete +
                      kMaxWindowIndexes * per_index;
   }
   return bytes;
@@ -130,16 +131,16 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
   }
   const TableBytes bytes = table_bytes(config);
   if (bytes.total() > max_table_bytes) {
-    return make_error(ErrorCode::resource_exhausted,
-                      who + "capacity " + std::to_string(config.capacity) + " needs " +
-                          decimal_text(bytes.total()) + " bytes (data " + decimal_text(bytes.data) +
-                          " = " + std::to_string(config.schema.item_bytes()) +
-                          " bytes per item, slot metadata " + std::to_string(bytes.metadata) +
-                          ", sampler " + std::to_string(bytes.sampler) + ", remover " +
-                          std::to_string(bytes.remover) + ", episodes " +
-                          std::to_string(bytes.episodes) + ", replay stats " +
-                          std::to_string(bytes.replay) + "), exceeding max_table_bytes = " +
-                          std::to_string(max_table_bytes) + " bytes per table");
+    return make_error(
+        ErrorCode::resource_exhausted,
+        who + "capacity " + std::to_string(config.capacity) + " needs " +
+            decimal_text(bytes.total()) + " bytes (data " + decimal_text(bytes.data) + " = " +
+            std::to_string(config.schema.item_bytes()) + " bytes per item, slot metadata " +
+            std::to_string(bytes.metadata) + ", sampler " + std::to_string(bytes.sampler) +
+            ", remover " + std::to_string(bytes.remover) + ", episodes " +
+            std::to_string(bytes.episodes) + ", replay stats " + std::to_string(bytes.replay) +
+            "), exceeding max_table_bytes = " + std::to_string(max_table_bytes) +
+            " bytes per table");
   }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
     return make_error(ErrorCode::invalid_argument,

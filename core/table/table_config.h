@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "core/table/rate_limiter.h"
 #include "core/result.h"
 #include "core/rng.h"
 #include "core/schema.h"
 #include "core/selectors/selector.h"
+#include "core/table/rate_limiter.h"
 
 namespace replayd {
 
@@ -34,6 +34,12 @@ struct EpisodeConfig {
 // position, the link to its episode's next step, the episode's slot list, the insertion
 // log), counted against max_table_bytes.
 inline constexpr std::uint64_t kEpisodeBytesPerSlot = 52;
+// Bytes of one episode's record (its entry in the episode map and its slot queue's block;
+// 105 measured for an episode of one step). Counted once per slot (every stored step may be
+// an episode of its own) and once per open episode a table allows (empty ones included).
+inline constexpr std::uint64_t kEpisodeMemoryBytes = 160;
+// Open episodes of one table, at most (writers end episodes to open more).
+inline constexpr std::uint64_t kMaxOpenEpisodesPerTable = std::uint64_t{1} << 16;
 // Window indexes an episodic table may build (distinct window requirements).
 inline constexpr std::uint64_t kMaxWindowIndexes = 8;
 
@@ -67,7 +73,8 @@ struct TableBytes {
   std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
   std::uint64_t sampler = 0;   // the sampler's trees and position maps
   std::uint64_t remover = 0;   // the remover's structures
-  // Episodic tables: capacity * kEpisodeBytesPerSlot, the complete-episode set, and the
+  // Episodic tables: capacity * (kEpisodeBytesPerSlot + kEpisodeMemoryBytes), the records
+  // of kMaxOpenEpisodesPerTable open episodes, the complete-episode set, and the
   // most window indexes a table may build (WindowIndexSet::kMaxIndexes, each a selector of
   // the sampler's kind and a membership byte per slot).
   std::uint64_t episodes = 0;

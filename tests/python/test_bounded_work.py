@@ -3,6 +3,8 @@ asks for cannot make another's well-formed request fail (docs/CONFIG.md, max_nst
 max_sequence_steps; docs/TRAJECTORIES.md, window indexes). Against the real binary."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,28 @@ def test_one_connection_cannot_use_up_the_open_episodes_of_a_table(client, addre
         for env in range(4):
             writer.append(env, obs=np.zeros(2, np.float32), rew=1.0)
     conn.close()
+
+
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
+                    reason="sanitizer shadow memory and redzones are not the table's")
+def test_what_episodes_hold_is_within_what_the_table_budget_counts(make_server):
+    # Episode bookkeeping is counted against max_table_bytes per slot: the step's own 52 bytes
+    # and an episode record of 160 (docs/TRAJECTORIES.md), since every stored step may be an
+    # episode of its own. One-step episodes filling a table must not take more.
+    from conftest import resident_bytes
+    server = make_server()
+    n = 100_000
+    with replayd.Client(server.unix_address) as client:
+        client.create_table("one-step", {"rew": (np.float32, ())}, n, episodic=True,
+                            reward="rew")
+        before = resident_bytes(server.proc.pid)
+        with client.episode_writer("one-step", envs=64, batch=64) as writer:
+            for i in range(n // 64):
+                for env in range(64):
+                    writer.append(env, rew=np.float32(i))
+                    writer.end_episode(env, terminated=True)
+        assert client.table_info("one-step")["size"] == n // 64 * 64
+        grown = resident_bytes(server.proc.pid) - before
+    per_episode = grown / (n // 64 * 64)
+    print(f"{per_episode:.0f} B per one-step episode")
+    assert per_episode < 52 + 160, f"{per_episode:.0f} B per one-step episode"

@@ -241,6 +241,15 @@ TEST_CASE("table_bytes counts data, slot metadata, selectors and episode bookkee
   CHECK(episodic.episodes >= 50 * kEpisodeBytesPerSlot);
 }
 
+TEST_CASE("an episodic table's budget counts a record for every episode it may hold") {
+  // Every stored step may be an episode of its own, and writers may hold the table's
+  // open episodes empty: both are counted against max_table_bytes.
+  const auto config = episodic_config();
+  const TableBytes bytes = table_bytes(config);
+  CHECK(bytes.episodes >= std::uint64_t{config.capacity} * kEpisodeMemoryBytes +
+                              kMaxOpenEpisodesPerTable * kEpisodeMemoryBytes);
+}
+
 TEST_CASE("the compressed budget defaults to a full table of the largest frames") {
   auto config = episodic_config();
   Field pixels{"pixels", DType::uint8, {16, 16}};
