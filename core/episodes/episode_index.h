@@ -106,6 +106,12 @@ class EpisodeIndex {
   // Snapshot support: visits every live episode in ascending id order.
   template <typename Visit>
   void for_each(Visit visit) const;
+  // Visits every live episode, in no particular order. O(episodes).
+  template <typename Visit>
+  void for_each_unordered(Visit visit) const {
+    for (const auto& [id, episode] : episodes_)
+      visit(id, episode);
+  }
   // Restore path: installs an episode exactly (its slots must name occupied slots that no
   // other episode claims; the caller validates) and sets the steps of its slots.
   void restore(std::uint64_t id, Episode episode);

@@ -16,9 +16,47 @@ WindowIndex::WindowIndex(const WindowSpec& spec, const WindowContext& context, b
   } else {
     selector_ = std::make_unique<UniformSelector>(capacity);
   }
-  if (!scan) return;
-  for (std::uint32_t slot = 0; slot < context_.storage->capacity(); ++slot) {
-    if (context_.storage->occupied(slot)) refresh(slot);
+  if (scan) this->scan();
+}
+
+void WindowIndex::scan() {
+  const std::uint32_t capacity = context_.storage->capacity();
+  std::vector<std::uint8_t> valid(capacity, 0);
+  // missing[i]: steps not stored among positions first .. first + i - 1 of the episode.
+  std::vector<std::uint32_t> missing;
+  context_.episodes->for_each_unordered([&](std::uint64_t, const Episode& episode) {
+    const std::uint64_t first = episode.first;
+    const std::uint64_t length = episode.length;
+    missing.assign(1, 0);
+    for (const std::uint32_t slot : episode.slots)
+      missing.push_back(missing.back() + (slot == EpisodeIndex::kNoSlot ? 1 : 0));
+    // Steps not stored among positions [lo, end), end <= length: those before `first`
+    // (evicted or never stored) and the gaps after it.
+    const auto missing_in = [&](std::uint64_t lo, std::uint64_t end) {
+      const std::uint64_t from = std::max(lo, first);
+      return (lo < first ? first - lo : 0) + missing[end - first] - missing[from - first];
+    };
+    for (std::uint64_t p = first; p < length; ++p) {
+      const std::uint32_t slot = episode.slots[static_cast<std::size_t>(p - first)];
+      if (slot == EpisodeIndex::kNoSlot || p % spec_.stride != 0) continue;
+      if (context_.next_of && episode.ended() && p + 1 == length) continue;
+      if (!context_.pad_history && p < spec_.backward) continue;
+      std::uint64_t end = p + spec_.forward;  // one past the window's last position
+      if (end > length) {
+        if (!spec_.allow_short || !episode.ended()) continue;
+        end = length;
+      }
+      const std::uint64_t lo = p >= spec_.backward ? p - spec_.backward : 0;
+      valid[slot] = missing_in(lo, end) == 0 ? 1 : 0;
+    }
+  });
+  for (std::uint32_t slot = 0; slot < capacity; ++slot) {
+    if (!valid[slot]) continue;
+    if (context_.max_times_sampled != 0 &&
+        context_.storage->times_sampled(slot) >= context_.max_times_sampled) {
+      continue;
+    }
+    add(slot);
   }
 }
 
@@ -68,13 +106,17 @@ bool WindowIndex::is_valid(std::uint32_t slot) const {
 void WindowIndex::refresh(std::uint32_t slot) {
   const bool valid = is_valid(slot);
   if (valid && !contains(slot)) {
-    selector_->insert(slot, priority_of(slot));
-    member_[slot] = 1;
-    ++size_;
-    draws_left_ += draws_of(slot);
+    add(slot);
   } else if (!valid && contains(slot)) {
     drop(slot);
   }
+}
+
+void WindowIndex::add(std::uint32_t slot) {
+  selector_->insert(slot, priority_of(slot));
+  member_[slot] = 1;
+  ++size_;
+  draws_left_ += draws_of(slot);
 }
 
 void WindowIndex::drop(std::uint32_t slot) {

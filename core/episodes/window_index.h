@@ -54,8 +54,8 @@ struct WindowContext {
 
 class WindowIndex {
  public:
-  // Builds the index by scanning every stored step (O(capacity * (forward + backward))), or,
-  // with scan = false, empty for the restore path (restore_member).
+  // Builds the index from every stored step (O(capacity), whatever the window's size: see
+  // scan()), or, with scan = false, empty for the restore path (restore_member).
   WindowIndex(const WindowSpec& spec, const WindowContext& context, bool scan = true);
 
   const WindowSpec& spec() const { return spec_; }
@@ -97,7 +97,12 @@ class WindowIndex {
   std::uint32_t count_valid() const;
 
  private:
+  // Adds every valid start, in slot order (as refresh() of each slot would, so that draws do
+  // not depend on how the index was built). One pass per episode over its stored positions
+  // with a running count of missing steps answers each start's window in O(1).
+  void scan();
   void refresh(std::uint32_t slot);
+  void add(std::uint32_t slot);
   void drop(std::uint32_t slot);
   double priority_of(std::uint32_t slot) const;
   std::uint64_t draws_of(std::uint32_t slot) const;

@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <vector>
+
+#include "core/rng.h"
 #include "core/schema.h"
 
 namespace replayd {
@@ -103,6 +106,63 @@ TEST_CASE("a window set holds at most kMaxIndexes requirements, dropping the lea
   CHECK_FALSE(k2_found);
   f.windows.clear();
   CHECK(f.windows.size() == 0);
+}
+
+}  // namespace
+}  // namespace replayd
+
+namespace replayd {
+namespace {
+
+// A random stream of appends, episode ends and removals anywhere (gaps inside episodes,
+// evicted fronts), then an index built from scratch for each requirement: its members are
+// exactly the stored steps that is_valid() (the rule, checked step by step) accepts.
+TEST_CASE("an index built from the table's steps holds exactly the valid starts") {
+  const Schema schema = Schema::create({Field{"x", DType::uint8, {}}}).value();
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    Storage storage{schema, 64};
+    EpisodeIndex episodes{64};
+    std::vector<std::uint64_t> open;
+    for (int op = 0; op < 400; ++op) {
+      const std::uint64_t dice = rng.uniform_below(10);
+      if (open.size() < 3 && (open.empty() || dice == 0)) {
+        open.push_back(episodes.open(1));
+      } else if (dice == 1 && episodes.find(open.front())->length > 0) {
+        episodes.end(open.front(),
+                     rng.uniform_below(2) ? EpisodeState::terminated : EpisodeState::truncated);
+        open.erase(open.begin());
+      } else if (storage.full() || dice == 2) {
+        if (storage.size() == 0) continue;
+        std::uint32_t slot = static_cast<std::uint32_t>(rng.uniform_below(64));
+        while (!storage.occupied(slot))
+          slot = (slot + 1) % 64;
+        episodes.remove(slot);
+        storage.release(slot);
+      } else {
+        const std::uint32_t slot = storage.acquire();
+        episodes.append(open[rng.uniform_below(open.size())], slot);
+      }
+    }
+    for (const bool next_of : {false, true}) {
+      for (const bool pad_history : {true, false}) {
+        const WindowContext context{&storage, &episodes, false, 1.0, 0, next_of, pad_history};
+        for (const WindowSpec spec :
+             {WindowSpec{1, false, 1, 0}, WindowSpec{3, false, 1, 0}, WindowSpec{3, true, 1, 0},
+              WindowSpec{2, true, 2, 0}, WindowSpec{4, false, 1, 3}, WindowSpec{1, true, 3, 5}}) {
+          const WindowIndex index(spec, context);
+          std::uint32_t valid = 0;
+          for (std::uint32_t slot = 0; slot < 64; ++slot) {
+            if (!storage.occupied(slot)) continue;
+            INFO("seed " << seed << " slot " << slot << " forward " << spec.forward);
+            REQUIRE(index.contains(slot) == index.is_valid(slot));
+            valid += index.is_valid(slot) ? 1 : 0;
+          }
+          CHECK(index.size() == valid);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+"""How long one request holds the server's thread when it asks for a window requirement
+the table has not indexed yet, on a table of 2^20 stored steps (four long episodes, the
+last one wrapping the ring): the request builds the index from every stored step. Prints
+each request's round trip in milliseconds (the build is nearly all of it); a repeated
+requirement is served from the index already built.
+
+    taskset -c 1 /usr/bin/python3 bench/python/window_index_build.py SERVER_BINARY...
+
+Each server is started pinned to CPU 0, on a Unix socket in a temporary directory.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
+
+import replayd  # noqa: E402
+
+STEPS = 1 << 20
+REQUESTS = [
+    ("sample nstep=1000 (new)", lambda c: c.sample("e", 1, nstep=1000)),
+    ("sample nstep=1000 (indexed)", lambda c: c.sample("e", 1, nstep=1000)),
+    ("sample_sequences length=4000 burn_in=96 (new)",
+     lambda c: c.sample_sequences("e", 1, 4000, burn_in=96)),
+    ("sample nstep=7, 256 (new)", lambda c: c.sample("e", 256, nstep=7)),
+    ("sample_sequences length=80, 32 (new)", lambda c: c.sample_sequences("e", 32, 80)),
+]
+
+
+def fill(client: replayd.Client) -> None:
+    client.create_table("e", {"obs": (np.float32, (2,)), "rew": (np.float32, ())}, STEPS,
+                        episodic=True, reward="rew", seed=1)
+    lengths = [STEPS // 4] * 3 + [STEPS - 3 * (STEPS // 4) + 1000]
+    obs = np.zeros(2, np.float32)
+    with client.episode_writer("e", envs=1, batch=4096) as writer:
+        for length in lengths:
+            for _ in range(length):
+                writer.append(0, obs=obs, rew=1.0)
+            writer.end_episode(0, terminated=True)
+
+
+def measure(binary: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
+        server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
+                                   "--metrics", "", "--ready-file", ready, "--log-level",
+                                   "warn"])
+        try:
+            while not os.path.exists(ready):
+                time.sleep(0.05)
+            with replayd.Client(f"unix://{socket}", timeout=600) as client:
+                fill(client)
+                for label, request in REQUESTS:
+                    began = time.perf_counter()
+                    request(client)
+                    print(f"| {binary} | {label} | {(time.perf_counter() - began) * 1e3:,.1f} |")
+        finally:
+            server.terminate()
+            server.wait()
+
+
+def main() -> None:
+    print("| server | request | ms |\n|---|---|---:|")
+    for binary in sys.argv[1:]:
+        measure(binary)
+
+
+if __name__ == "__main__":
+    main()
