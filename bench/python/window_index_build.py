@@ -2,7 +2,9 @@
 the table has not indexed yet, on a table of 2^20 stored steps (four long episodes, the
 last one wrapping the ring): the request builds the index from every stored step. Prints
 each request's round trip in milliseconds (the build is nearly all of it); a repeated
-requirement is served from the index already built.
+requirement is served from the index already built. Then what those indexes cost the
+writers: 65,536 more steps appended (each evicting the oldest), timed before the requests
+(no index) and after them (every index kept up to date on each append and eviction).
 
     taskset -c 1 /usr/bin/python3 bench/python/window_index_build.py SERVER_BINARY...
 
@@ -46,6 +48,20 @@ def fill(client: replayd.Client) -> None:
             writer.end_episode(0, terminated=True)
 
 
+APPENDS = 1 << 16
+
+
+def append_seconds(client: replayd.Client) -> float:
+    """Appends APPENDS steps as one episode (the table is full: each evicts the oldest)."""
+    obs = np.zeros(2, np.float32)
+    began = time.perf_counter()
+    with client.episode_writer("e", envs=1, batch=4096) as writer:
+        for _ in range(APPENDS):
+            writer.append(0, obs=obs, rew=1.0)
+        writer.end_episode(0, terminated=True)
+    return time.perf_counter() - began
+
+
 def measure(binary: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
@@ -57,10 +73,15 @@ def measure(binary: str) -> None:
                 time.sleep(0.05)
             with replayd.Client(f"unix://{socket}", timeout=600) as client:
                 fill(client)
+                fresh = append_seconds(client)
+                print(f"| {binary} | append {APPENDS:,} steps, no index | {fresh * 1e3:,.1f} |")
                 for label, request in REQUESTS:
                     began = time.perf_counter()
                     request(client)
                     print(f"| {binary} | {label} | {(time.perf_counter() - began) * 1e3:,.1f} |")
+                indexed = append_seconds(client)
+                print(f"| {binary} | append {APPENDS:,} steps, {len(REQUESTS) - 1} indexes | "
+                      f"{indexed * 1e3:,.1f} ({indexed / fresh:.2f}x) |")
         finally:
             server.terminate()
             server.wait()

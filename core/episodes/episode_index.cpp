@@ -1,5 +1,7 @@
 #include "core/episodes/episode_index.h"
 
+#include <algorithm>
+
 namespace replayd {
 
 std::uint64_t EpisodeIndex::open(std::uint64_t writer) {
@@ -59,6 +61,7 @@ void EpisodeIndex::remove(std::uint32_t slot) {
   Episode& episode = it->second;
   link_previous(episode, ref.position, kNextGone);
   episode.slots[ref.position - episode.first] = kNoSlot;
+  episode.stored_from = std::max(episode.stored_from, ref.position + 1);
   --episode.stored;
   if (ref.position < history_positions_) --history_steps_;
   while (!episode.slots.empty() && episode.slots.front() == kNoSlot) {
@@ -78,6 +81,7 @@ void EpisodeIndex::remove_all_steps() {
     }
     episode.slots.clear();
     episode.first = episode.length;
+    episode.stored_from = episode.length;
     episode.stored = 0;
     ++it;
   }
@@ -106,9 +110,13 @@ void EpisodeIndex::restore(std::uint64_t id, Episode episode) {
   std::uint32_t after_last = kLatest;
   if (episode.state == EpisodeState::terminated) after_last = kTerminatesHere;
   if (episode.state == EpisodeState::truncated) after_last = kTruncatedHere;
+  episode.stored_from = episode.first;
   for (std::uint32_t i = 0; i < episode.slots.size(); ++i) {
     const std::uint32_t slot = episode.slots[i];
-    if (slot == kNoSlot) continue;
+    if (slot == kNoSlot) {
+      episode.stored_from = episode.first + i + 1;
+      continue;
+    }
     steps_[slot] = StepRef{id, episode.first + i};
     if (episode.first + i < history_positions_) ++history_steps_;
     if (i + 1 == episode.slots.size()) {

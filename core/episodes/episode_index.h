@@ -29,6 +29,9 @@ struct Episode {
   std::uint32_t length = 0;  // steps appended so far (stored or not)
   std::uint32_t first = 0;   // position of slots.front()
   std::uint32_t stored = 0;  // stored steps
+  // Every position in [stored_from, length) is stored (first <= stored_from <= length): a
+  // window from there on needs no step-by-step check.
+  std::uint32_t stored_from = 0;
   SlotQueue slots;
 
   bool ended() const { return state != EpisodeState::open; }

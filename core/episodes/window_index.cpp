@@ -89,15 +89,17 @@ bool WindowIndex::is_valid(std::uint32_t slot) const {
   if (context_.next_of && episode->ended() && p + 1 == episode->length) return false;
   if (!context_.pad_history && p < spec_.backward) return false;
   const std::uint64_t back_from = p >= spec_.backward ? p - spec_.backward : 0;
-  for (std::uint64_t q = back_from; q < p; ++q) {
-    if (EpisodeIndex::slot_at(*episode, q) == EpisodeIndex::kNoSlot) return false;
-  }
   std::uint64_t end = p + spec_.forward;  // one past the window's last position
   if (end > episode->length) {
     if (!spec_.allow_short || !episode->ended()) return false;
     end = episode->length;
   }
-  for (std::uint64_t q = p; q < end; ++q) {
+  // Steps [back_from, end) must all be stored: none is before the first stored one, and from
+  // stored_from on every one is (the common case: eviction takes episodes from the front),
+  // so only a window reaching back over a gap is checked step by step.
+  if (back_from < episode->first) return false;
+  if (back_from >= episode->stored_from) return true;
+  for (std::uint64_t q = back_from; q < end; ++q) {
     if (EpisodeIndex::slot_at(*episode, q) == EpisodeIndex::kNoSlot) return false;
   }
   return true;
@@ -156,10 +158,14 @@ void WindowIndex::on_end(const Episode& episode) {
 
 void WindowIndex::on_remove(std::uint32_t slot, const StepRef& ref, const Episode& episode) {
   // Starts whose forward window holds p: [p - forward + 1, p]; whose backward window holds
-  // p: [p + 1, p + backward]. Every one of them becomes invalid.
+  // p: [p + 1, p + backward]. Every one of them becomes invalid. Only stored positions
+  // ([first, length) of the episode) can be starts: evicting an episode's oldest step looks
+  // at its backward window's starts only, not at a forward window's worth of positions.
   const std::uint64_t p = ref.position;
-  const std::uint64_t from = p + 1 >= spec_.forward ? p + 1 - spec_.forward : 0;
-  const std::uint64_t to = p + spec_.backward;  // inclusive
+  const std::uint64_t from =
+      std::max<std::uint64_t>(p + 1 >= spec_.forward ? p + 1 - spec_.forward : 0, episode.first);
+  const std::uint64_t to =
+      std::min<std::uint64_t>(p + spec_.backward, std::uint64_t{episode.length} - 1);  // inclusive
   for (std::uint64_t q = from; q <= to; ++q) {
     const std::uint32_t start = q == p ? slot : EpisodeIndex::slot_at(episode, q);
     if (start != EpisodeIndex::kNoSlot && contains(start)) drop(start);

@@ -66,17 +66,20 @@ class WindowIndex {
   // max_times_sampled > 0).
   std::uint64_t draws_left() const { return draws_left_; }
   bool contains(std::uint32_t slot) const { return member_[slot] != 0; }
-  // Whether the stored `slot` is a valid start by the rule above. O(forward + backward).
+  // Whether the stored `slot` is a valid start by the rule above. O(1), or O(forward +
+  // backward) when the window reaches back over a gap inside its episode (a step deleted or
+  // evicted out of order).
   bool is_valid(std::uint32_t slot) const;
 
   // Events, each called after the EpisodeIndex has recorded it:
-  // the step in `slot` was stored (as the newest step of its episode). O(forward + backward).
+  // the step in `slot` was stored (as the newest step of its episode). O(1) as is_valid().
   void on_append(std::uint32_t slot);
-  // The episode `episode` ended. O(forward * (1 + backward)).
+  // The episode `episode` ended. O(forward) refreshes (each as is_valid()).
   // (Ending drops the last step as a start where next_of says so.)
   void on_end(const Episode& episode);
   // The step `ref`, stored in `slot`, is about to be removed (call before the EpisodeIndex
-  // forgets it): every start whose window holds it is dropped. O(forward + backward).
+  // forgets it): every start whose window holds it is dropped. O(stored positions among the
+  // forward + backward that could hold it): O(backward) for an episode's oldest step.
   void on_remove(std::uint32_t slot, const StepRef& ref, const Episode& episode);
   // `slot`'s priority or times-sampled count changed. O(log capacity) when prioritized, else O(1).
   void on_priority(std::uint32_t slot);
