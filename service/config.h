@@ -22,6 +22,9 @@ struct Limits {
   // thread per draw, and a window index of that reach costs every later append and eviction.
   std::uint32_t max_nstep = 1024;           // steps
   std::uint32_t max_sequence_steps = 4096;  // steps
+  // Steps one n-step sample walks in all (n x nstep): unlike a sequence's, they are not in
+  // the reply, so max_frame_bytes does not bound them. 2^24 steps take the thread ~25 ms.
+  std::uint64_t max_nstep_walk_steps = std::uint64_t{1} << 24;
   // Episodes one connection may hold open in one table, so that no writer can use up the
   // table's 65,536 for the others.
   std::uint32_t max_open_episodes_per_connection = 8192;

@@ -52,6 +52,13 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
                                            std::to_string(call.service.limits.max_nstep) +
                                            " (the server's limits)");
   }
+  if (call.n * k > call.service.limits.max_nstep_walk_steps) {  // n <= 2^31, k <= 2^24
+    co_return call.args.error(
+        "nstep", "n x nstep = " + std::to_string(call.n) + " x " + std::to_string(k) + " = " +
+                     std::to_string(call.n * k) + " steps to walk exceeds max_nstep_walk_steps = " +
+                     std::to_string(call.service.limits.max_nstep_walk_steps) +
+                     " (the server's limits): sample fewer transitions per request");
+  }
   if (k == 0 || k > table.config().capacity) {
     co_return call.args.error("nstep", "must be between 1 and the capacity " +
                                            std::to_string(table.config().capacity) + ", got " +

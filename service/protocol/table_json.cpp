@@ -83,6 +83,7 @@ json::object limits_json(const Limits& limits) {
                       {"max_batch_items", limits.max_batch_items},
                       {"max_waiting_per_connection", limits.max_waiting_per_connection},
                       {"max_nstep", limits.max_nstep},
+                      {"max_nstep_walk_steps", limits.max_nstep_walk_steps},
                       {"max_sequence_steps", limits.max_sequence_steps},
                       {"max_open_episodes_per_connection", limits.max_open_episodes_per_connection},
                       {"max_queued_reply_bytes", limits.max_queued_reply_bytes},

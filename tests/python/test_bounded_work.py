@@ -33,6 +33,19 @@ def test_an_nstep_beyond_max_nstep_is_refused_naming_the_limit(client, episodes)
     assert sample.keys.shape == (4,)
 
 
+def test_an_nstep_sample_walking_more_than_max_nstep_walk_steps_is_refused(client, episodes):
+    # 65,536 draws of 1,024 steps would walk 67M steps (~100 ms of the server's thread) that
+    # the reply does not hold: refused before anything is drawn, naming the limit.
+    limit = client.server["limits"]["max_nstep_walk_steps"]
+    assert limit == 1 << 24
+    with pytest.raises(replayd.InvalidArgument,
+                       match=r"n x nstep = 65536 x 1000 = 65536000 steps to walk exceeds "
+                             r"max_nstep_walk_steps = 16777216"):
+        client.sample(episodes, 65536, nstep=1000, gamma=0.99, timeout=0)
+    # Within it, served.
+    assert client.sample(episodes, 16384, nstep=1000, timeout=5).keys.shape == (16384,)
+
+
 def test_a_sequence_beyond_max_sequence_steps_is_refused_naming_the_limit(client, episodes):
     assert client.server["limits"]["max_sequence_steps"] == 4096
     with pytest.raises(replayd.InvalidArgument, match=r"burn_in 4000 \+ length 100 exceeds "
