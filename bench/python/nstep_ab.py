@@ -15,10 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -27,27 +24,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import episodes_bench as eb  # noqa: E402
+from pinned_server import pinned_server  # noqa: E402
 
 
 def measure(binary: str, seconds: float) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
-        server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
-                                   "--metrics", "", "--ready-file", ready, "--log-level",
-                                   "warn"])
-        try:
-            while not os.path.exists(ready):
-                time.sleep(0.05)
-            client = eb.replayd.Client(f"unix://{socket}")
-            client.create_table("episodes", eb.FIELDS, eb.CAPACITY, episodic=True, reward="rew",
-                                seed=1)
-            lengths = np.random.default_rng(2).integers(100, 301, 1000)
-            eb.write_episodes(client, eb.steps(4096, 1), lengths, 2.0)
-            return eb.sample_rate(client.sampler("episodes", 256, nstep=3, gamma=0.99), 256,
-                                  seconds)
-        finally:
-            server.terminate()
-            server.wait()
+    with pinned_server(binary) as address:
+        client = eb.replayd.Client(address)
+        client.create_table("episodes", eb.FIELDS, eb.CAPACITY, episodic=True, reward="rew",
+                            seed=1)
+        lengths = np.random.default_rng(2).integers(100, 301, 1000)
+        eb.write_episodes(client, eb.steps(4096, 1), lengths, 2.0)
+        return eb.sample_rate(client.sampler("episodes", 256, nstep=3, gamma=0.99), 256,
+                              seconds)
 
 
 def main() -> None:

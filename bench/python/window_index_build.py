@@ -8,22 +8,21 @@ writers: 65,536 more steps appended (each evicting the oldest), timed before the
 
     taskset -c 1 /usr/bin/python3 bench/python/window_index_build.py SERVER_BINARY...
 
-Each server is started pinned to CPU 0, on a Unix socket in a temporary directory.
+Each server is started pinned to CPU 0 (bench/python/pinned_server.py).
 """
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import replayd  # noqa: E402
+from pinned_server import pinned_server  # noqa: E402
 
 STEPS = 1 << 20
 REQUESTS = [
@@ -63,28 +62,18 @@ def append_seconds(client: replayd.Client) -> float:
 
 
 def measure(binary: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
-        server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
-                                   "--metrics", "", "--ready-file", ready, "--log-level",
-                                   "warn"])
-        try:
-            while not os.path.exists(ready):
-                time.sleep(0.05)
-            with replayd.Client(f"unix://{socket}", timeout=600) as client:
-                fill(client)
-                fresh = append_seconds(client)
-                print(f"| {binary} | append {APPENDS:,} steps, no index | {fresh * 1e3:,.1f} |")
-                for label, request in REQUESTS:
-                    began = time.perf_counter()
-                    request(client)
-                    print(f"| {binary} | {label} | {(time.perf_counter() - began) * 1e3:,.1f} |")
-                indexed = append_seconds(client)
-                print(f"| {binary} | append {APPENDS:,} steps, {len(REQUESTS) - 1} indexes | "
-                      f"{indexed * 1e3:,.1f} ({indexed / fresh:.2f}x) |")
-        finally:
-            server.terminate()
-            server.wait()
+    with pinned_server(binary) as address:
+        with replayd.Client(address, timeout=600) as client:
+            fill(client)
+            fresh = append_seconds(client)
+            print(f"| {binary} | append {APPENDS:,} steps, no index | {fresh * 1e3:,.1f} |")
+            for label, request in REQUESTS:
+                began = time.perf_counter()
+                request(client)
+                print(f"| {binary} | {label} | {(time.perf_counter() - began) * 1e3:,.1f} |")
+            indexed = append_seconds(client)
+            print(f"| {binary} | append {APPENDS:,} steps, {len(REQUESTS) - 1} indexes | "
+                  f"{indexed * 1e3:,.1f} ({indexed / fresh:.2f}x) |")
 
 
 def main() -> None:

@@ -173,16 +173,20 @@ def test_buffers_of_all_connections_together_are_bounded_by_max_buffered_bytes(m
             raw.close()
 
 
-def park_small_inserts(address: str, connections: int, per_connection: int):
-    """Opens `connections` raw connections and sends each `per_connection` inserts of one
-    40-byte item into table "held" (whose rate limiter admits none of them), without
-    reading. Returns the connections (the caller closes them) and the bytes each sent."""
+def park_small_inserts(client, address: str, connections: int, per_connection: int):
+    """Creates table "held", whose rate limiter admits no more inserts after the first few,
+    opens `connections` raw connections and sends each `per_connection` inserts of one
+    40-byte item into it, without reading. Returns the connections (the caller closes them)."""
+    create(client, "held", (40,), 64, {"kind": "sample_to_insert_ratio",
+                                        "samples_per_insert": 1.0,
+                                        "min_size_to_sample": 1, "error_buffer": 2.0})
     meta = {"op": "insert", "table": "held", "n": 1,
             "columns": [{"name": "x", "dtype": "uint8", "shape": [1, 40]}]}
     request = frame(meta, bytes(40))
     raws = [RawConnection(address) for _ in range(connections)]
-    sent = [send_without_reading(raw, request * per_connection, seconds=2) for raw in raws]
-    return raws, sent
+    for raw in raws:
+        send_without_reading(raw, request * per_connection, seconds=2)
+    return raws
 
 
 def test_many_small_parked_requests_are_bounded_by_max_buffered_bytes(make_server, tmp_path):
@@ -193,11 +197,8 @@ def test_many_small_parked_requests_are_bounded_by_max_buffered_bytes(make_serve
     # parked: 32 x 1024 x 40 B of payload is 1.3 MiB, ~100 MiB of the server's memory.
     server = make_server(extra_args=write_config(tmp_path, {"max_buffered_bytes": 8 * MiB}))
     with replayd.Client(server.unix_address) as client:
-        create(client, "held", (40,), 64, {"kind": "sample_to_insert_ratio",
-                                            "samples_per_insert": 1.0,
-                                            "min_size_to_sample": 1, "error_buffer": 2.0})
         before = rss_bytes(server.proc.pid)
-        raws, _ = park_small_inserts(server.unix_address, 32, 1024)
+        raws = park_small_inserts(client, server.unix_address, 32, 1024)
         try:
             grown = settle_rss(server.proc.pid) - before
             waiting = client.table_info("held")["waiting"]["inserts"]
@@ -218,11 +219,8 @@ def test_what_a_parked_request_holds_is_within_what_the_budget_counts(make_serve
     # request, the server's growth per parked insert stays below the count.
     server = make_server()
     with replayd.Client(server.unix_address) as client:
-        create(client, "held", (40,), 64, {"kind": "sample_to_insert_ratio",
-                                            "samples_per_insert": 1.0,
-                                            "min_size_to_sample": 1, "error_buffer": 2.0})
         before = rss_bytes(server.proc.pid)
-        raws, _ = park_small_inserts(server.unix_address, 16, 1000)
+        raws = park_small_inserts(client, server.unix_address, 16, 1000)
         try:
             deadline = time.monotonic() + 10
             while (client.table_info("held")["waiting"]["inserts"] < 16 * 1000 - 64
