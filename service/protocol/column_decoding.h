@@ -13,8 +13,8 @@
 
 #include <boost/json.hpp>
 
-#include "core/storage/batch_layout.h"
 #include "core/table/table.h"
+#include "service/protocol/batch_layout.h"
 
 namespace replayd::service::commands {
 

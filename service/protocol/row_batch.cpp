@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 
-#include "core/storage/batch_layout.h"
+#include "service/protocol/batch_layout.h"
 #include "service/protocol/column_decoding.h"
 
 namespace replayd::service::commands {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/rng.h"
-#include "core/storage/batch_layout.h"
+#include "service/protocol/batch_layout.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;

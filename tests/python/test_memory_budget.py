@@ -204,7 +204,8 @@ def test_many_small_parked_requests_are_bounded_by_max_buffered_bytes(make_serve
             waiting = client.table_info("held")["waiting"]["inserts"]
             # The budget pauses reading after about 8 MiB / 8 KiB = 1,024 parked requests.
             assert waiting < 2000, f"{waiting} inserts parked"
-            assert grown < 8 * MiB + 16 * MiB, f"the server grew by {grown / MiB:.0f} MiB"
+            if "ASAN_OPTIONS" not in os.environ:  # shadow memory and redzones are not counted
+                assert grown < 8 * MiB + 16 * MiB, f"the server grew by {grown / MiB:.0f} MiB"
             # A learner's connection, which holds nothing, is still served.
             assert client.table_info("held")["size"] >= 1
         finally:

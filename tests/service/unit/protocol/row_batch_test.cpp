@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "core/storage/batch_layout.h"
+#include "service/protocol/batch_layout.h"
 #include "service/protocol/row_batch.h"
 
 using namespace replayd;

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "core/storage/batch_layout.h"
+#include "service/protocol/batch_layout.h"
 #include "service/protocol/sample_reply.h"
 
 using namespace replayd;

@@ -1,4 +1,4 @@
-#include "core/storage/batch_layout.h"
+#include "service/protocol/batch_layout.h"
 
 namespace replayd {
 

@@ -1,6 +1,6 @@
 // Tests for core/batch_layout.*: column offsets of a batch, aligned so each column can be
 // viewed in place, and overflow detection for batch sizes a client might send.
-#include "core/storage/batch_layout.h"
+#include "service/protocol/batch_layout.h"
 
 #include <catch2/catch.hpp>
 
