@@ -37,7 +37,7 @@ Limits fuzz_limits() {
   limits.max_meta_bytes = 4096;
   limits.max_batch_items = 64;
   limits.max_waiting_per_connection = 4;
-  limits.max_table_bytes = 1 << 20;
+  limits.max_table_bytes = 16 << 20;  // an episodic table counts 10 MiB of open episodes
   limits.max_tables = 4;
   return limits;
 }

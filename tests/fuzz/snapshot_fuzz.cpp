@@ -51,7 +51,7 @@ void fix_checksums(std::vector<std::byte>& image) {
 SnapshotLimits fuzz_limits() {
   SnapshotLimits limits;
   limits.max_tables = 8;
-  limits.max_table_bytes = 4 << 20;
+  limits.max_table_bytes = 16 << 20;  // an episodic table counts 10 MiB of open episodes
   return limits;
 }
 
