@@ -38,9 +38,16 @@ void WindowIndex::scan() {
     };
     for (std::uint64_t p = first; p < length; ++p) {
       const std::uint32_t slot = episode.slots[static_cast<std::size_t>(p - first)];
-      if (slot == EpisodeIndex::kNoSlot) continue;
-      const auto window = window_of(episode, p);
-      if (window) valid[slot] = missing_in(window->first, window->second) == 0 ? 1 : 0;
+      if (slot == EpisodeIndex::kNoSlot || p % spec_.stride != 0) continue;
+      if (context_.next_of && episode.ended() && p + 1 == length) continue;
+      if (!context_.pad_history && p < spec_.backward) continue;
+      std::uint64_t end = p + spec_.forward;  // one past the window's last position
+      if (end > length) {
+        if (!spec_.allow_short || !episode.ended()) continue;
+        end = length;
+      }
+      const std::uint64_t lo = p >= spec_.backward ? p - spec_.backward : 0;
+      valid[slot] = missing_in(lo, end) == 0 ? 1 : 0;
     }
   });
   for (std::uint32_t slot = 0; slot < capacity; ++slot) {
@@ -70,19 +77,6 @@ std::uint64_t WindowIndex::draws_of(std::uint32_t slot) const {
   return context_.max_times_sampled - context_.storage->times_sampled(slot);
 }
 
-std::optional<std::pair<std::uint64_t, std::uint64_t>> WindowIndex::window_of(
-    const Episode& episode, std::uint64_t p) const {
-  if (p % spec_.stride != 0) return std::nullopt;
-  if (context_.next_of && episode.ended() && p + 1 == episode.length) return std::nullopt;
-  if (!context_.pad_history && p < spec_.backward) return std::nullopt;
-  std::uint64_t end = p + spec_.forward;  // one past the window's last position
-  if (end > episode.length) {
-    if (!spec_.allow_short || !episode.ended()) return std::nullopt;
-    end = episode.length;
-  }
-  return std::pair{p >= spec_.backward ? p - spec_.backward : 0, end};
-}
-
 bool WindowIndex::is_valid(std::uint32_t slot) const {
   if (context_.max_times_sampled != 0 &&
       context_.storage->times_sampled(slot) >= context_.max_times_sampled) {
@@ -90,9 +84,16 @@ bool WindowIndex::is_valid(std::uint32_t slot) const {
   }
   const StepRef ref = context_.episodes->step(slot);
   const Episode* episode = context_.episodes->find(ref.episode);
-  const auto window = window_of(*episode, ref.position);
-  if (!window) return false;
-  const auto [back_from, end] = *window;
+  const std::uint64_t p = ref.position;
+  if (p % spec_.stride != 0) return false;
+  if (context_.next_of && episode->ended() && p + 1 == episode->length) return false;
+  if (!context_.pad_history && p < spec_.backward) return false;
+  const std::uint64_t back_from = p >= spec_.backward ? p - spec_.backward : 0;
+  std::uint64_t end = p + spec_.forward;  // one past the window's last position
+  if (end > episode->length) {
+    if (!spec_.allow_short || !episode->ended()) return false;
+    end = episode->length;
+  }
   // Steps [back_from, end) must all be stored: none is before the first stored one, and from
   // stored_from on every one is (the common case: eviction takes episodes from the front),
   // so only a window reaching back over a gap is checked step by step.

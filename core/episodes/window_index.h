@@ -22,8 +22,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <utility>
 #include <vector>
 
 #include "core/episodes/episode_index.h"
@@ -106,11 +104,6 @@ class WindowIndex {
   // not depend on how the index was built). One pass per episode over its stored positions
   // with a running count of missing steps answers each start's window in O(1).
   void scan();
-  // The positions [first, second) whose steps must all be stored for a start at position p
-  // of `episode`, or nullopt when p is no start whatever is stored (stride, next_of,
-  // history, a forward window past an episode that may still grow).
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> window_of(const Episode& episode,
-                                                                   std::uint64_t p) const;
   void refresh(std::uint32_t slot);
   void add(std::uint32_t slot);
   void drop(std::uint32_t slot);
