@@ -18,6 +18,8 @@ const char* error_code_name(ErrorCode code) {
       return "failed_precondition";
     case ErrorCode::unavailable:
       return "unavailable";
+    case ErrorCode::permission_denied:
+      return "permission_denied";
   }
   return "unknown";
 }

@@ -18,7 +18,8 @@ enum class ErrorCode {
   would_block,          // the rate limiter or min size does not allow this yet
   resource_exhausted,   // a limit (capacity, memory, batch size) would be exceeded
   failed_precondition,  // the operation can never succeed in the table's current configuration
-  unavailable           // the service cannot do it now (it is shutting down)
+  unavailable,          // the service cannot do it now (it is shutting down)
+  permission_denied     // this connection may not do it (e.g. map shared memory over TCP)
 };
 
 const char* error_code_name(ErrorCode code);

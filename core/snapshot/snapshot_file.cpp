@@ -60,9 +60,10 @@ Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimi
   if (crc32c(std::span<const std::byte>(header, 12)) != stored_crc) {
     return bad("file header checksum mismatch");
   }
-  if (version != kSnapshotVersion) {
+  if (version < kOldestSnapshotVersion || version > kSnapshotVersion) {
     return bad("unknown snapshot format version " + std::to_string(version) +
-               " (this server reads version " + std::to_string(kSnapshotVersion) + ")");
+               " (this server reads versions " + std::to_string(kOldestSnapshotVersion) + " to " +
+               std::to_string(kSnapshotVersion) + ")");
   }
   SectionReader reader(source, kSnapshotHeaderBytes);
   REPLAYD_ASSIGN_OR_RETURN(auto info_bytes, reader.section(kFileInfo));
@@ -79,8 +80,11 @@ Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimi
                " tables, more than max_tables = " + std::to_string(limits.max_tables));
   }
   for (std::uint32_t i = 0; i < table_count; ++i) {
-    REPLAYD_ASSIGN_OR_RETURN(auto table, read_table_sections(reader, limits.max_table_bytes));
-    decoded.stats.items += table->size();
+    std::uint64_t items_written = 0;
+    REPLAYD_ASSIGN_OR_RETURN(auto table,
+                             read_table_sections(reader, limits.max_table_bytes, version,
+                                                 limits.column_memory, &items_written));
+    decoded.stats.items += items_written;
     decoded.tables.push_back(std::move(table));
   }
   REPLAYD_ASSIGN_OR_RETURN(auto end_bytes, reader.section(kFileEnd));

@@ -18,6 +18,8 @@ constexpr std::uint32_t kFreeSlots = section_tag("TFRE");
 constexpr std::uint32_t kItems = section_tag("TITM");
 constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
 constexpr std::uint32_t kBlobs = section_tag("TBLB");
+constexpr std::uint32_t kLostCount = section_tag("TLSN");  // version 2
+constexpr std::uint32_t kLostKeys = section_tag("TLSK");   // version 2
 constexpr std::uint8_t kFrameOptionsTail = 2;
 constexpr std::uint8_t kNoHistoryPaddingTail = 3;  // EpisodeConfig::pad_history = false
 
@@ -61,13 +63,18 @@ Error in_table(const std::string& table, const Error& error) {
 class TableSnapshotAccess {
  public:
   static Status write(const Table& table, SectionWriter& writer);
-  static Result<std::unique_ptr<Table>> read(SectionReader& reader, std::uint64_t max_table_bytes);
+  static Result<std::unique_ptr<Table>> read(SectionReader& reader, std::uint64_t max_table_bytes,
+                                             std::uint32_t version, ColumnMemorySource* memory,
+                                             std::uint64_t* items_written);
 
  private:
   static Result<TableConfig> read_config(std::span<const std::byte> payload);
   static Status read_slots(SectionReader& reader, Table& table, std::uint32_t size,
                            std::vector<bool>& occupied);
   static Status read_items(SectionReader& reader, Table& table, const std::vector<bool>& occupied);
+  static Status write_lost(SectionWriter& writer, std::span<const std::uint64_t> lost);
+  // Reads the lost keys and removes their items. Returns how many.
+  static Result<std::uint64_t> drop_lost(SectionReader& reader, Table& table);
   static Status read_sampler_order(SectionReader& reader, Table& table,
                                    const std::vector<bool>& occupied);
 };
@@ -144,6 +151,7 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
   // Items in the remover's order, so that eviction order survives.
   writer.begin_stream(kItems);
   Status status = Ok{};
+  std::vector<std::uint64_t> lost;  // items whose bytes changed under the copy
   table.remover_->for_each_in_order([&](std::uint32_t slot) {
     if (!status) return;
     status = writer.append_value(storage.key(slot));
@@ -156,6 +164,7 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
         status = writer.append({storage.cell(f, slot), storage.item_bytes(f)});
       }
     }
+    if (status && !storage.stamp_holds_key(slot)) lost.push_back(storage.key(slot));
   });
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
@@ -178,10 +187,44 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
   if (const EpisodicTable* episodic = table.episodic_.get()) {
-    return write_episode_sections(*episodic->episodes_, *episodic->step_log_, *episodic->windows_,
-                                  writer);
+    REPLAYD_RETURN_IF_ERROR(write_episode_sections(*episodic->episodes_, *episodic->step_log_,
+                                                   *episodic->windows_, writer));
   }
-  return Ok{};
+  return write_lost(writer, lost);
+}
+
+Status TableSnapshotAccess::write_lost(SectionWriter& writer, std::span<const std::uint64_t> lost) {
+  ByteWriter count;
+  count.u64(lost.size());
+  REPLAYD_RETURN_IF_ERROR(writer.section(kLostCount, count.data()));
+  writer.begin_stream(kLostKeys);
+  REPLAYD_RETURN_IF_ERROR(writer.append(std::as_bytes(lost)));
+  return writer.end_stream();
+}
+
+Result<std::uint64_t> TableSnapshotAccess::drop_lost(SectionReader& reader, Table& table) {
+  REPLAYD_ASSIGN_OR_RETURN(auto count_bytes, reader.section(kLostCount));
+  ByteReader in(count_bytes);
+  std::uint64_t count = 0;
+  if (!in.u64(count) || in.remaining() != 0) return bad("section TLSN: malformed");
+  if (count > table.size()) {
+    return bad("section TLSN: " + std::to_string(count) + " lost items, more than the " +
+               std::to_string(table.size()) + " stored");
+  }
+  reader.begin_stream(kLostKeys, count * 8);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::uint64_t key = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(key));
+    const auto slot = table.storage_.find(key);
+    if (!slot) {
+      return bad("section TLSK: lost key " + std::to_string(key) +
+                 " is not a stored item, or is listed twice");
+    }
+    table.remove_item(*slot);
+    ++table.counters_.evictions;
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  return count;
 }
 
 Result<TableConfig> TableSnapshotAccess::read_config(std::span<const std::byte> payload) {
@@ -430,12 +473,15 @@ Status TableSnapshotAccess::read_sampler_order(SectionReader& reader, Table& tab
 }
 
 Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
-                                                         std::uint64_t max_table_bytes) {
+                                                         std::uint64_t max_table_bytes,
+                                                         std::uint32_t version,
+                                                         ColumnMemorySource* memory,
+                                                         std::uint64_t* items_written) {
   REPLAYD_ASSIGN_OR_RETURN(auto config_bytes, reader.section(kTableConfig));
   REPLAYD_ASSIGN_OR_RETURN(TableConfig config, read_config(config_bytes));
   const std::string name = config.name;
   // Validates the whole configuration and the byte limit before allocating the columns.
-  auto created = Table::create(std::move(config), max_table_bytes);
+  auto created = Table::create(std::move(config), max_table_bytes, memory);
   if (!created) return in_table(name, created.error());
   std::unique_ptr<Table> table = std::move(created).value();
 
@@ -495,6 +541,11 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   table->rate_limiter_.set_counters(limiter);
   table->rng_.set_state(rng);
   table->max_priority_ = max_priority;
+  table->storage_.publish_all();
+  if (items_written != nullptr) *items_written = table->size();
+  if (version >= 2) {
+    if (auto lost = drop_lost(reader, *table); !lost) return in_table(name, lost.error());
+  }
   return table;
 }
 
@@ -503,8 +554,11 @@ Status write_table_sections(const Table& table, SectionWriter& writer) {
 }
 
 Result<std::unique_ptr<Table>> read_table_sections(SectionReader& reader,
-                                                   std::uint64_t max_table_bytes) {
-  return TableSnapshotAccess::read(reader, max_table_bytes);
+                                                   std::uint64_t max_table_bytes,
+                                                   std::uint32_t version,
+                                                   ColumnMemorySource* column_memory,
+                                                   std::uint64_t* items_written) {
+  return TableSnapshotAccess::read(reader, max_table_bytes, version, column_memory, items_written);
 }
 
 }  // namespace replayd

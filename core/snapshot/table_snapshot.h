@@ -22,7 +22,11 @@
 namespace replayd {
 
 inline constexpr char kSnapshotMagic[8] = {'R', 'P', 'L', 'Y', 'S', 'N', 'A', 'P'};
-inline constexpr std::uint32_t kSnapshotVersion = 1;
+// Version 2 adds, after each table's other sections, the keys of items whose bytes changed
+// while the image was written (a forked writer reading columns the server keeps writing, in
+// shared memory): they are dropped when the image is read. Version 1 images still load.
+inline constexpr std::uint32_t kSnapshotVersion = 2;
+inline constexpr std::uint32_t kOldestSnapshotVersion = 1;
 inline constexpr std::uint32_t kSnapshotHeaderBytes = 16;  // magic, version, header crc32c
 
 struct SnapshotStats {
@@ -40,6 +44,8 @@ Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
 struct SnapshotLimits {
   std::uint32_t max_tables = 256;                           // tables in one image
   std::uint64_t max_table_bytes = std::uint64_t{64} << 30;  // capacity x item bytes
+  // Where decoded tables get their column blocks (not owned); null: private memory.
+  ColumnMemorySource* column_memory = nullptr;
 };
 
 struct DecodedSnapshot {
@@ -54,9 +60,17 @@ struct DecodedSnapshot {
 // value that breaks an invariant. Memory: the tables themselves plus one section buffer.
 Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimits& limits);
 
-// One table's sections (also used by tests to corrupt a single table).
+// One table's sections (also used by tests to corrupt a single table). Writing: an item
+// whose slot's stamp no longer holds its key once its bytes are copied (the server
+// overwrote it after a fork) is written, and listed as lost. Reading: `version` is the
+// image's; lost items are removed from the table read (counted as evictions), and
+// `items_written` (if not null) receives how many items the image held for it, lost ones
+// included.
 Status write_table_sections(const Table& table, SectionWriter& writer);
 Result<std::unique_ptr<Table>> read_table_sections(SectionReader& reader,
-                                                   std::uint64_t max_table_bytes);
+                                                   std::uint64_t max_table_bytes,
+                                                   std::uint32_t version = kSnapshotVersion,
+                                                   ColumnMemorySource* column_memory = nullptr,
+                                                   std::uint64_t* items_written = nullptr);
 
 }  // namespace replayd

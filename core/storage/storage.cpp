@@ -1,26 +1,45 @@
 #include "core/storage/storage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <new>
 
 namespace replayd {
+namespace {
+
+std::unique_ptr<ColumnMemory> private_memory_or_throw(const Schema& schema,
+                                                      std::uint32_t capacity) {
+  auto memory = allocate_private_column_memory("", StorageLayout::of(schema, capacity).total_bytes);
+  if (!memory) throw std::bad_alloc();
+  return std::move(memory).value();
+}
+
+}  // namespace
 
 Storage::Storage(const Schema& schema, std::uint32_t capacity)
+    : Storage(schema, capacity, private_memory_or_throw(schema, capacity)) {}
+
+Storage::Storage(const Schema& schema, std::uint32_t capacity, std::unique_ptr<ColumnMemory> memory)
     : capacity_(capacity),
       slot_bits_(std::max<std::uint64_t>(1, std::bit_width(capacity - 1))),
+      layout_(StorageLayout::of(schema, capacity)),
+      memory_(std::move(memory)),
+      stamps_(reinterpret_cast<std::uint64_t*>(memory_->bytes().data() + layout_.stamps_offset)),
       keys_(capacity, 0),
       generations_(capacity, 0),
       priorities_(capacity, 0.0),
       times_sampled_(capacity, 0),
       occupied_(capacity, 0) {
-  for (const auto& field : schema.fields()) {
+  std::byte* base = memory_->bytes().data();
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    const Field& field = schema.field(f);
     item_bytes_.push_back(field.item_bytes());
     if (field.compression != Compression::none) {
-      columns_.emplace_back();
+      columns_.push_back(nullptr);
       blobs_.push_back(std::make_unique<BlobColumn>(capacity));
     } else {
-      columns_.push_back(
-          std::make_unique_for_overwrite<std::byte[]>(field.item_bytes() * capacity));
+      columns_.push_back(base + layout_.column_offsets[f]);
       blobs_.emplace_back();
     }
   }
@@ -28,9 +47,9 @@ Storage::Storage(const Schema& schema, std::uint32_t capacity)
 }
 
 std::uint64_t Storage::allocated_bytes() const {
-  std::uint64_t bytes = 0;
-  for (std::size_t f = 0; f < item_bytes_.size(); ++f)
-    bytes += blobs_[f] ? blobs_[f]->allocated_bytes() : item_bytes_[f] * capacity_;
+  std::uint64_t bytes = layout_.total_bytes;
+  for (const auto& blobs : blobs_)
+    if (blobs) bytes += blobs->allocated_bytes();
   bytes += keys_.capacity() * sizeof(keys_[0]) + generations_.capacity() * sizeof(generations_[0]) +
            priorities_.capacity() * sizeof(priorities_[0]) +
            times_sampled_.capacity() * sizeof(times_sampled_[0]) +
@@ -44,7 +63,27 @@ std::uint32_t Storage::acquire() {
   return slot;
 }
 
+void Storage::publish(std::uint32_t slot) {
+  std::atomic_ref<std::uint64_t>(stamps_[slot]).store(keys_[slot], std::memory_order_release);
+}
+
+bool Storage::stamp_holds_key(std::uint32_t slot) const {
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return std::atomic_ref<std::uint64_t>(stamps_[slot]).load(std::memory_order_relaxed) ==
+         keys_[slot];
+}
+
+void Storage::publish_all() {
+  for (std::uint32_t slot = 0; slot < capacity_; ++slot) {
+    std::atomic_ref<std::uint64_t>(stamps_[slot])
+        .store(occupied_[slot] ? keys_[slot] : 0, std::memory_order_release);
+  }
+}
+
 void Storage::occupy_with_key(std::uint32_t slot, std::uint64_t key) {
+  // Busy before the caller changes the slot's bytes; the fence keeps those writes after it.
+  std::atomic_ref<std::uint64_t>(stamps_[slot]).store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   if (!free_.empty() && free_.back() == slot) {
     free_.pop_back();
   } else if (auto it = std::find(free_.begin(), free_.end(), slot); it != free_.end()) {

@@ -3,6 +3,15 @@
 // per-slot metadata: key, priority, times sampled. A compressed field has no fixed array:
 // its values are variable-size byte strings in a BlobColumn. Not thread-safe.
 //
+// The arrays and a stamp per slot live in one block of ColumnMemory (storage_layout.h),
+// which other processes may map read-only and read while the server writes (docs/SHM.md).
+// Stamps make such reads safe, seqlock style: a slot's stamp holds the key of the item whose
+// bytes are complete in the slot, or 0 while its bytes may change. acquire() sets it to 0
+// before the caller writes the slot's cells, publish() stores the key after (with release
+// order). A reader that copies a row and then (after an acquire fence) still finds the key
+// it was given knows the copy is that item's. The stamp changes only when the bytes are
+// about to: release() and clear() leave it, since a freed slot keeps its bytes.
+//
 // Keys: each acquire() gives the slot a key never used before in this Storage:
 //   key = (generation << slot_bits) | slot, generation = times this slot was acquired.
 // A key therefore finds its slot in O(1) without a map, and a key whose item was evicted
@@ -17,20 +26,26 @@
 #include <span>
 #include <vector>
 
-#include "core/storage/blob_column.h"
 #include "core/schema.h"
+#include "core/storage/blob_column.h"
+#include "core/storage/column_memory.h"
+#include "core/storage/storage_layout.h"
 
 namespace replayd {
 
 class Storage {
  public:
-  // Allocates capacity * item_bytes of every uncompressed field (untouched pages cost no memory
-  // until written). Precondition: 1 <= capacity <= kMaxCapacity.
+  // Keeps its stamps and uncompressed columns in `memory`, laid out as
+  // StorageLayout::of(schema, capacity) (untouched pages cost no memory until written).
+  // Preconditions: 1 <= capacity <= kMaxCapacity; memory holds at least the layout's
+  // total_bytes, zero-filled.
+  Storage(const Schema& schema, std::uint32_t capacity, std::unique_ptr<ColumnMemory> memory);
+  // The same in private memory; throws std::bad_alloc when the system refuses it.
   Storage(const Schema& schema, std::uint32_t capacity);
 
   static constexpr std::uint32_t kMaxCapacity = 1u << 31;
   // Bytes of per-slot metadata (key, generation, priority, times sampled, occupied flag,
-  // free-stack entry): what a slot costs beside its data.
+  // free-stack entry): what a slot costs beside its data and its stamp (in the layout).
   static constexpr std::uint64_t kMetadataBytesPerSlot =
       sizeof(std::uint64_t) + sizeof(std::uint64_t) + sizeof(double) + sizeof(std::uint32_t) +
       sizeof(std::uint8_t) + sizeof(std::uint32_t);
@@ -44,8 +59,15 @@ class Storage {
   std::uint32_t size() const { return capacity_ - static_cast<std::uint32_t>(free_.size()); }
   bool full() const { return free_.empty(); }
 
-  // Takes a free slot and gives it a fresh key. Precondition: !full(). O(1).
+  // Takes a free slot and gives it a fresh key; its stamp becomes 0 (busy) until publish().
+  // Precondition: !full(). O(1).
   std::uint32_t acquire();
+  // The slot's cells are written: its stamp takes its key (release order). O(1).
+  void publish(std::uint32_t slot);
+  // Whether the slot's stamp still holds key(slot), read after an acquire fence: the bytes
+  // read from the slot before this call are the item's. For a reader in another process
+  // that shares the memory (a forked snapshot writer, whose keys are its own copy). O(1).
+  bool stamp_holds_key(std::uint32_t slot) const;
   // Frees an occupied slot; its key becomes stale. O(1).
   void release(std::uint32_t slot);
   // Frees every slot. O(capacity).
@@ -64,10 +86,10 @@ class Storage {
   // Address of field `field`'s value for `slot`; valid while this Storage lives.
   // Precondition: the field is not compressed (those live in blobs(field)).
   std::byte* cell(std::size_t field, std::uint32_t slot) {
-    return columns_[field].get() + slot * item_bytes_[field];
+    return columns_[field] + slot * item_bytes_[field];
   }
   const std::byte* cell(std::size_t field, std::uint32_t slot) const {
-    return columns_[field].get() + slot * item_bytes_[field];
+    return columns_[field] + slot * item_bytes_[field];
   }
   // Bytes of one uncompressed value of the field (also of a compressed field's values once
   // decompressed).
@@ -91,16 +113,26 @@ class Storage {
   // distinct slots < capacity. O(capacity).
   void restore_layout(std::span<const std::uint32_t> free_stack);
   // Occupies the free `slot` with exactly `key`. Precondition: slot free, key's slot bits
-  // equal slot.
+  // equal slot. Its stamp is 0 until publish() (or publish_all()).
   void occupy_with_key(std::uint32_t slot, std::uint64_t key);
+  // Restore path, once every cell is written: each occupied slot's stamp takes its key.
+  void publish_all();
+
+  // Where the stamps and columns lie in memory(), and the block itself (for the server to
+  // share it).
+  const StorageLayout& layout() const { return layout_; }
+  const ColumnMemory& memory() const { return *memory_; }
 
  private:
   std::uint32_t capacity_;
   std::uint64_t slot_bits_;
+  StorageLayout layout_;
+  std::unique_ptr<ColumnMemory> memory_;
+  std::uint64_t* stamps_;  // in memory_; see the header comment
   std::vector<std::uint64_t> item_bytes_;
-  std::vector<std::unique_ptr<std::byte[]>> columns_;  // null for compressed fields
-  std::vector<std::unique_ptr<BlobColumn>> blobs_;     // null for other fields
-  std::vector<std::uint64_t> keys_;
+  std::vector<std::byte*> columns_;                 // in memory_; null for compressed fields
+  std::vector<std::unique_ptr<BlobColumn>> blobs_;  // null for other fields
+  std::vector<std::uint64_t> keys_;  // private: a forked snapshot writer keeps the fork's
   std::vector<std::uint64_t> generations_;
   std::vector<double> priorities_;
   std::vector<std::uint32_t> times_sampled_;

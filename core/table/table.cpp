@@ -43,7 +43,8 @@ Status check_priorities(const std::string& table, const Selector& sampler, const
 
 }  // namespace
 
-Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t max_table_bytes) {
+Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t max_table_bytes,
+                                             ColumnMemorySource* memory) {
   if (auto status = validate_table_config(config, max_table_bytes); !status) {
     return status.error();
   }
@@ -57,16 +58,21 @@ Result<std::unique_ptr<Table>> Table::create(TableConfig config, std::uint64_t m
       make_selector(SelectorConfig{config.remover, kRemoverPriorityExponent}, config.capacity);
   if (!remover)
     return make_error(remover.error().code, who + "remover: " + remover.error().message);
-  return std::unique_ptr<Table>(new Table(std::move(config), std::move(limiter).value(),
-                                          std::move(sampler).value(), std::move(remover).value()));
+  const std::uint64_t block_bytes = StorageLayout::of(config.schema, config.capacity).total_bytes;
+  auto block = memory != nullptr ? memory->allocate(config.name, block_bytes)
+                                 : allocate_private_column_memory(config.name, block_bytes);
+  if (!block) return block.error();
+  return std::unique_ptr<Table>(new Table(std::move(config), std::move(block).value(),
+                                          std::move(limiter).value(), std::move(sampler).value(),
+                                          std::move(remover).value()));
 }
 
 Table::~Table() = default;
 
-Table::Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
-             std::unique_ptr<Selector> remover)
+Table::Table(TableConfig config, std::unique_ptr<ColumnMemory> memory, RateLimiter rate_limiter,
+             std::unique_ptr<Selector> sampler, std::unique_ptr<Selector> remover)
     : config_(std::move(config)),
-      storage_(config_.schema, config_.capacity),
+      storage_(config_.schema, config_.capacity, std::move(memory)),
       rate_limiter_(rate_limiter),
       sampler_(std::move(sampler)),
       remover_(std::move(remover)),
@@ -217,6 +223,7 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
     const std::uint64_t bytes = storage_.item_bytes(f);
     copy_cell(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
   }
+  storage_.publish(slot);  // readers of the shared columns may take the row from now on
   double priority = max_priority_;
   if (!priorities.empty()) {
     priority = priorities[i];
@@ -270,11 +277,12 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
   if (!std::isfinite(beta) || beta < 0) {
     return invalid(name(), "beta must be finite and >= 0, got " + std::to_string(beta));
   }
+  const bool keys_only = out.columns.empty() && out.rows.empty();
   if (out.keys.size() != n || out.probabilities.size() != n || out.weights.size() != n ||
-      out.times_sampled.size() != n || out.columns.size() != fields.size()) {
+      out.times_sampled.size() != n || (!keys_only && out.columns.size() != fields.size())) {
     return invalid(name(), "sample output buffers do not match n and the schema");
   }
-  for (std::size_t f = 0; f < fields.size(); ++f) {
+  for (std::size_t f = 0; !keys_only && f < fields.size(); ++f) {
     const bool copied = out.columns[f].size() == n * fields[f].item_bytes();
     const bool viewed = out.columns[f].empty() && f < out.rows.size() && out.rows[f].size() == n;
     if (!copied && !viewed) {
@@ -311,7 +319,7 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
       }
     }
   }
-  gather_rows(out);
+  if (!keys_only) gather_rows(out);
   observe_draws(out.keys);
   rate_limiter_.record_samples(n);
   counters_.samples += n;

@@ -59,6 +59,8 @@ struct TableInfo {
 // pointers, which sample() sets to the stored values of the draws. Such a pointer stays
 // valid, and its bytes unchanged, only until the table's next insert, delete, reset or
 // restore (or its destruction): a caller must copy or send them before then.
+// Keys only: columns and rows both empty; no field is copied (the caller's client reads the
+// rows from the shared column block, checking each slot's stamp, docs/SHM.md).
 struct SampleBuffers {
   std::span<std::uint64_t> keys;
   std::span<double> probabilities;
@@ -87,9 +89,11 @@ class EpisodicTable;
 class Table {
  public:
   // Validates `config` (see validate_table_config, selector and rate limiter rules) and
-  // allocates storage for `capacity` items.
+  // allocates storage for `capacity` items: its column block from `memory` (not owned; used
+  // only during the call), or private memory when null.
   static Result<std::unique_ptr<Table>> create(
-      TableConfig config, std::uint64_t max_table_bytes = kDefaultMaxTableBytes);
+      TableConfig config, std::uint64_t max_table_bytes = kDefaultMaxTableBytes,
+      ColumnMemorySource* memory = nullptr);
   static constexpr std::uint64_t kDefaultMaxTableBytes = std::uint64_t{64} << 30;
   ~Table();
 
@@ -163,8 +167,8 @@ class Table {
   // The episodic part stores steps as the table's items and draws them with its selectors.
   friend class EpisodicTable;
 
-  Table(TableConfig config, RateLimiter rate_limiter, std::unique_ptr<Selector> sampler,
-        std::unique_ptr<Selector> remover);
+  Table(TableConfig config, std::unique_ptr<ColumnMemory> memory, RateLimiter rate_limiter,
+        std::unique_ptr<Selector> sampler, std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);
   // Records the draws of a batch in the replay statistics: `keys` were just drawn (their
   // slots still hold them, or were freed by max_times_sampled during the batch). A pass of

@@ -89,11 +89,24 @@ std::uint64_t compressed_budget(const TableConfig& config) {
   return bytes > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
 }
 
+namespace {
+
+uint128 round_up_to_page(uint128 bytes) {
+  const uint128 page = StorageLayout::kAlignment;
+  return (bytes + page - 1) / page * page;
+}
+
+}  // namespace
+
 TableBytes table_bytes(const TableConfig& config) {
   TableBytes bytes;
+  // The stamps and uncompressed columns, page-aligned, in one block (storage_layout.h).
+  // uint128 first: validate_table_config calls this before it knows the sizes fit 64 bits.
+  const uint128 stamps = static_cast<uint128>(config.capacity) * sizeof(std::uint64_t);
+  bytes.data += round_up_to_page(stamps);
   for (const auto& field : config.schema.fields()) {
     if (field.compression == Compression::none) {
-      bytes.data += static_cast<uint128>(config.capacity) * field.item_bytes();
+      bytes.data += round_up_to_page(static_cast<uint128>(config.capacity) * field.item_bytes());
     } else {
       bytes.data += static_cast<uint128>(config.capacity) * BlobColumn::kIndexBytesPerSlot;
     }

@@ -68,8 +68,10 @@ std::uint64_t compressed_budget(const TableConfig& config);
 // Every part is derived from the structure that allocates it (Storage, selector_bytes), so
 // the total is never less than Table::allocated_bytes(). Precondition: capacity >= 1.
 struct TableBytes {
-  uint128 data = 0;            // capacity * item bytes of uncompressed fields + compressed_budget()
-                               // + the compressed fields' per-slot index
+  uint128 data = 0;            // the column block (StorageLayout: a stamp per slot and
+                               // capacity * item bytes per uncompressed field, each rounded up
+                               // to a page) + compressed_budget() + the compressed fields'
+                               // per-slot index
   std::uint64_t metadata = 0;  // capacity * Storage::kMetadataBytesPerSlot
   std::uint64_t sampler = 0;   // the sampler's trees and position maps
   std::uint64_t remover = 0;   // the remover's structures

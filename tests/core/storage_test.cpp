@@ -1,5 +1,6 @@
 // Tests for core/storage.*: keys are never reused (across release, eviction-style reuse and
-// clear), stale keys are recognised, slot accounting, and per-slot cells.
+// clear), stale keys are recognised, slot accounting, per-slot cells, the block layout and
+// the stamps that let other processes read the columns.
 #include "core/storage/storage.h"
 
 #include <catch2/catch.hpp>
@@ -170,6 +171,67 @@ TEST_CASE("a key restored with occupy_with_key is found and later keys do not co
   REQUIRE(storage.acquire() == 2);
   CHECK(keys.insert(storage.key(2)).second);
   CHECK(storage.generation(2) == 10);
+}
+
+// The stamp of a slot as a process mapping the block reads it.
+std::uint64_t stamp_of(const Storage& storage, std::uint32_t slot) {
+  std::uint64_t stamp = 0;
+  std::memcpy(&stamp, storage.memory().bytes().data() + storage.layout().stamps_offset + 8 * slot,
+              8);
+  return stamp;
+}
+
+TEST_CASE("a slot's stamp is 0 while its bytes may change and its key once published") {
+  Storage storage(test_schema(), 4);
+  for (std::uint32_t slot = 0; slot < 4; ++slot)
+    CHECK(stamp_of(storage, slot) == 0);
+  const auto slot = storage.acquire();
+  CHECK(stamp_of(storage, slot) == 0);  // acquired, cells not written yet
+  CHECK_FALSE(storage.stamp_holds_key(slot));
+  storage.publish(slot);
+  const std::uint64_t first_key = storage.key(slot);
+  CHECK(stamp_of(storage, slot) == first_key);
+  CHECK(storage.stamp_holds_key(slot));
+
+  // Freed, the slot keeps its bytes and so its stamp: a reader holding the key may still
+  // copy the item. Reused, the stamp turns 0 before the new bytes go in.
+  storage.release(slot);
+  CHECK(stamp_of(storage, slot) == first_key);
+  storage.clear();
+  CHECK(stamp_of(storage, slot) == first_key);
+  REQUIRE(storage.acquire() == slot);
+  CHECK(stamp_of(storage, slot) == 0);
+  storage.publish(slot);
+  CHECK(stamp_of(storage, slot) == storage.key(slot));
+  CHECK(storage.key(slot) != first_key);
+}
+
+TEST_CASE("stamps and columns lie in one block where the layout says, page-aligned") {
+  const Schema schema = test_schema();
+  Storage storage(schema, 1000);
+  const StorageLayout& layout = storage.layout();
+  CHECK(layout.stamps_offset == 0);
+  // 8000 bytes of stamps, then obs (24 bytes x 1000), act (8 x 1000), done (1 x 1000).
+  CHECK(layout.column_offsets == std::vector<std::uint64_t>{8192, 8192 + 24576, 32768 + 8192});
+  CHECK(layout.total_bytes == 40960 + 4096);
+  const std::byte* base = storage.memory().bytes().data();
+  CHECK(storage.memory().bytes().size() >= layout.total_bytes);
+  for (std::size_t f = 0; f < schema.size(); ++f) {
+    CHECK(layout.column_offsets[f] % StorageLayout::kAlignment == 0);
+    CHECK(storage.cell(f, 0) == base + layout.column_offsets[f]);
+    CHECK(storage.cell(f, 999) ==
+          base + layout.column_offsets[f] + 999 * schema.field(f).item_bytes());
+  }
+}
+
+TEST_CASE("a compressed field has no column in the block") {
+  Field pixels{"pixels", DType::uint8, {8, 8}};
+  pixels.compression = Compression::zstd;
+  auto schema = Schema::create({Field{"rew", DType::float32, {}}, pixels});
+  REQUIRE(schema.ok());
+  const auto layout = StorageLayout::of(schema.value(), 10);
+  CHECK(layout.column_offsets == std::vector<std::uint64_t>{4096, StorageLayout::kNoColumn});
+  CHECK(layout.total_bytes == 8192);
 }
 
 }  // namespace

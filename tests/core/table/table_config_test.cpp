@@ -230,7 +230,11 @@ TEST_CASE("a next_of field may not collide with an existing next_ field") {
 TEST_CASE("table_bytes counts data, slot metadata, selectors and episode bookkeeping") {
   auto config = plain_config();
   const TableBytes plain = table_bytes(config);
-  CHECK(plain.data == 100 * config.schema.item_bytes());
+  // The column block: a page of stamps (100 x 8 bytes), then each field's column from a page
+  // boundary (storage_layout.h).
+  const auto layout = StorageLayout::of(config.schema, 100);
+  CHECK(plain.data == layout.total_bytes);
+  CHECK(plain.data == 4096 * (1 + config.schema.size()));
   CHECK(plain.metadata == 100 * Storage::kMetadataBytesPerSlot);
   CHECK(plain.sampler == selector_bytes(SelectorKind::uniform, 100));
   CHECK(plain.remover == selector_bytes(SelectorKind::fifo, 100));
@@ -258,13 +262,14 @@ TEST_CASE("the compressed budget defaults to a full table of the largest frames"
   config.episodes.bootstrap_fields = {};
   CHECK(compressed_budget(config) == 50 * BlobColumn::cost(max_zstd_frame_bytes(256)));
   const TableBytes bytes = table_bytes(config);
+  // A page of stamps, a page for the 50 rewards, the compressed field's index and budget.
   CHECK(bytes.data ==
-        50 * 4 + 50 * BlobColumn::kIndexBytesPerSlot + uint128{compressed_budget(config)});
+        2 * 4096 + 50 * BlobColumn::kIndexBytesPerSlot + uint128{compressed_budget(config)});
   CHECK(validate_table_config(config, kPlenty).ok());
 
   config.max_compressed_bytes = 1234;
   CHECK(compressed_budget(config) == 1234);
-  CHECK(table_bytes(config).data == 50 * 4 + 50 * BlobColumn::kIndexBytesPerSlot + 1234);
+  CHECK(table_bytes(config).data == 2 * 4096 + 50 * BlobColumn::kIndexBytesPerSlot + 1234);
   CHECK(validate_table_config(config, kPlenty).ok());
 
   CHECK(compressed_budget(plain_config()) == 0);

@@ -1,0 +1,46 @@
+#include "core/storage/column_memory.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace replayd {
+namespace {
+
+// An anonymous private mapping: zero-filled, page-aligned, its pages allocated when first
+// written.
+class PrivateColumnMemory final : public ColumnMemory {
+ public:
+  PrivateColumnMemory(std::byte* data, std::size_t size) : data_(data), size_(size) {}
+  ~PrivateColumnMemory() override { ::munmap(data_, size_); }
+  PrivateColumnMemory(const PrivateColumnMemory&) = delete;
+  PrivateColumnMemory& operator=(const PrivateColumnMemory&) = delete;
+  std::span<std::byte> bytes() const override { return {data_, size_}; }
+
+ private:
+  std::byte* data_;
+  std::size_t size_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ColumnMemory>> allocate_private_column_memory(std::string_view table,
+                                                                     std::uint64_t bytes) {
+  if (bytes == 0 || bytes > SIZE_MAX) {
+    return make_error(ErrorCode::resource_exhausted, "table '" + std::string(table) +
+                                                         "': cannot map " + std::to_string(bytes) +
+                                                         " bytes of column memory");
+  }
+  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "table '" + std::string(table) + "': mapping " + std::to_string(bytes) +
+                          " bytes of column memory failed: " + std::strerror(errno));
+  }
+  return std::unique_ptr<ColumnMemory>(
+      new PrivateColumnMemory(static_cast<std::byte*>(data), bytes));
+}
+
+}  // namespace replayd
