@@ -62,6 +62,11 @@ Status parse_limits(const json::value& value, Limits& limits) {
       read_limit(reader, "socket_send_buffer_bytes", limits.socket_send_buffer_bytes, 0, 1u << 30));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "requests_per_turn", limits.requests_per_turn, 1, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_staging_bytes_per_connection",
+                                     limits.max_staging_bytes_per_connection, 0,
+                                     std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_staging_bytes", limits.max_staging_bytes, 0, std::uint64_t{1} << 44));
   REPLAYD_ASSIGN_OR_RETURN(limits.learner_share,
                            reader.number_or("learner_share", limits.learner_share));
   if (!(limits.learner_share >= 0 && limits.learner_share <= 1)) {
@@ -165,6 +170,7 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
     REPLAYD_RETURN_IF_ERROR(auth_reader.finish());
   }
   REPLAYD_ASSIGN_OR_RETURN(config.insecure, reader.boolean_or("insecure", false));
+  REPLAYD_ASSIGN_OR_RETURN(config.shared_memory, reader.boolean_or("shared_memory", true));
   REPLAYD_ASSIGN_OR_RETURN(auto log_level, reader.optional_string("log_level"));
   if (log_level) {
     static const std::set<std::string> kLevels{"trace", "debug",    "info", "warn",

@@ -62,6 +62,10 @@ struct Limits {
   // new one closing the one that has waited longest for its head.
   std::uint64_t http_header_timeout_ms = 5000;
   std::uint32_t http_max_connections = 64;
+  // Staging arenas of the shared-memory plane (docs/SHM.md), bytes: what one connection may
+  // hold, and what all connections together may hold; each is counted before it is created.
+  std::uint64_t max_staging_bytes_per_connection = std::uint64_t{256} << 20;
+  std::uint64_t max_staging_bytes = std::uint64_t{2} << 30;
 };
 
 struct ServerConfig {
@@ -73,6 +77,8 @@ struct ServerConfig {
   unsigned unix_mode = 0660;                       // permission bits of the Unix socket file
   std::string auth_token;                          // required in hello on TCP; empty: none
   bool insecure = false;  // allow a non-loopback TCP address without auth_token
+  // Tables' columns in shared memory, offered to same-uid Unix clients (docs/SHM.md).
+  bool shared_memory = true;
   Limits limits;
   std::vector<TableConfig> tables;
   // Snapshots (docs/SNAPSHOT.md).

@@ -13,9 +13,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "service/protocol_description.h"
 #include "service/config.h"
 #include "service/health_probe.h"
+#include "service/protocol_description.h"
 #include "service/server.h"
 
 namespace {
@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   bool describe_protocol = false;
   bool insecure = false;
   bool allow_empty_start = false;
+  std::optional<bool> shared_memory;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")
       ->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path,
@@ -93,6 +94,9 @@ int main(int argc, char** argv) {
   app.add_flag("--allow-empty-start", allow_empty_start,
                "start with empty tables when data_dir holds snapshots of which none can be "
                "restored (they are all kept); without it such a start fails");
+  app.add_option("--shared-memory", shared_memory,
+                 "true or false: tables' columns in shared memory, offered to Unix clients of "
+                 "this uid (docs/SHM.md; default true)");
   app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
                  "TEST ONLY: each snapshot write pauses this long after its header")
       ->group("");
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
     config.snapshot_test_pause_ms = snapshot_test_pause_ms;
     if (insecure) config.insecure = true;
     if (allow_empty_start) config.allow_empty_start = true;
+    if (shared_memory) config.shared_memory = *shared_memory;
     // The environment wins over the file, so a deployment can inject the secret without
     // writing it into the config; there is no flag (command lines are visible to every user).
     if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) {

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <random>
 
-#include "service/net/listener.h"
 #include "service/memory_trimmer.h"
+#include "service/net/listener.h"
 #include "service/net/session.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/snapshot/snapshot_restore.h"
@@ -39,6 +39,11 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.scheduler.set_learner_share(config_.limits.learner_share);
   context_.auth_token = config_.auth_token;
   context_.seed_source = &random_seed;
+  if (config_.shared_memory) {
+    column_source_ = std::make_unique<shm::SharedColumnSource>();
+    context_.column_memory = column_source_.get();
+  }
+  context_.staging.limit = config_.limits.max_staging_bytes;
   for (std::string_view code : wire_error_codes())
     context_.metrics.declare_error_code(code);
   ready_future_ = ready_promise_.get_future().share();
@@ -59,15 +64,17 @@ Server::~Server() {
 Status Server::open() {
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
-    REPLAYD_ASSIGN_OR_RETURN(RestoreOutcome restored,
-                             restore_tables(config_.data_dir, config_.tables, context_.limits,
-                                            config_.allow_empty_start, context_.tables));
+    REPLAYD_ASSIGN_OR_RETURN(
+        RestoreOutcome restored,
+        restore_tables(config_.data_dir, config_.tables, context_.limits, config_.allow_empty_start,
+                       context_.tables, context_.column_memory));
     snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
     context_.tables.end_all_writers();
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {
-      auto table = Table::create(table_config, context_.limits.max_table_bytes);
+      auto table =
+          Table::create(table_config, context_.limits.max_table_bytes, context_.column_memory);
       if (!table) return table.error();
       context_.tables.add(std::move(table).value());
     }

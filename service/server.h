@@ -60,6 +60,9 @@ class Server {
 
   ServerConfig config_;
   asio::io_context io_;
+  // Where tables' column blocks come from when shared_memory is on (they do not refer back
+  // to it: any order of destruction is safe).
+  std::unique_ptr<shm::SharedColumnSource> column_source_;
   ServiceContext context_;
   std::unique_ptr<Snapshotter> snapshotter_;  // always present; enabled() when data_dir is set
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;

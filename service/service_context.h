@@ -12,6 +12,8 @@
 #include "metrics/server_metrics.h"
 #include "service/config.h"
 #include "service/scheduler.h"
+#include "service/shm/connection_plane.h"
+#include "service/shm/shared_columns.h"
 #include "service/table_registry.h"
 #include "service/waiting/wait_queue.h"
 
@@ -31,7 +33,8 @@ inline std::uint64_t replay_now_ms() {
          1;
 }
 
-// The request op labels of the metrics: the command table's names (service/commands/command_table.cpp).
+// The request op labels of the metrics: the command table's names
+// (service/commands/command_table.cpp).
 std::span<const metrics::OpLabel> metric_op_labels();
 
 struct ServiceContext {
@@ -60,6 +63,11 @@ struct ServiceContext {
   Scheduler scheduler;
   // Seeds tables whose description states none (random by default; fixed in tests).
   std::uint64_t (*seed_source)() = nullptr;
+  // The shared-memory data plane (config `shared_memory`, docs/SHM.md): where tables get
+  // their column blocks (null: private memory, and no plane), and the staging arenas every
+  // connection holds (limits.max_staging_bytes).
+  shm::SharedColumnSource* column_memory = nullptr;
+  shm::StagingBudget staging;
 };
 
 }  // namespace replayd::service

@@ -25,6 +25,7 @@ struct HostedTable {
 
   // Cached metadata of the last sample reply, keyed by its n (learners repeat one n).
   std::uint64_t cached_sample_n = 0;
+  bool cached_sample_rows = true;  // the cached metadata lists the fields (not keys only)
   std::string cached_sample_meta;
 };
 

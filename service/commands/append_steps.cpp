@@ -4,9 +4,10 @@
 // lists episodes to end right after these steps are stored (what `end_episode` does, without a
 // request of its own). The connection is the writer: its open episodes end as truncated when it
 // closes (docs/TRAJECTORIES.md).
-#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/row_batch.h"
+#include "service/shm/connection_plane.h"
+#include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
 namespace {
@@ -48,9 +49,9 @@ asio::awaitable<Result<Reply>> append_steps(Call& call) {
   Table& table = *call.table->table;
   EpisodicTable& episodic = call.episodic();
   REPLAYD_CO_ASSIGN_OR_RETURN(auto ends, decode_ends(call));
-  REPLAYD_CO_ASSIGN_OR_RETURN(
-      RowBatch batch,
-      decode_row_batch(call.args, table, call.n, call.frame.payload, true, ends.size()));
+  REPLAYD_CO_ASSIGN_OR_RETURN(RowBatch batch,
+                              decode_row_batch(call.args, table, call.n, call.frame.payload, true,
+                                               ends.size(), call.plane));
 
   REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
       call, call.table->insert_waiters, [&] { return table.may_insert(call.n); },
@@ -61,6 +62,7 @@ asio::awaitable<Result<Reply>> append_steps(Call& call) {
   REPLAYD_CO_RETURN_IF_ERROR(episodic.append_steps(
       call.writer, batch.episodes, batch.rows.values, call.n, batch.priorities,
       {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes));
+  if (batch.staged) call.shared_bytes = call.n * table.schema().item_bytes();
   for (std::size_t e = 0; e < ends.size(); ++e) {
     const auto how = ends[e].terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;
     std::vector<std::span<const std::byte>> final_values;

@@ -15,13 +15,17 @@
 
 #include "core/result.h"
 #include "core/table/episodic_table.h"
-#include "service/waiting/parking.h"
 #include "service/protocol/json_reader.h"
 #include "service/protocol/reply.h"
 #include "service/protocol/wire_frame.h"
 #include "service/service_context.h"
+#include "service/waiting/parking.h"
 
 namespace replayd::service {
+
+namespace shm {
+class ConnectionPlane;
+}
 
 // One request as a handler sees it. Everything the entry declares has been checked before
 // the handler runs: the op is known, no key outside `fields` is present, the table exists
@@ -43,8 +47,15 @@ struct Call {
   std::uint64_t writer = 0;
   // The connection's parked requests: admission parks this request here while it waits.
   Parking& parking;
+  // The connection's side of the shared-memory data plane (service/shm/connection_plane.h);
+  // null where there is no connection (unit tests of handlers).
+  shm::ConnectionPlane* plane = nullptr;
   // False once the connection closed while the request waited: its reply is dropped.
   bool reply_wanted = true;
+  // Bytes the request moved through shared memory rather than the socket (a staged
+  // insert's rows, the rows a keys-only sample names), which the scheduler counts as the
+  // connection's work as it counts socket bytes (service/scheduler.h). Set by handlers.
+  std::uint64_t shared_bytes = 0;
 
   // The table's episodic part. Precondition: the command declares TableKind::episodic, or
   // the handler checked with require_episodic (service/commands/table_kind.h).

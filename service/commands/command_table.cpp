@@ -10,16 +10,18 @@ namespace {
 namespace c = commands;
 using Fields = std::span<const std::string_view>;
 
-constexpr std::array<std::string_view, 3> kHelloFields{"protocol", "client", "token"};
+constexpr std::array<std::string_view, 4> kHelloFields{"protocol", "client", "token", "shm"};
 constexpr std::array<std::string_view, 1> kTableField{"table"};
 constexpr std::array<std::string_view, 2> kCreateFields{"table", "exist_ok"};
-constexpr std::array<std::string_view, 5> kInsertFields{"table", "n", "columns", "priorities",
-                                                        "timeout_ms"};
-constexpr std::array<std::string_view, 7> kAppendStepsFields{
-    "table", "n", "columns", "priorities", "timeout_ms", "end", "final_columns"};
+constexpr std::array<std::string_view, 6> kInsertFields{"table",      "n",          "columns",
+                                                        "priorities", "timeout_ms", "staged"};
+constexpr std::array<std::string_view, 8> kAppendStepsFields{
+    "table", "n", "columns", "priorities", "timeout_ms", "end", "final_columns", "staged"};
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
-constexpr std::array<std::string_view, 7> kSampleNstepFields{"table", "n",     "beta", "timeout_ms",
-                                                             "nstep", "gamma", "raw"};
+constexpr std::array<std::string_view, 9> kSampleFields{
+    "table", "n", "beta", "timeout_ms", "nstep", "gamma", "raw", "rows", "batches"};
+constexpr std::array<std::string_view, 1> kMapStagingFields{"bytes"};
+constexpr std::array<std::string_view, 1> kUnmapStagingFields{"arena"};
 constexpr std::array<std::string_view, 2> kOpenEpisodesFields{"table", "n"};
 constexpr std::array<std::string_view, 4> kEndEpisodeFields{"table", "episode", "terminated",
                                                             "columns"};
@@ -50,7 +52,7 @@ const std::array kCommands{
             .lane = Lane::explorer},
     Command{.name = "sample",
             .handler = c::sample,
-            .fields = kSampleNstepFields,
+            .fields = kSampleFields,
             .needs_table = true,
             .batch = true,
             .waits_on = WaitsOn::rate_limiter,
@@ -110,6 +112,10 @@ const std::array kCommands{
             .table_kind = TableKind::episodic,
             .batch = true,
             .lane = Lane::learner},
+    Command{
+        .name = "map_table", .handler = c::map_table, .fields = kTableField, .needs_table = true},
+    Command{.name = "map_staging", .handler = c::map_staging, .fields = kMapStagingFields},
+    Command{.name = "unmap_staging", .handler = c::unmap_staging, .fields = kUnmapStagingFields},
 };
 
 }  // namespace

@@ -42,8 +42,9 @@ asio::awaitable<Result<Reply>> create_table(Call& call) {
                          "the server already holds max_tables = " +
                              std::to_string(service.limits.max_tables) + " tables");
   }
-  REPLAYD_CO_ASSIGN_OR_RETURN(auto table,
-                              Table::create(std::move(config), service.limits.max_table_bytes));
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      auto table,
+      Table::create(std::move(config), service.limits.max_table_bytes, service.column_memory));
   auto hosted = service.tables.add(std::move(table));
   co_return reply_with(call, json::serialize(json::object{{"table", table_info_json(*hosted)}}));
 }

@@ -95,8 +95,8 @@ asio::awaitable<Dispatched> dispatch(ServiceContext& context, WireFrame frame,
   }
   if (origin.on_command) origin.on_command(origin.connection, *command);
 
-  Call call{context, id, command->name, done.op,       request,       frame,
-            nullptr, 0,  std::nullopt,  origin.writer, origin.parking};
+  Call call{context, id, command->name, done.op,       request,        frame,
+            nullptr, 0,  std::nullopt,  origin.writer, origin.parking, origin.plane};
   if (auto declared = check_declared(context, *command, request, document->get_object(), call);
       !declared) {
     co_return Dispatched{done.op, make_error_reply(id, declared.error())};
@@ -107,9 +107,12 @@ asio::awaitable<Dispatched> dispatch(ServiceContext& context, WireFrame frame,
   } catch (const std::bad_alloc&) {
     co_return Dispatched{done.op, out_of_memory(id)};
   }
+  done.shared_bytes = call.shared_bytes;
   if (!call.reply_wanted) co_return done;
-  if (!*result) co_return Dispatched{done.op, make_error_reply(id, result->error())};
-  co_return Dispatched{done.op, std::move(*result).value()};
+  if (!*result) {
+    co_return Dispatched{done.op, make_error_reply(id, result->error()), call.shared_bytes};
+  }
+  co_return Dispatched{done.op, std::move(*result).value(), call.shared_bytes};
 }
 
 }  // namespace replayd::service

@@ -11,10 +11,10 @@
 #include <optional>
 
 #include "service/commands/command.h"
-#include "service/waiting/parking.h"
 #include "service/protocol/reply.h"
 #include "service/protocol/wire_frame.h"
 #include "service/service_context.h"
+#include "service/waiting/parking.h"
 
 namespace replayd::service {
 
@@ -25,11 +25,13 @@ struct RequestOrigin {
   // Called once the command is known, before its handler runs (the scheduler's lanes).
   void (*on_command)(void* connection, const Command& command) = nullptr;
   void* connection = nullptr;
+  shm::ConnectionPlane* plane = nullptr;  // its shared-memory plane (null in unit tests)
 };
 
 struct Dispatched {
-  std::size_t op = 0;          // metrics label index (the command's, or unknown_op)
-  std::optional<Reply> reply;  // nullopt: the connection closed while the request waited
+  std::size_t op = 0;              // metrics label index (the command's, or unknown_op)
+  std::optional<Reply> reply;      // nullopt: the connection closed while the request waited
+  std::uint64_t shared_bytes = 0;  // Call::shared_bytes
 };
 
 // Runs the request in `frame` to its reply. Errors of any step become error replies.

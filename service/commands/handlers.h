@@ -26,6 +26,10 @@ asio::awaitable<Result<Reply>> append_steps(Call& call);
 asio::awaitable<Result<Reply>> end_episode(Call& call);
 asio::awaitable<Result<Reply>> sample_sequences(Call& call);
 asio::awaitable<Result<Reply>> read_steps(Call& call);
+// The shared-memory data plane (service/commands/shm/, docs/SHM.md).
+asio::awaitable<Result<Reply>> map_table(Call& call);
+asio::awaitable<Result<Reply>> map_staging(Call& call);
+asio::awaitable<Result<Reply>> unmap_staging(Call& call);
 
 // `sample` with "nstep": k, validated here; beta already read. Reads "gamma".
 asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double beta);

@@ -21,12 +21,15 @@ asio::awaitable<Result<Reply>> info(Call& call) {
   const ServiceContext& service = call.service;
   const double uptime_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - service.started).count();
-  co_return reply_with(call, json::serialize(json::object{
-                                 {"server", json::object{{"version", kServerVersion},
-                                                         {"protocol", kProtocolVersion},
-                                                         {"connections", service.sessions.size()},
-                                                         {"uptime_s", uptime_s}}},
-                                 {"tables", std::move(tables)}}));
+  co_return reply_with(
+      call, json::serialize(json::object{
+                {"server", json::object{{"version", kServerVersion},
+                                        {"protocol", kProtocolVersion},
+                                        {"connections", service.sessions.size()},
+                                        {"uptime_s", uptime_s},
+                                        {"shared_memory", service.column_memory != nullptr},
+                                        {"staging_bytes", service.staging.held}}},
+                {"tables", std::move(tables)}}));
 }
 
 asio::awaitable<Result<Reply>> list_tables(Call& call) {

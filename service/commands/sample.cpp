@@ -3,20 +3,81 @@
 // samples. A reply larger than max_frame_bytes is refused
 // before anything is drawn. With "nstep" it draws n-step transitions of an episodic table
 // (service/commands/sample_nstep.cpp); without, so does a table with frame fields (k = 1).
+// "rows": "keys" leaves the fields out (a same-host client gathers them from the shared
+// column block, docs/SHM.md); "auto" does so when this connection and table allow it, and
+// copies the rows otherwise; "batches": k draws up to k batches of n at once, as many as
+// the rate limiter admits when the first is admitted.
 #include <cmath>
 
 #include "service/commands/handlers.h"
 #include "service/protocol/sample_reply.h"
+#include "service/shm/connection_plane.h"
+#include "service/shm/shared_columns.h"
 #include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
+namespace {
+
+// How many batches of n, at most `wanted`, the table admits now (at least 1: the caller
+// was admitted for one). O(wanted).
+std::uint64_t admitted_batches(const Table& table, std::uint64_t n, std::uint64_t wanted) {
+  std::uint64_t batches = wanted;
+  while (batches > 1 && !(table.rate_limiter().check_sample_batch(batches * n).ok() &&
+                          table.may_sample(batches * n))) {
+    --batches;
+  }
+  return batches;
+}
+
+// Whether a plain sample of `table` may leave its rows to this connection's mapping: the
+// plane is offered to it, the table lives in shared memory and its items do not retire
+// when sampled (a client redraws rows overwritten before it copied them).
+bool rows_in_shared_memory(const Call& call, const Table& table) {
+  return call.plane != nullptr && call.plane->access().offered &&
+         shm::shared_columns_of(table.storage().memory()) != nullptr &&
+         !table.schema().has_frames() && table.config().max_times_sampled == 0;
+}
+
+// The block the fields of a keys-only sample are read from, named so that a client can
+// tell it from the block of a table that replaced this one.
+std::string region_meta(const Table& table) {
+  return ",\"region\":" + std::to_string(table.storage().memory().id());
+}
+
+}  // namespace
 
 asio::awaitable<Result<Reply>> sample(Call& call) {
   Table& table = *call.table->table;
   REPLAYD_CO_ASSIGN_OR_RETURN(double beta, call.args.number_or("beta", 0.4));
   if (!std::isfinite(beta) || beta < 0)
     co_return call.args.error("beta", "must be finite and >= 0");
+  REPLAYD_CO_ASSIGN_OR_RETURN(auto rows, call.args.optional_string("rows"));
+  if (rows && *rows != "copy" && *rows != "keys" && *rows != "auto")
+    co_return call.args.error("rows", "expected \"copy\" (the default), \"keys\" or \"auto\"");
   REPLAYD_CO_ASSIGN_OR_RETURN(auto nstep, call.args.optional_uint("nstep"));
+  const bool keys_only =
+      rows &&
+      (*rows == "keys" || (*rows == "auto" && !nstep && rows_in_shared_memory(call, table)));
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::uint64_t batches, call.args.uint_or("batches", 1));
+  if (batches == 0) co_return call.args.error("batches", "must be >= 1");
+  if (batches > call.service.limits.max_batch_items / call.n) {
+    co_return make_error(
+        ErrorCode::resource_exhausted,
+        "batches: " + std::to_string(batches) + " batches of n = " + std::to_string(call.n) +
+            " exceed max_batch_items = " + std::to_string(call.service.limits.max_batch_items));
+  }
+  const bool plain = !nstep && !table.schema().has_frames();
+  if (!plain && (keys_only || batches != 1)) {
+    co_return call.args.error(keys_only ? "rows" : "batches",
+                              "needs a plain sample (no \"nstep\", a table without frame fields)");
+  }
+  if (keys_only && table.config().max_times_sampled != 0) {
+    // A client redraws the rows overwritten before it copied them: that would take more
+    // items out of a table whose items retire when sampled.
+    co_return call.args.error("rows",
+                              "\"keys\" needs a table whose items do not retire when "
+                              "sampled (max_times_sampled 0)");
+  }
   if (nstep) co_return co_await sample_nstep(call, *nstep, beta);
   // A table with frame fields holds steps whose transitions only n-step samples assemble.
   if (table.schema().has_frames()) co_return co_await sample_nstep(call, 1, beta);
@@ -24,10 +85,12 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   // Steps of an episodic table are items too (no return, no discount), unless
   // max_times_sampled retires them per window: the table says, before anything waits.
   REPLAYD_CO_RETURN_IF_ERROR(table.check_plain_sample());
-  const std::uint64_t reply_bytes = sample_reply_bytes(table, call.n);
+  const std::uint64_t most = call.n * batches;
+  const std::uint64_t reply_bytes =
+      keys_only ? sample_reply_bytes(Schema(), most) : sample_reply_bytes(table, most);
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     co_return make_error(ErrorCode::resource_exhausted,
-                         "table '" + table.name() + "': a sample of n = " + std::to_string(call.n) +
+                         "table '" + table.name() + "': a sample of n = " + std::to_string(most) +
                              " would be a reply of " + std::to_string(reply_bytes) +
                              " bytes, more than max_frame_bytes = " +
                              std::to_string(call.service.limits.max_frame_bytes) +
@@ -38,13 +101,21 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
       call, call.table->sample_waiters, [&] { return table.may_sample(call.n); },
       "not enough items or the rate limiter does not admit this sample now"));
 
-  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out, plain_sample_reply(table.schema(), call.n));
+  const std::uint64_t drawn = batches == 1 ? 1 : admitted_batches(table, call.n, batches);
+  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out,
+                              plain_sample_reply(table.schema(), call.n * drawn, !keys_only));
   const std::uint32_t size_before = table.size();
   const SamplingMass mass_before = table.sampling_mass();
   table.set_now_ms(replay_now_ms());
-  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n, beta, out.buffers()));
+  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, out.buffers()));
   table_changed(*call.table);
-  co_return finish_plain_sample(*call.table, out, call.request_id, size_before, mass_before);
+  std::string extra;
+  if (keys_only) {
+    extra += region_meta(table);
+    call.shared_bytes = call.n * drawn * table.schema().item_bytes();  // what the learner reads
+  }
+  if (batches != 1) extra += ",\"batches\":" + std::to_string(drawn);
+  co_return finish_plain_sample(*call.table, out, call.request_id, size_before, mass_before, extra);
 }
 
 }  // namespace replayd::service::commands

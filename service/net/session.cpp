@@ -2,11 +2,17 @@
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 
 #include "service/commands/command.h"
 #include "service/commands/dispatch.h"
@@ -39,6 +45,8 @@ Session::Session(Socket socket, ServiceContext& context)
       decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}),
       account_(context.scheduler, *this),
       parking_(*this, context.limits.max_waiting_per_connection),
+      plane_(shm::plane_access(socket_.native_handle(), context.column_memory != nullptr),
+             context.staging, context.limits.max_staging_bytes_per_connection),
       read_chunk_(kReadChunkBytes),
       watchdog_(socket_.get_executor()) {
   context_.sessions.insert(this);
@@ -302,10 +310,12 @@ asio::awaitable<void> Session::handle(WireFrame frame) {
   const auto received_at = read_at_;
   const std::uint64_t reader = reader_;
   handle_began_ = std::chrono::steady_clock::now();
-  Dispatched done = co_await dispatch(context_, std::move(frame),
-                                      RequestOrigin{id_, parking_, &Session::command_known, this});
+  Dispatched done =
+      co_await dispatch(context_, std::move(frame),
+                        RequestOrigin{id_, parking_, &Session::command_known, this, &plane_});
   const bool suspended = reader != reader_;
   if (!suspended) account_.worked(std::chrono::steady_clock::now() - handle_began_);
+  if (done.shared_bytes > 0) account_.moved(done.shared_bytes);
   if (done.reply) answer(done.op, received_at, std::move(*done.reply));
   if (suspended) {
     last_activity_ = std::chrono::steady_clock::now();
@@ -323,6 +333,11 @@ void Session::answer(std::size_t op, std::chrono::steady_clock::time_point recei
 void Session::send(Reply reply) {
   if (write_failed_) return;
   if (reply.is_error) context_.metrics.error_replied(reply.error_code);
+  if (!reply.descriptors.empty() && outbox_.empty()) {
+    const std::size_t written = write_with_descriptors(reply);
+    if (write_failed_ || written == reply.wire_bytes()) return;
+    if (written > 0) reply.settle(written);
+  }
   if (reply.borrows()) {
     const std::size_t written = outbox_.empty() ? write_now(reply) : 0;
     if (write_failed_ || written == reply.wire_bytes()) return;
@@ -373,6 +388,44 @@ std::size_t Session::write_available(std::vector<asio::const_buffer>& buffers, s
   return written;
 }
 
+std::size_t Session::write_with_descriptors(Reply& reply) {
+  std::vector<asio::const_buffer> buffers;
+  reply.gather(buffers);
+  std::vector<iovec> pieces;
+  for (const auto& buffer : buffers)
+    pieces.push_back(iovec{const_cast<void*>(buffer.data()), buffer.size()});
+  std::vector<int> fds;
+  for (const auto& fd : reply.descriptors)
+    fds.push_back(fd.get());
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+  msghdr message{};
+  message.msg_iov = pieces.data();
+  message.msg_iovlen = std::min<std::size_t>(pieces.size(), IOV_MAX);
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+  const ssize_t sent = ::sendmsg(socket_.native_handle(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      spdlog::debug("writing a reply with descriptors failed: {}", std::strerror(errno));
+      write_failed_ = true;
+      stop_reading();
+      outbox_ready_.wake_all();
+    }
+    return 0;
+  }
+  reply.descriptors.clear();  // the kernel holds its own references now
+  const auto written = static_cast<std::size_t>(sent);
+  context_.metrics.bytes_sent(written);
+  account_.moved(written);
+  last_activity_ = std::chrono::steady_clock::now();
+  return written;
+}
+
 asio::awaitable<void> Session::write_loop() {
   auto executor = co_await asio::this_coro::executor;
   std::vector<asio::const_buffer> buffers;
@@ -383,8 +436,34 @@ asio::awaitable<void> Session::write_loop() {
       co_await waiter.wait(std::nullopt);
       continue;
     }
+    if (!outbox_.front().descriptors.empty() && !write_failed_) {
+      // Its descriptors go with its first byte, in a write of its own.
+      auto [wait_error] = co_await socket_.async_wait(asio::socket_base::wait_write, as_tuple);
+      Reply& front = outbox_.front();
+      const std::size_t before = front.wire_bytes();
+      const std::size_t written = wait_error ? 0 : write_with_descriptors(front);
+      if (wait_error) {
+        write_failed_ = true;
+        stop_reading();
+      }
+      if (write_failed_) continue;  // the loop below drops the outbox
+      if (written == before) {
+        outbox_.pop_front();
+      } else if (written > 0) {
+        front.settle(written);
+      }
+      release(outbox_bytes_, written);
+      write_waiting_since_ = std::chrono::steady_clock::now();
+      continue;
+    }
     buffers.clear();
-    const std::size_t count = std::min(outbox_.size(), kMaxRepliesPerWrite);
+    std::size_t count = std::min(outbox_.size(), kMaxRepliesPerWrite);
+    for (std::size_t i = 1; i < count; ++i) {  // a reply with descriptors starts a write
+      if (!outbox_[i].descriptors.empty()) {
+        count = i;
+        break;
+      }
+    }
     std::size_t bytes = 0;
     for (std::size_t i = 0; i < count; ++i) {
       const Reply& reply = outbox_[i];

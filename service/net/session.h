@@ -21,6 +21,9 @@
 // is closed. begin_shutdown() instead answers parked requests with shutting_down first.
 // When the Session ends, the episodes it opened and did not end end as truncated.
 // Timeouts: service/net/connection_watchdog.h. Authentication: service/net/token_guard.h.
+// Shared memory: the connection's side of the data plane (whether it is offered, its staging
+// arenas) is plane_ (service/shm/connection_plane.h); replies that carry descriptors are
+// written with sendmsg, the descriptors with the frame's first byte.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -36,6 +39,7 @@
 #include "service/protocol/wire_frame.h"
 #include "service/scheduler.h"
 #include "service/service_context.h"
+#include "service/shm/connection_plane.h"
 #include "service/waiting/parking.h"
 #include "service/waiting/wait_queue.h"
 
@@ -95,6 +99,10 @@ class Session : public std::enable_shared_from_this<Session>,
   // Writes what the socket takes without waiting of buffers[first...], advancing `first`
   // past what was written (a partly written buffer is trimmed); returns the bytes written.
   std::size_t write_available(std::vector<asio::const_buffer>& buffers, std::size_t& first);
+  // Writes what the socket takes at once of `reply`, its descriptors with the first byte
+  // (they are closed once sent). 0 when the socket takes nothing now; a socket error marks
+  // the write failed. Precondition: nothing of the reply was written yet.
+  std::size_t write_with_descriptors(Reply& reply);
   void stop_reading();
   bool reading_paused() const;
   // Adds / removes `bytes` of this session's buffers (outbox_bytes_ or parked_bytes_) and
@@ -128,6 +136,7 @@ class Session : public std::enable_shared_from_this<Session>,
   TokenGuard token_guard_;
   SchedulerAccount account_;
   Parking parking_;
+  shm::ConnectionPlane plane_;
   std::deque<Reply> outbox_;
   std::vector<asio::const_buffer> write_now_buffers_;  // scratch of write_now, reused
   std::size_t outbox_bytes_ = 0;

@@ -24,6 +24,8 @@ const char* wire_error_name(WireError code) {
       return "protocol_error";
     case WireError::unauthenticated:
       return "unauthenticated";
+    case WireError::permission_denied:
+      return "permission_denied";
   }
   return "invalid_argument";
 }
@@ -44,6 +46,8 @@ WireError wire_error_of(ErrorCode code) {
       return WireError::invalid_argument;
     case ErrorCode::unavailable:
       return WireError::shutting_down;
+    case ErrorCode::permission_denied:
+      return WireError::permission_denied;
   }
   return WireError::invalid_argument;
 }

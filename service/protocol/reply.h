@@ -13,6 +13,7 @@
 
 #include "core/result.h"
 #include "service/protocol/byte_buffer.h"
+#include "service/protocol/unique_fd.h"
 #include "service/protocol/wire_frame.h"
 
 namespace replayd::service {
@@ -25,14 +26,15 @@ enum class WireError {
   resource_exhausted,
   shutting_down,
   protocol_error,
-  unauthenticated
+  unauthenticated,
+  permission_denied
 };
 
 // Every code, in the order docs/PROTOCOL.md lists them.
-inline constexpr std::array kWireErrors{WireError::invalid_argument,   WireError::not_found,
-                                        WireError::already_exists,     WireError::timeout,
-                                        WireError::resource_exhausted, WireError::shutting_down,
-                                        WireError::protocol_error,     WireError::unauthenticated};
+inline constexpr std::array kWireErrors{
+    WireError::invalid_argument, WireError::not_found,          WireError::already_exists,
+    WireError::timeout,          WireError::resource_exhausted, WireError::shutting_down,
+    WireError::protocol_error,   WireError::unauthenticated,    WireError::permission_denied};
 
 const char* wire_error_name(WireError code);
 // Maps an engine error to its wire code. would_block only reaches the wire when a request
@@ -46,12 +48,17 @@ WireError wire_error_of(ErrorCode code);
 // A view is valid only until the io_context runs another handler (an insert may overwrite
 // the row), so such a reply must be written at once or settled (copied into `payload`)
 // before anything else runs; Session::send does one or the other.
+//
+// Descriptors: a reply may carry file descriptors (the shared-memory plane's memfds,
+// docs/SHM.md); they go with the frame's first byte (sendmsg, SCM_RIGHTS), and the reply
+// owns them until then.
 struct Reply {
   std::uint64_t request_id = 0;
   std::array<std::byte, kHeaderBytes> header{};
   std::string meta;
   ByteBuffer payload;
   std::vector<std::span<const std::byte>> pieces;
+  std::vector<UniqueFd> descriptors;
   // The header and metadata went out already and `payload` holds the rest of the frame
   // (what settle(written) leaves after a partial write).
   bool remainder_only = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cstring>
 
 #include "service/protocol/batch_layout.h"
 #include "service/protocol/column_decoding.h"
@@ -40,10 +41,78 @@ Error column_count_error(const json::array& list, const Table& table) {
   return invalid(message);
 }
 
+// Where a staged batch lies: its arena's bytes from `offset`, laid out for `rows` rows.
+struct StagedPlace {
+  StagedBytes arena;
+  std::uint64_t offset = 0;
+  std::uint64_t rows = 0;
+};
+
+Result<StagedPlace> read_staged(JsonReader& args, const boost::json::value& value,
+                                const Table& table, std::uint64_t n, const StagingLookup* staging) {
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader staged, JsonReader::of(value, args.path_of("staged")));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t arena, staged.uint("arena"));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t offset, staged.uint("offset"));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t rows, staged.uint_or("rows", n));
+  REPLAYD_RETURN_IF_ERROR(staged.finish());
+  if (table.schema().has_frames()) {
+    return args.error("staged", "table '" + table.name() +
+                                    "' has frame fields (stacked, next_of or compressed): "
+                                    "its rows travel in the frame");
+  }
+  if (offset % 8 != 0) return staged.error("offset", "must be a multiple of 8");
+  if (rows < n || rows > UINT32_MAX) {
+    return staged.error("rows", "must be between n (" + std::to_string(n) + ") and 2^32 - 1");
+  }
+  if (staging == nullptr) {
+    return make_error(ErrorCode::permission_denied,
+                      "a staged payload needs the shared-memory data plane, which this "
+                      "connection does not have");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(StagedBytes bytes, staging->staged_bytes(arena));
+  return StagedPlace{std::move(bytes), offset, rows};
+}
+
+// Views a staged batch: its columns laid out for place.rows rows, the first n of each. The
+// episode ids and priorities are copied into the batch's own bytes first: the server checks
+// them and then uses them, and the client can write the arena at any time.
+Result<RowBatch> view_staged(StagedPlace place, std::vector<std::uint64_t> column_bytes,
+                             std::span<const ColumnEncoding> encodings, const Table& table,
+                             std::uint64_t n, bool with_episodes, bool with_priorities) {
+  for (auto& bytes : column_bytes)
+    bytes = bytes / n * place.rows;  // every column is n fixed-size values
+  REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
+  const std::span<const std::byte> arena = place.arena.bytes;
+  if (place.offset > arena.size() || layout.total_bytes > arena.size() - place.offset) {
+    return invalid("table '" + table.name() + "': staged: the columns of " +
+                   std::to_string(place.rows) + " rows take " + std::to_string(layout.total_bytes) +
+                   " bytes from offset " + std::to_string(place.offset) +
+                   ", past the end of the arena's " + std::to_string(arena.size()) + " bytes");
+  }
+  const auto bytes = arena.subspan(place.offset, layout.total_bytes);
+  RowBatch batch;
+  batch.n = n;
+  batch.staged = std::move(place.arena.keep_alive);
+  std::size_t next = view_columns(bytes, layout, 0, encodings, table.schema(), n, batch.rows);
+  const std::uint64_t id_bytes = with_episodes ? n * sizeof(std::uint64_t) : 0;
+  batch.payload = ByteBuffer(id_bytes + (with_priorities ? n * sizeof(double) : 0));
+  if (with_episodes) {
+    std::memcpy(batch.payload.data(), bytes.data() + layout.offsets[next++], id_bytes);
+    batch.episodes = {batch.payload.as<std::uint64_t>(0), n};
+  }
+  if (with_priorities) {
+    std::memcpy(batch.payload.data() + id_bytes, bytes.data() + layout.offsets[next++],
+                n * sizeof(double));
+    batch.priorities = {batch.payload.as<double>(id_bytes), n};
+  }
+  return batch;
+}
+
 }  // namespace
 
 Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uint64_t n,
-                                  ByteBuffer& payload, bool with_episodes, std::uint64_t ends) {
+                                  ByteBuffer& payload, bool with_episodes, std::uint64_t ends,
+                                  const StagingLookup* staging) {
   REPLAYD_ASSIGN_OR_RETURN(bool with_priorities, args.boolean_or("priorities", false));
   const json::value* columns = args.value("columns");
   const Schema& schema = table.schema();
@@ -77,6 +146,18 @@ Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uin
     }
     REPLAYD_ASSIGN_OR_RETURN(
         final_encodings, decode_columns(finals->get_array(), fields, table, ends, column_bytes));
+  }
+  if (const json::value* staged = args.value("staged"); staged && !staged->is_null()) {
+    if (!final_encodings.empty()) {
+      return args.error("staged", "a staged append carries no final_columns");
+    }
+    if (!payload.empty()) {
+      return args.error("staged", "a staged request carries no payload (it has " +
+                                      std::to_string(payload.size()) + " bytes)");
+    }
+    REPLAYD_ASSIGN_OR_RETURN(StagedPlace place, read_staged(args, *staged, table, n, staging));
+    return view_staged(std::move(place), column_bytes, encodings, table, n, with_episodes,
+                       with_priorities);
   }
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
   if (layout.total_bytes != payload.size()) {

@@ -3,8 +3,14 @@
 // `append_steps` one uint64 episode id per row, then optionally one float64 priority per
 // row, then the final observations of the episodes it ends ("final_columns"). Decoding checks
 // every column against the schema and the payload's size before anything is stored.
-// Ownership: a RowBatch owns the request payload; its spans view it and stay valid as long
-// as the RowBatch lives (moving it keeps them valid: the payload's bytes do not move).
+// Staged (docs/SHM.md): the field columns lie in one of the connection's staging arenas
+// instead ("staged": {"arena", "offset", "rows"}), laid out as in a payload of `rows` rows
+// (>= n; the first n are the batch's). The episode ids and priorities are copied out of
+// the arena before anything checks them, so a client changing them meanwhile changes
+// nothing the server relies on; field values are data, copied into the table as they are.
+// Ownership: a RowBatch owns the request payload (or the copied ids and priorities, and a
+// reference that keeps the arena mapped); its spans stay valid as long as the RowBatch
+// lives (moving it keeps them valid: the bytes do not move).
 // Threading: none (pure decoding).
 #pragma once
 
@@ -14,11 +20,13 @@
 #include "service/protocol/byte_buffer.h"
 #include "service/protocol/column_decoding.h"
 #include "service/protocol/json_reader.h"
+#include "service/protocol/staged_payload.h"
 
 namespace replayd::service::commands {
 
 struct RowBatch {
-  ByteBuffer payload;
+  ByteBuffer payload;                  // the frame's; for a staged batch, ids and priorities
+  std::shared_ptr<const void> staged;  // a staged batch's arena, kept mapped
   std::uint64_t n = 0;
   ColumnViews rows;
   ColumnViews finals;                       // the ended episodes' final observations
@@ -26,11 +34,14 @@ struct RowBatch {
   std::span<const double> priorities;       // empty: the table's default priority
 };
 
-// Decodes `args` ("columns", "priorities", "final_columns") for n rows of `table` and takes
-// `payload`. `with_episodes`: the rows carry episode ids (append_steps). `ends`: how many
-// episodes the append ends (rows of "final_columns"). Errors: invalid_argument naming the
-// column or size at fault; `payload` is left untouched on error.
+// Decodes `args` ("columns", "priorities", "final_columns", "staged") for n rows of `table`
+// and takes `payload`. `with_episodes`: the rows carry episode ids (append_steps). `ends`:
+// how many episodes the append ends (rows of "final_columns"). `staging`: the connection's
+// arenas (null: none). Errors: invalid_argument naming the column or size at fault,
+// permission_denied for a staged batch on a connection without the plane; `payload` is left
+// untouched on error.
 Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uint64_t n,
-                                  ByteBuffer& payload, bool with_episodes, std::uint64_t ends = 0);
+                                  ByteBuffer& payload, bool with_episodes, std::uint64_t ends = 0,
+                                  const StagingLookup* staging = nullptr);
 
 }  // namespace replayd::service::commands

@@ -23,8 +23,9 @@ constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
 
 // The reply metadata up to the column list; the caller appends the table state and the
 // closing brace.
+// `with_rows` false: the draw columns only (a keys-only sample).
 std::string sample_meta_prefix(const Schema& schema, std::uint64_t n,
-                               const std::vector<std::uint64_t>& offsets) {
+                               const std::vector<std::uint64_t>& offsets, bool with_rows = true) {
   std::string meta = "{\"n\":" + std::to_string(n) + ",\"columns\":[";
   const std::string n_text = std::to_string(n);
   auto add = [&](std::string_view name, std::string_view dtype,
@@ -39,11 +40,12 @@ std::string sample_meta_prefix(const Schema& schema, std::uint64_t n,
   for (std::size_t i = 0; i < kSampleInfoColumns.size(); ++i) {
     add(kSampleInfoColumns[i].first, kSampleInfoColumns[i].second, {}, offsets[i]);
   }
-  for (std::size_t f = 0; f < schema.size(); ++f) {
+  for (std::size_t f = 0; with_rows && f < schema.size(); ++f) {
     const Field& field = schema.field(f);
     add(field.name, dtype_name(field.dtype), field.shape, offsets[4 + f]);
   }
   meta += "]";
+  if (!with_rows) meta += ",\"rows\":\"keys\"";
   return meta;
 }
 
@@ -190,7 +192,11 @@ ReplyColumn field_column(const Field& field, bool viewed) {
           viewed};
 }
 
-Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n) {
+Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n, bool with_rows) {
+  if (!with_rows) {
+    REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(draw_columns(), {n}));
+    return PlainSampleReply{std::move(reply), {}, {}, false};
+  }
   const std::vector<bool> viewed = viewed_fields(schema, n);
   std::vector<ReplyColumn> reply_columns = draw_columns();
   for (std::size_t f = 0; f < schema.size(); ++f)
@@ -219,15 +225,21 @@ SampleBuffers PlainSampleReply::buffers() {
 }
 
 Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::uint64_t request_id,
-                          std::uint32_t size, const SamplingMass& mass) {
+                          std::uint32_t size, const SamplingMass& mass,
+                          std::string_view extra_meta) {
   const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
-  if (hosted.cached_sample_n != n) {  // the metadata is the same for every sample of n
+  // The metadata is the same for every sample of n (of rows, or of keys only).
+  if (hosted.cached_sample_n != n || hosted.cached_sample_rows != sample.with_rows) {
     hosted.cached_sample_meta =
-        sample_meta_prefix(hosted.table->schema(), n, sample.reply.offsets());
+        sample_meta_prefix(hosted.table->schema(), n, sample.reply.offsets(), sample.with_rows);
     hosted.cached_sample_n = n;
+    hosted.cached_sample_rows = sample.with_rows;
   }
-  return sample.reply.finish_with_meta(request_id,
-                                       hosted.cached_sample_meta + sampled_state(size, mass) + "}");
+  std::string meta = hosted.cached_sample_meta;
+  meta += extra_meta;
+  meta += sampled_state(size, mass);
+  meta += '}';
+  return sample.reply.finish_with_meta(request_id, std::move(meta));
 }
 
 namespace {

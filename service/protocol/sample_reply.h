@@ -119,13 +119,18 @@ struct PlainSampleReply {
   ColumnReply reply;
   std::vector<std::span<std::byte>> columns;
   std::vector<std::span<const std::byte*>> rows;
+  bool with_rows = true;  // false: keys only (the per-draw columns, no field)
   SampleBuffers buffers();
 };
-Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n);
+// `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns only.
+Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n,
+                                            bool with_rows = true);
 
 // Finishes the reply after the draws: its metadata (cached on the hosted table per n, as
-// learners repeat one n) and the table's state as the draws saw it (`size`, `mass`).
+// learners repeat one n), then `extra_meta` (empty or starting with ','), then the table's
+// state as the draws saw it (`size`, `mass`).
 Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::uint64_t request_id,
-                          std::uint32_t size, const SamplingMass& mass);
+                          std::uint32_t size, const SamplingMass& mass,
+                          std::string_view extra_meta = {});
 
 }  // namespace replayd::service::commands

@@ -99,7 +99,9 @@ json::object limits_json(const Limits& limits) {
                       {"max_unauthenticated_connections", limits.max_unauthenticated_connections},
                       {"auth_timeout_ms", limits.auth_timeout_ms},
                       {"http_header_timeout_ms", limits.http_header_timeout_ms},
-                      {"http_max_connections", limits.http_max_connections}};
+                      {"http_max_connections", limits.http_max_connections},
+                      {"max_staging_bytes_per_connection", limits.max_staging_bytes_per_connection},
+                      {"max_staging_bytes", limits.max_staging_bytes}};
 }
 
 }  // namespace replayd::service::commands

@@ -35,7 +35,7 @@ std::string describe_difference(const TableConfig& snapshot, const TableConfig& 
 Result<RestoreOutcome> restore_tables(const std::string& dir,
                                       const std::vector<TableConfig>& configured,
                                       const Limits& limits, bool allow_empty_start,
-                                      TableRegistry& registry) {
+                                      TableRegistry& registry, ColumnMemorySource* column_memory) {
   RestoreOutcome outcome;
   DecodedSnapshot decoded;
   std::string source;
@@ -45,7 +45,7 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
     newest_problem = files.error().message;
   } else {
     if (!files->empty()) outcome.newest_sequence = files->front().sequence;
-    const SnapshotLimits snapshot_limits{limits.max_tables, limits.max_table_bytes};
+    const SnapshotLimits snapshot_limits{limits.max_tables, limits.max_table_bytes, column_memory};
     for (const SnapshotFile& file : *files) {
       auto read = read_snapshot_file(file.path, snapshot_limits);
       if (read) {
@@ -119,7 +119,7 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
           "({}); starting empty as configured",
           config.name, source, difference);
     }
-    auto table = Table::create(config, limits.max_table_bytes);
+    auto table = Table::create(config, limits.max_table_bytes, column_memory);
     if (!table) return table.error();
     registry.add(std::move(table).value());
   }

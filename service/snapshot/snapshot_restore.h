@@ -36,10 +36,12 @@ struct RestoreOutcome {
 // `allow_empty_start`, snapshots that exist (or a directory that cannot be listed) of
 // which none can be restored: failed_precondition naming the newest one's reason, so the
 // server refuses to start rather than serve empty tables and later replace the snapshots.
+// Tables get their column blocks from `column_memory` (null: private memory).
 Result<RestoreOutcome> restore_tables(const std::string& dir,
                                       const std::vector<TableConfig>& configured,
                                       const Limits& limits, bool allow_empty_start,
-                                      TableRegistry& registry);
+                                      TableRegistry& registry,
+                                      ColumnMemorySource* column_memory = nullptr);
 
 // Why two descriptions differ, ignoring the seed: "capacity: 1000 in the snapshot, 2000 in
 // the config; ...". Empty when they describe the same table.

@@ -109,6 +109,24 @@ SEEDS["pixels_end"] = (
                  "columns": [{"name": "obs", "dtype": "uint8", "shape": [1, 4],
                               "compression": "zstd", "bytes": len(zstd_frame(b"abcd"))}]},
             np.array([len(zstd_frame(b"abcd"))], "<u4").tobytes(), zstd_frame(b"abcd")))
+def staged_insert(request_id: int, n: int, offset: int, rows: int,
+                  priorities: bool = False) -> bytes:
+    """An insert into `replay` whose columns lie in staging arena 1 (the target fills it
+    with the input's bytes), laid out for `rows` rows from `offset`."""
+    meta = {"op": "insert", "table": "replay", "n": n, "priorities": priorities,
+            "timeout_ms": 0, "staged": {"arena": 1, "offset": offset, "rows": rows},
+            "columns": [{"name": "obs", "dtype": "float32", "shape": [n, 2]},
+                        {"name": "act", "dtype": "int64", "shape": [n]}]}
+    return frame(request_id, meta)
+
+
+SEEDS["plane_session"] = (
+    frame(30, {"op": "map_table", "table": "replay"})
+    + staged_insert(31, 3, 0, 4) + staged_insert(32, 2, 64, 2, priorities=True)
+    + frame(33, {"op": "sample", "table": "replay", "n": 4, "rows": "keys", "batches": 3,
+                 "timeout_ms": 0})
+    + frame(34, {"op": "map_staging", "bytes": 256}) + staged_insert(35, 1, 4000, 1)
+    + frame(36, {"op": "unmap_staging", "arena": 2}))
 SEEDS["session"] = (insert(1, 3, priorities=True) + insert(2, 4) + SEEDS["sample"]
                     + SEEDS["update_priorities"] + SEEDS["delete"] + SEEDS["sample"])
 SEEDS["queue_session"] = (SEEDS["queue_insert"] + SEEDS["queue_insert"] + SEEDS["queue_insert"]

@@ -6,7 +6,10 @@
 // (the context itself is built once: its metrics registry is most of an input's cost).
 // Checks beyond "no crash, no sanitizer report": every reply is a well-formed frame whose
 // metadata is a JSON object; an error reply carries a known code; a table never holds more
-// than its capacity. Build: scripts/fuzz (clang 14, -DREPLAYD_FUZZ=ON).
+// than its capacity. The connection has the shared-memory plane: its tables live in shared
+// memory (map_table), and it holds a staging arena whose bytes come from the input, so
+// staged inserts and appends read what a hostile client wrote there.
+// Build: scripts/fuzz (clang 14, -DREPLAYD_FUZZ=ON).
 #include <boost/json.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +22,8 @@
 #include "service/net/auth.h"
 #include "service/protocol/wire_frame.h"
 #include "service/service_context.h"
+#include "service/shm/connection_plane.h"
+#include "service/shm/shared_columns.h"
 #include "service/table_description.h"
 #include "tests/support/run_request.h"
 
@@ -50,7 +55,8 @@ void add_table(ServiceContext& context, const char* description_json) {
   const auto description = boost::json::parse(description_json);
   auto config = parse_table_description(description, "table", 1);
   if (!config) std::abort();
-  auto table = Table::create(std::move(config).value(), context.limits.max_table_bytes);
+  auto table = Table::create(std::move(config).value(), context.limits.max_table_bytes,
+                             context.column_memory);
   if (!table) std::abort();
   context.tables.add(std::move(table).value());
 }
@@ -61,8 +67,9 @@ void check(bool condition) {
 
 void check_reply(const Reply& reply) {
   static const std::set<std::string> kCodes{
-      "invalid_argument",   "not_found",     "already_exists", "timeout",
-      "resource_exhausted", "shutting_down", "protocol_error", "unauthenticated"};
+      "invalid_argument", "not_found",          "already_exists",
+      "timeout",          "resource_exhausted", "shutting_down",
+      "protocol_error",   "unauthenticated",    "permission_denied"};
   check(reply.header[0] == std::byte{'R'} && reply.header[5] == std::byte{2});
   std::uint32_t meta_bytes = 0;
   std::uint64_t payload_bytes = 0;
@@ -87,8 +94,8 @@ void check_tables(const ServiceContext& context) {
 
 // What Session::handle does, minus waiting: a request that would park is dropped here
 // (waiting is covered by the socket tests and tests/service/unit/admission_test.cpp).
-void handle(ServiceContext& context, WireFrame frame) {
-  if (auto reply = testing::run_request(context, std::move(frame), /*writer=*/1)) {
+void handle(ServiceContext& context, WireFrame frame, shm::ConnectionPlane& plane) {
+  if (auto reply = testing::run_request(context, std::move(frame), /*writer=*/1, &plane)) {
     check_reply(*reply);
   }
   check_tables(context);
@@ -100,6 +107,8 @@ ServiceContext& shared_context() {
     auto* made = new ServiceContext;
     made->limits = fuzz_limits();
     made->seed_source = &fixed_seed;
+    made->column_memory = new shm::SharedColumnSource;
+    made->staging.limit = 1 << 20;
     return made;
   }();
   return *context;
@@ -128,6 +137,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                             "next_of": true, "compression": "zstd"},
                            {"name": "rew", "dtype": "float32"}],
                 "seed": 3})");
+
+  // A staging arena (id 1) holding the input's bytes over and over.
+  shm::ConnectionPlane plane({true, ""}, context.staging, 64 << 10);
+  auto arena = plane.create_arena(4096);
+  check(arena.ok() && (*arena)->id == 1);
+  const auto staged = (*arena)->mapping.bytes();
+  for (std::size_t i = 0; i < staged.size() && size > 0; ++i)
+    staged[i] = static_cast<std::byte>(data[i % size]);
 
   // Inputs whose size is odd play a TCP connection that must authenticate first.
   bool authenticated = size % 2 == 0;
@@ -161,7 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         decoder.set_limits(
             FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes});
       }
-      handle(context, std::move(frame));
+      handle(context, std::move(frame), plane);
     } else if (decoder.error() != DecodeError::none) {
       check(std::strlen(decode_error_message(decoder.error())) > 0);
       return 0;  // the session replies once and closes

@@ -29,14 +29,18 @@ inline asio::awaitable<void> dispatch_into(ServiceContext& context, WireFrame fr
   done = co_await dispatch(context, std::move(frame), origin);
 }
 
-// The reply to `frame`, or nullopt when the request would wait. `writer`: the connection id.
+// The reply to `frame`, or nullopt when the request would wait. `writer`: the connection id;
+// `plane`: the connection's shared-memory side (null: none).
 inline std::optional<Reply> run_request(ServiceContext& context, WireFrame frame,
-                                        std::uint64_t writer = 1) {
+                                        std::uint64_t writer = 1,
+                                        shm::ConnectionPlane* plane = nullptr) {
   asio::io_context io;
   CountingConnection connection;
   Parking parking(connection, context.limits.max_waiting_per_connection);
   std::optional<Dispatched> done;
-  asio::co_spawn(io, dispatch_into(context, std::move(frame), RequestOrigin{writer, parking}, done),
+  asio::co_spawn(io,
+                 dispatch_into(context, std::move(frame),
+                               RequestOrigin{writer, parking, nullptr, nullptr, plane}, done),
                  [](std::exception_ptr error) {
                    if (error) std::rethrow_exception(error);
                  });
