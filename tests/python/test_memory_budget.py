@@ -99,7 +99,8 @@ def test_payloads_of_inserts_waiting_for_the_rate_limiter_are_bounded(make_serve
 
 def test_a_sample_whose_reply_exceeds_max_frame_bytes_is_refused(make_server, tmp_path):
     server = make_server(extra_args=write_config(tmp_path, {"max_frame_bytes": 8 * MiB}))
-    with replayd.Client(server.unix_address) as client:
+    # Through the socket (over shared memory the reply carries keys only: see below).
+    with replayd.Client(server.unix_address, shm=False) as client:
         create(client, "wide", (64 * 1024,), 256)
         for _ in range(2):
             client.insert("wide", {"x": np.ones((100, 64 * 1024), np.uint8)})
@@ -107,6 +108,8 @@ def test_a_sample_whose_reply_exceeds_max_frame_bytes_is_refused(make_server, tm
             client.sample("wide", 200)
         assert client.table_info("wide")["counters"]["samples"] == 0
         assert client.sample("wide", 100).data["x"].shape == (100, 64 * 1024)
+    with replayd.Client(server.unix_address, shm=True) as client:
+        assert client.sample("wide", 200).data["x"].shape == (200, 64 * 1024)
 
 
 @pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="an address-space limit breaks ASan")
@@ -132,7 +135,8 @@ def test_an_allocation_failure_is_answered_and_the_connection_keeps_working(make
         server.start()
     finally:
         subprocess.Popen = original
-    with replayd.Client(server.unix_address, timeout=10) as client:
+    # The reply through the socket (over shared memory it would carry keys only).
+    with replayd.Client(server.unix_address, timeout=10, shm=False) as client:
         create(client, "t", (1024,), 16)
         client.insert("t", {"x": np.ones((16, 1024), np.uint8)})
         # 4 GiB of reply cannot be allocated under a 2 GiB address space.

@@ -17,7 +17,7 @@ from .address import Address, parse_address
 from .client import Client
 from .errors import (AlreadyExists, ConnectionLost, InvalidArgument, NotFound,
                      ProtocolError, ReplayError, ResourceExhausted, ShuttingDown,
-                     Unauthenticated,
+                     Unauthenticated, PermissionDenied,
                      TimeoutError)
 from .rate_limiters import Custom, MinSize, Queue, RateLimiter, SampleToInsertRatio
 from .sample import Sample
@@ -40,5 +40,5 @@ __all__ = [
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter", "queue", "stack",
     "ReplayError", "InvalidArgument", "NotFound", "AlreadyExists", "TimeoutError",
-    "ResourceExhausted", "ShuttingDown", "ProtocolError", "Unauthenticated", "ConnectionLost",
+    "ResourceExhausted", "ShuttingDown", "ProtocolError", "Unauthenticated", "PermissionDenied", "ConnectionLost",
 ]

@@ -9,6 +9,11 @@ requests pipeline (replies are matched by request id).
 Timeouts are in seconds. A call's `timeout` defaults to the Client's; None waits forever.
 For `sample` and `insert` it is also sent to the server as ``timeout_ms``, the longest the
 request may wait for the table's rate limiter.
+
+Shared memory (docs/SHM.md): over a Unix socket to a server of the same uid, samples gather
+their rows from the table's column block mapped read-only, and writers stage their rows in
+shared memory; both give what the socket would. `shm=False` turns that off, `shm=True`
+requires it (PermissionDenied with the server's reason otherwise).
 """
 from __future__ import annotations
 
@@ -27,11 +32,13 @@ from .columns import InsertBatch, decode_keys, prepare_insert, sample_decoder, s
 from .connection import Connection
 from .episode_replies import decode_sequences, group_episodes, iterate_steps, ragged_episodes
 from .episodes import EpisodeWriter
-from .errors import InvalidArgument, NotFound, ProtocolError
+from .errors import InvalidArgument, NotFound, PermissionDenied, ProtocolError
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
+from .shm import PlaneTable, StagingArena, TableMapping, keys_request, take_descriptor
+from .shm.sampling import KeysReply, allocated_buffer, auto_decoder, decode_keys_reply
 from .tables import queue_options, stack_options
 from .wire import Allocator
 from .writer import Writer
@@ -60,15 +67,21 @@ class Client:
         token: the server's shared token (docs/SECURITY.md), sent in ``hello``; required
             on TCP when the server has one. Default: the ``REPLAYD_TOKEN`` environment
             variable, when set. It travels with the handle when pickled.
+        shm: the shared-memory data plane (docs/SHM.md): None (default) uses it when the
+            server offers it (a Unix socket, the server's uid), False never, True requires
+            it (calls that would use it raise PermissionDenied naming why it is not
+            offered).
 
     Use as a context manager, or call `close`; a closed Client reconnects if used again.
     """
 
     def __init__(self, address: Union[str, Address], *, timeout: Optional[float] = None,
-                 name: str = "replayd-python", token: Optional[str] = None) -> None:
+                 name: str = "replayd-python", token: Optional[str] = None,
+                 shm: Optional[bool] = None) -> None:
         self._address = parse_address(address)
         self._timeout = timeout
         self._name = name
+        self._shm = shm
         self._token = token if token is not None else (os.environ.get("REPLAYD_TOKEN") or None)
         self._init_process_state()
 
@@ -77,6 +90,9 @@ class Client:
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None
         self._schemas: Dict[str, TableSchema] = {}
+        # Tables sampled over the plane, by name (None: through the socket), for this
+        # process's current connection (a new one may be another server's).
+        self._planes: Dict[str, Optional[PlaneTable]] = {}
         self._insert_window = threading.BoundedSemaphore(_MAX_ASYNC_INSERTS)
         _LIVE_CLIENTS.add(self)
 
@@ -94,6 +110,8 @@ class Client:
         state = {"address": str(self._address), "timeout": self._timeout, "name": self._name}
         if self._token is not None:
             state["token"] = self._token
+        if self._shm is not None:
+            state["shm"] = self._shm
         return state
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
@@ -101,6 +119,7 @@ class Client:
         self._timeout = state.get("timeout")
         self._name = state.get("name", "replayd-python")
         self._token = state.get("token")
+        self._shm = state.get("shm")
         self._init_process_state()
 
     def __repr__(self) -> str:
@@ -143,8 +162,10 @@ class Client:
                 conn = None
             if conn is None:
                 conn = Connection.open(self._address, timeout=self._timeout,
-                                       client_name=self._name, token=self._token)
+                                       client_name=self._name, token=self._token,
+                                       shm=self._shm is not False)
                 self._conn = conn
+                self._planes = {}  # possibly another server: map its tables again
             return conn
 
     def open_connection(self, *, reader_thread: bool = True) -> Connection:
@@ -414,11 +435,153 @@ class Client:
         int64) (see Sample and docs/TRAJECTORIES.md for which steps are drawn). The server
         samples a table with frame fields (docs/PIXELS.md) as n-step transitions, k = 1
         unless given."""
+        if nstep is None and self.shm_enabled():
+            return self._plane_sample(table, batch_size, beta, timeout, allocate)
         meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, None))
         sample: Sample = self._call(meta, decode=self._sample_decoder(table, nstep),
                                     timeout=timeout, server_timeout=True, allocate=allocate)
         return sample
+
+    # -- shared memory (docs/SHM.md) ---------------------------------------------------
+
+    def plane_table(self, table: str, *, refresh: bool = False) -> Optional[PlaneTable]:
+        """`table` mapped for sampling over the shared-memory plane, or None when its
+        samples go through the socket (shm=False, the plane not offered, a table with
+        frame fields, one whose items retire when sampled, or one the server keeps in
+        private memory). Maps the table the first time (one round trip, then cached for
+        this process's connection); `refresh` maps it again. Samples use the plane on
+        their own; this is for callers that gather rows themselves.
+        Raises PermissionDenied (shm=True and the plane is not offered) and NotFound."""
+        if not self.shm_enabled():
+            return None
+        if not refresh and table in self._planes:
+            return self._planes[table]
+        plane: Optional[PlaneTable] = None
+        try:
+            meta = self._call({"op": "map_table", "table": table})
+            plane = PlaneTable.from_map_reply(meta, take_descriptor(meta))
+        except InvalidArgument:  # the server says why this table is not offered
+            pass
+        self._planes[table] = plane
+        return plane
+
+    def _plane_of(self, table: str, region: int) -> PlaneTable:
+        """The mapping of `table` whose block is `region` (the one a keys reply names):
+        cached, or mapped (again, when the table was replaced since)."""
+        plane = self._planes.get(table)
+        if plane is None or plane.region != region:
+            plane = self.plane_table(table, refresh=True)
+        if plane is None or plane.region != region:
+            raise ProtocolError(f"table '{table}': the sample names column block {region}, "
+                                f"the table maps {None if plane is None else plane.region}")
+        return plane
+
+    def shm_enabled(self) -> bool:
+        """Whether this client uses the shared-memory plane: not shm=False, and offered on
+        this process's connection. Raises PermissionDenied when shm=True and the plane is
+        not offered."""
+        if self._shm is False:
+            return False
+        conn = self.connection()
+        if not conn.shm_offered and self._shm:
+            raise PermissionDenied(f"shared memory is not offered by {self._address}: "
+                                   f"{conn.shm_reason}")
+        return conn.shm_offered
+
+    def staging_arena(self, nbytes: int) -> Tuple[Connection, StagingArena]:
+        """A new staging arena of `nbytes` on this process's connection (the connection
+        is returned too: only requests sent on it may name the arena). The caller releases
+        it with `unmap_staging` (closing the connection releases every arena).
+        Raises PermissionDenied when the plane is not offered, ResourceExhausted over
+        the server's staging limits."""
+        conn = self.connection()
+        request_id, future = conn.submit({"op": "map_staging", "bytes": int(nbytes)},
+                                         caller_waits=True)
+        meta = conn.wait(request_id, future, self._timeout)
+        return conn, StagingArena(meta, take_descriptor(meta))
+
+    def unmap_staging(self, conn: Connection, arena: StagingArena) -> None:
+        """Releases `arena` on the server (when `conn` is still alive) and unmaps it."""
+        try:
+            if conn.alive:
+                request_id, future = conn.submit({"op": "unmap_staging", "arena": arena.id},
+                                                 caller_waits=True)
+                conn.wait(request_id, future, self._timeout)
+        finally:
+            arena.close()
+
+    def _plane_sample(self, table: str, n: int, beta: float, timeout: Any,
+                      allocate: Optional[Allocator]) -> Sample:
+        """`sample` with the plane: the server leaves the rows to the table's mapping when
+        it can (``"rows": "auto"``) and copies them otherwise; rows that changed under the
+        copy are drawn again. With `allocate`, the keys arrive in the caller's buffer and
+        the rows are gathered into it, laid out as a socket reply would be."""
+        received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
+        reply = self._call(keys_request(table, n, beta, None, rows="auto"),
+                           decode=auto_decoder(self._sample_decoder(table, None)),
+                           timeout=timeout, server_timeout=True,
+                           allocate=None if received is None else received.allocate)
+        if isinstance(reply, Sample):
+            return reply
+        sample, bad = self._plane_of(table, reply.region).complete(
+            reply.draws, None if received is None else received.buffer())
+        while bad.size:
+            more: KeysReply = self._call(keys_request(table, len(bad), beta, None),
+                                         decode=decode_keys_reply, timeout=timeout,
+                                         server_timeout=True)
+            bad = self._plane_of(table, more.region).repair(sample, bad, more.draws)
+        return sample
+
+    def _plane_sample_async(self, plane: PlaneTable, table: str, n: int, beta: float,
+                            seconds: Optional[float],
+                            allocate: Optional[Allocator]) -> "Future[Sample]":
+        """`sample_async` over the plane of an already mapped table. The rows are
+        gathered by whichever thread handles the reply; a redraw is sent from there and
+        never waited for there. A table replaced meanwhile is sampled through the socket."""
+        conn = self.connection()
+        outcome: "Future[Sample]" = Future()
+        outcome.set_running_or_notify_cancel()
+        received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
+        copy_decoder = self._sample_decoder(table, None)
+        state: Dict[str, Any] = {}
+
+        def settle(future: "Future[Any]", then: Callable[[Any], None]) -> None:
+            try:
+                then(future.result())
+            except BaseException as exc:
+                if not outcome.done():
+                    outcome.set_exception(exc)
+
+        def redraw(count: int) -> None:
+            conn.submit(keys_request(table, count, beta, seconds), (), decode_keys_reply)[1] \
+                .add_done_callback(lambda f: settle(f, on_redrawn))
+
+        def on_reply(reply: Any) -> None:
+            if isinstance(reply, Sample):
+                outcome.set_result(reply)
+            elif reply.region != plane.region:  # replaced: copy the rows instead
+                conn.submit(requests.sample_meta(table, n, beta, seconds), (), copy_decoder,
+                            allocate=allocate)[1] \
+                    .add_done_callback(lambda f: settle(f, outcome.set_result))
+            else:
+                state["sample"], state["bad"] = plane.complete(
+                    reply.draws, None if received is None else received.buffer())
+                on_redrawn(None)
+
+        def on_redrawn(reply: Optional[KeysReply]) -> None:
+            if reply is not None:
+                state["bad"] = plane.repair(state["sample"], state["bad"], reply.draws)
+            if state["bad"].size:
+                redraw(len(state["bad"]))
+            else:
+                outcome.set_result(state["sample"])
+
+        conn.submit(keys_request(table, n, beta, seconds, rows="auto"), (),
+                    auto_decoder(copy_decoder),
+                    allocate=None if received is None else received.allocate)[1] \
+            .add_done_callback(lambda f: settle(f, on_reply))
+        return outcome
 
     def _sample_decoder(self, table: str, nstep: Optional[int]
                         ) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Sample]:
@@ -461,6 +624,9 @@ class Client:
         """Like `sample` (also with `nstep`) but returns a Future at once (with `nstep`,
         after reading the table's schema the first time: one ``info`` round trip)."""
         seconds = self._timeout_of(timeout)
+        plane = self.plane_table(table) if nstep is None and self.shm_enabled() else None
+        if plane is not None:
+            return self._plane_sample_async(plane, table, batch_size, beta, seconds, allocate)
         meta = (requests.sample_meta(table, batch_size, beta, seconds) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, seconds))
         return self.connection().submit(meta, (), self._sample_decoder(table, nstep),
@@ -591,6 +757,26 @@ _LIVE_CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
 # This process's id, renewed in a forked child: os.getpid() is a system call, and the
 # fast path of `connection` runs on every request.
 _PID = [os.getpid()]
+
+
+class _ReceivedInto:
+    """A caller's `allocate` for a sample over the plane: the reply (keys, or the whole
+    sample when the server copied the rows) is received into a buffer of the whole
+    sample's size, which `buffer` then hands to the gather."""
+
+    def __init__(self, allocate: Allocator, nbytes: int) -> None:
+        self._allocate = allocate
+        self._nbytes = nbytes
+        self._buffer: Any = None
+
+    def allocate(self, nbytes: int) -> Any:
+        self._buffer = self._allocate(max(nbytes, self._nbytes))
+        return self._buffer
+
+    def buffer(self) -> Any:
+        """The buffer the reply arrived in, when it holds the whole sample (else None)."""
+        buffer = self._buffer
+        return None if buffer is None else allocated_buffer(lambda _: buffer, self._nbytes)
 
 
 def _reset_clients_after_fork() -> None:

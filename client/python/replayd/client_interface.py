@@ -9,13 +9,14 @@ runs at import beyond the class definition.
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Optional, Protocol, Sequence
+from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from .columns import InsertBatch
 from .connection import Connection
 from .schema import TableSchema
+from .shm import PlaneTable, StagingArena
 
 __all__ = ["ClientLike"]
 
@@ -39,6 +40,30 @@ class ClientLike(Protocol):
     def send_insert(self, table: str, batch: InsertBatch, *,
                     timeout: Optional[float] = ...) -> "Future[np.ndarray[Any, Any]]":
         """Sends a prepared batch; the future holds its keys."""
+        ...
+
+    def plane_table(self, table: str, *, refresh: bool = ...) -> Optional[PlaneTable]:
+        """`table` mapped for sampling over the shared-memory plane, or None."""
+        ...
+
+    def _plane_of(self, table: str, region: int) -> PlaneTable:
+        """The mapping of `table` whose block is `region` (mapped when needed)."""
+        ...
+
+    def shm_enabled(self) -> bool:
+        """Whether the client uses the shared-memory plane."""
+        ...
+
+    def staging_arena(self, nbytes: int) -> Tuple[Connection, StagingArena]:
+        """A new staging arena on the client's connection, and that connection."""
+        ...
+
+    def unmap_staging(self, conn: Connection, arena: StagingArena) -> None:
+        """Releases a staging arena."""
+        ...
+
+    def sample_nbytes(self, table: str, batch_size: int) -> int:
+        """Bytes of a sample reply's payload of `batch_size` items."""
         ...
 
     def _call(self, meta: Dict[str, Any], buffers: Sequence[Any] = ...,

@@ -22,10 +22,19 @@ Lifetime: a connection is dead once the socket fails or closes; every request in
 then fails with ConnectionLost and is not repeated. A dead connection is never revived;
 the Client opens a new one. After fork, the child must `abandon` (never `close`) the
 parent's connection: shutting the shared socket down would cut the parent off too.
+
+Descriptors: on a connection the server offers the shared-memory plane to (docs/SHM.md),
+replies may carry file descriptors (SCM_RIGHTS, with the first byte of their frame); such
+a connection reads with ``recvmsg`` and hands each reply its descriptors in its metadata
+(``meta["descriptors"]``: a list of fds the decoder takes ownership of). A reply nobody
+waits for has its descriptors closed.
 """
 from __future__ import annotations
 
+import array
 import builtins
+import collections
+import functools
 import os
 import select
 import socket
@@ -47,6 +56,8 @@ __all__ = ["Connection", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 _MAX_IOV = 512  # buffers per sendmsg call, well under IOV_MAX (1024 on Linux)
+_MAX_DESCRIPTORS = 8  # per received message; the server sends one per reply
+_ANCILLARY_BYTES = socket.CMSG_SPACE(_MAX_DESCRIPTORS * array.array("i").itemsize)
 _HELLO_TIMEOUT_S = 30.0  # when the client has no timeout: a peer that never answers hello
 
 Decoder = Callable[[Dict[str, Any], np.ndarray], Any]
@@ -76,13 +87,19 @@ class Connection:
         self._frames = FrameReader(allocators=self._allocators)
         self._reading = False
         self._read_turn = threading.Condition(self._lock)
+        # The shared-memory plane (hello): offered to this connection, or why not.
+        self.shm_offered = False
+        self.shm_reason = "not asked for"
+        self._descriptors: "collections.deque[int]" = collections.deque()  # received, unclaimed
 
     @classmethod
     def open(cls, address: Address, *, timeout: Optional[float] = None,
              client_name: str = "replayd-python",
-             token: Optional[str] = None, reader_thread: bool = True) -> "Connection":
+             token: Optional[str] = None, reader_thread: bool = True,
+             shm: bool = False) -> "Connection":
         """Connects, sends ``hello`` (with `token` when given) and checks the protocol
-        version.
+        version. `shm`: ask whether the shared-memory plane is offered (``shm_offered``,
+        ``shm_reason``); only a Unix-socket connection asks.
 
         `timeout` (seconds) bounds the connect and the hello round trip (None: connect
         without a limit, wait for hello at most 30 s). Raises ConnectionLost when the
@@ -100,6 +117,8 @@ class Connection:
                                        "client": client_name}
             if token is not None:
                 request["token"] = token
+            if shm and address.scheme == "unix":
+                request["shm"] = True
             hello = conn.call(request,
                               timeout=_HELLO_TIMEOUT_S if timeout is None else timeout)
             if hello.get("protocol") != PROTOCOL_VERSION:
@@ -110,6 +129,13 @@ class Connection:
             conn.close()
             raise
         conn.server = hello
+        offer = hello.get("shm")
+        if isinstance(offer, Mapping):
+            conn.shm_offered = bool(offer.get("offered"))
+            conn.shm_reason = str(offer.get("reason", ""))
+        elif shm:
+            conn.shm_reason = ("the server does not offer shared memory" if address.scheme == "unix"
+                               else "shared memory is offered on Unix sockets only")
         limits = hello.get("limits")
         if isinstance(limits, Mapping):
             conn.limits = {k: int(v) for k, v in limits.items() if isinstance(v, (int, float))}
@@ -303,7 +329,7 @@ class Connection:
         """One receive by the thread whose turn it is: dispatches the frames it completes and
         returns how many. The end of the stream or an error kills the connection (0)."""
         try:
-            received = self._sock.recv_into(self._frames.buffer())
+            received = self._receive(self._frames.buffer())
             if received == 0:
                 self._kill("the server closed the connection" if self._frames.idle else
                            "the server closed the connection in the middle of a reply")
@@ -318,6 +344,15 @@ class Connection:
             self._kill(f"connection lost: {exc}")
         return 0
 
+    def _receive(self, buffer: memoryview) -> int:
+        """One receive into `buffer`: ``recv_into``, or on a connection offered the plane
+        ``recvmsg_into``, queueing the descriptors that arrived (they belong to the next
+        replies that announce descriptors, in order)."""
+        if not self.shm_offered:
+            return self._sock.recv_into(buffer)
+        return _receive_with_descriptors(self._sock, buffer, descriptors=self._descriptors,
+                                         lock=self._lock)
+
     def _end_turn(self) -> None:
         with self._read_turn:
             self._reading = False
@@ -327,9 +362,19 @@ class Connection:
         if frame.kind != KIND_REPLY:
             raise ProtocolError(f"server sent a frame of kind {frame.kind}, expected a reply")
         error = frame.meta.get("error")
+        descriptors = frame.meta.get("descriptors")
         with self._lock:
             entry = self._pending.pop(frame.request_id, None)
             self._allocators.pop(frame.request_id, None)
+            if descriptors is not None:
+                count = descriptors if isinstance(descriptors, int) else -1
+                if not 0 <= count <= len(self._descriptors):
+                    raise ProtocolError(f"a reply announces {descriptors!r} descriptors, "
+                                        f"{len(self._descriptors)} arrived")
+                frame.meta["descriptors"] = [self._descriptors.popleft() for _ in range(count)]
+        if entry is None and descriptors is not None:
+            for fd in frame.meta["descriptors"]:
+                os.close(fd)
         if entry is None:
             if error is not None:
                 # An error for a request nobody waits for (or id 0: a broken frame). The
@@ -360,6 +405,8 @@ class Connection:
             pending, self._pending = self._pending, {}
             self._allocators.clear()
             self._read_turn.notify_all()
+            while self._descriptors:
+                os.close(self._descriptors.popleft())
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -386,6 +433,24 @@ class Connection:
         if max_meta is not None and meta_bytes > max_meta:
             raise ResourceExhausted(f"request metadata of {meta_bytes} bytes exceeds the "
                                     f"server's max_meta_bytes {max_meta}")
+
+
+def _receive_with_descriptors(sock: socket.socket, buffer: memoryview, *,
+                              descriptors: "collections.deque[int]",
+                              lock: threading.Lock) -> int:
+    """``recvmsg_into`` `buffer`, appending the descriptors that came with the bytes to
+    `descriptors` (under `lock`). Returns the bytes received."""
+    received, ancillary, flags, _ = sock.recvmsg_into([buffer], _ANCILLARY_BYTES,
+                                                      socket.MSG_CMSG_CLOEXEC)
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds = array.array("i")
+            fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+            with lock:
+                descriptors.extend(fds)
+    if flags & socket.MSG_CTRUNC:
+        raise ProtocolError("the server sent more descriptors in one message than expected")
+    return received
 
 
 def _send_all(sock: socket.socket, pieces: List[Any]) -> None:
@@ -420,12 +485,17 @@ def _read_loop(ref: "weakref.ref[Connection]") -> None:
             turn.wait()
         conn._reading = True
         turn.notify_all()  # waiting callers now wait for their futures instead
+    receive: Callable[[memoryview], int] = sock.recv_into
+    if conn.shm_offered:
+        descriptors, lock = conn._descriptors, conn._lock
+        receive = functools.partial(_receive_with_descriptors, sock, descriptors=descriptors,
+                                    lock=lock)
     del conn
     reason = "the server closed the connection"
     try:
         while True:
             buffer = reader.buffer()
-            received = sock.recv_into(buffer)
+            received = receive(buffer)
             del buffer
             if received == 0:
                 if not reader.idle:

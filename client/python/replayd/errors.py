@@ -19,6 +19,7 @@ __all__ = [
     "ResourceExhausted",
     "ShuttingDown",
     "ProtocolError",
+    "PermissionDenied",
     "ConnectionLost",
     "error_from_reply",
 ]
@@ -98,6 +99,13 @@ class Unauthenticated(ReplayError, PermissionError):
     code = "unauthenticated"
 
 
+class PermissionDenied(ReplayError, PermissionError):
+    """This connection may not do it: the shared-memory plane (docs/SHM.md) is offered
+    only over a Unix socket to a client of the server's uid; the message says why not."""
+
+    code = "permission_denied"
+
+
 class ConnectionLost(ReplayError, ConnectionError):
     """The connection closed (or could not be opened) before the reply arrived.
 
@@ -111,7 +119,7 @@ class ConnectionLost(ReplayError, ConnectionError):
 _BY_CODE: Mapping[str, "type[ReplayError]"] = {
     cls.code: cls
     for cls in (InvalidArgument, NotFound, AlreadyExists, TimeoutError, ResourceExhausted,
-                ShuttingDown, ProtocolError, Unauthenticated, ConnectionLost)
+                ShuttingDown, ProtocolError, Unauthenticated, PermissionDenied, ConnectionLost)
 }
 
 

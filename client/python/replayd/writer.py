@@ -12,20 +12,28 @@ raised by the next `append`, `flush` or `close`; that batch's items are lost.
 
 Threading: one thread appends (a Writer is not shared between threads). A Writer belongs to
 the process that created it and does not pickle; pickle the Client instead.
+
+Shared memory (docs/SHM.md): when the client has the plane and the table no frame fields,
+the batches are laid out in a staging arena (``max_in_flight + 1`` slots of one batch) and
+each request names its slot instead of carrying the rows; the server copies them into the
+table. A slot is filled again only after its request's reply, so the server never reads
+rows that change under it. If that connection is lost, the batch goes through the socket
+and the next ones stage on a new arena.
 """
 from __future__ import annotations
 
 import collections
 from concurrent import futures
 from concurrent.futures import Future
-from typing import Any, Deque, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from . import wait_notice
+from . import requests, wait_notice
 from .client_interface import ClientLike
-from .columns import InsertBatch, _limits, convert_item
-from .errors import InvalidArgument, ReplayError
+from .columns import InsertBatch, _limits, convert_item, decode_keys
+from .errors import InvalidArgument, PermissionDenied, ReplayError
+from .shm import StagingArena, batch_layout, staged_meta
 
 __all__ = ["Writer"]
 
@@ -72,18 +80,23 @@ class Writer:
         self._batch = int(batch)
         self._max_in_flight = int(max_in_flight)
         self._timeout = timeout
-        self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
-                         for f in self._schema.fields]
-        # Per field, for the fast path of append: name, column, dtype, shape, kind, range,
-        # and for small array fields the column's bytes and the bytes per item.
-        self._plan = [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
-                       *((memoryview(column).cast("B"), f.item_bytes)  # type: ignore[arg-type]
-                         if f.shape and 0 < f.item_bytes <= _SMALL_ITEM_BYTES else (None, 0)))
-                      for f, column in zip(self._schema.fields, self._columns)]
+        self._staging: Optional[_Staging] = None
+        # Staged batches are inserts: a subclass that sends its batches otherwise (append
+        # requests) keeps the socket.
+        if type(self)._submit is Writer._submit and not any(f.is_frame
+                                                             for f in self._schema.fields):
+            self._staging = _Staging.open(client, self._schema.fields, self._batch,
+                                          self._max_in_flight + 1)
+        if self._staging is not None:
+            self._columns, self._priorities = self._staging.slot(0)
+        else:
+            self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
+                             for f in self._schema.fields]
+            self._priorities = np.empty(self._batch, dtype="<f8")
+        self._plan = self._fast_plan_of(self._columns)
         self._full_columns = [{"name": f.name, "dtype": f.dtype.name,
                                "shape": [self._batch, *f.shape]}
                               for f in self._schema.fields]
-        self._priorities = np.empty(self._batch, dtype="<f8")
         self._with_priorities: Optional[bool] = None  # of the batch being filled
         self._count = 0
         self._in_flight: Deque[Tuple[Future[Any], int]] = collections.deque()
@@ -94,6 +107,20 @@ class Writer:
         self.items_written = 0  # items whose insert the server confirmed
         self._keep_keys = keep_keys
         self._keys: List[np.ndarray[Any, Any]] = []
+
+    def _fast_plan_of(self, columns: List[np.ndarray[Any, Any]]) -> List[Any]:
+        """Per field, for the fast path of append: name, column, dtype, shape, kind, range,
+        and for small array fields the column's bytes and the bytes per item."""
+        return [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
+                 *((memoryview(column).cast("B"), f.item_bytes)  # type: ignore[arg-type]
+                   if f.shape and 0 < f.item_bytes <= _SMALL_ITEM_BYTES else (None, 0)))
+                for f, column in zip(self._schema.fields, columns)]
+
+    @property
+    def staged(self) -> bool:
+        """Whether batches go through shared memory (a staging arena) rather than the
+        socket (see the module's docstring)."""
+        return self._staging is not None
 
     @property
     def keys(self) -> np.ndarray[Any, Any]:
@@ -208,6 +235,8 @@ class Writer:
             self.flush()
         finally:
             self._closed = True
+            if self._staging is not None:
+                self._staging.close(self._client)
 
     def __enter__(self) -> "Writer":
         return self
@@ -261,9 +290,42 @@ class Writer:
                        for f in self._schema.fields]
         priorities = self._priorities[:n] if self._with_priorities else None
         self._count = 0
-        future = self._submit(InsertBatch(n, columns, arrays, priorities))
+        batch = InsertBatch(n, columns, arrays, priorities)
+        staging = self._staging
+        if staging is not None and staging.conn.alive:
+            future = self._submit_staged(batch, staging)
+        else:
+            future = self._submit(batch)  # through the socket
         future.add_done_callback(self._note_failure)
         self._in_flight.append((future, n))
+        if staging is not None:
+            self._next_slot(staging)
+
+    def _submit_staged(self, batch: InsertBatch, staging: "_Staging") -> Future[Any]:
+        """Sends one batch whose rows lie in the current staging slot, without waiting."""
+        meta = requests.insert_meta(self._table, batch, self._timeout)
+        meta["staged"] = staging.meta()
+        future: Future[Any] = staging.conn.submit(meta, (), decode_keys)[1]
+        return future
+
+    def _next_slot(self, staging: "_Staging") -> None:
+        """Moves on to the next staging slot (whose request has had its reply: at most
+        max_in_flight are in flight and there is one slot more), or, when the arena's
+        connection was lost, to a new arena on the client's new connection (or to the
+        socket, when the plane is gone)."""
+        if not staging.conn.alive:
+            staging.close(self._client)
+            self._staging = _Staging.open(self._client, self._schema.fields, self._batch,
+                                          self._max_in_flight + 1)
+            if self._staging is None:
+                self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
+                                 for f in self._schema.fields]
+                self._priorities = np.empty(self._batch, dtype="<f8")
+                self._plan = self._fast_plan_of(self._columns)
+                return
+            staging = self._staging
+        self._columns, self._priorities = staging.advance()
+        self._plan = staging.plan(self)
 
     def _submit(self, batch: InsertBatch) -> Future[Any]:
         """Sends one batch without waiting; the future holds its keys."""
@@ -297,3 +359,65 @@ class Writer:
                 self._keys.append(future.result())
         elif self._error is None:
             self._error = exc
+
+
+class _Staging:
+    """A Writer's batches in a staging arena: `slots` slots, each one batch laid out as an
+    insert payload (the fields' columns, then priorities), used in turn."""
+
+    def __init__(self, conn: Any, arena: StagingArena, fields: Any, batch: int,
+                 slots: int) -> None:
+        offsets, slot_bytes = batch_layout(fields, batch, priorities=True)
+        self.conn = conn
+        self.arena = arena
+        self._slot_bytes = -(-slot_bytes // 64) * 64
+        self._slots = [([arena.view(f.dtype, (batch, *f.shape), k * self._slot_bytes + offset)
+                         for f, offset in zip(fields, offsets)],
+                        arena.view(np.dtype("<f8"), (batch,), k * self._slot_bytes + offsets[-1]))
+                       for k in range(slots)]
+        self._plans: List[Optional[List[Any]]] = [None] * slots
+        self._rows = batch
+        self._current = 0
+
+    @classmethod
+    def open(cls, client: Any, fields: Any, batch: int, slots: int) -> "Optional[_Staging]":
+        """A new arena on the client's connection, or None when the client has no plane
+        (shm=False, not offered, or a client without staging)."""
+        opener = getattr(client, "staging_arena", None)
+        if opener is None or not getattr(client, "shm_enabled", lambda: False)():
+            return None
+        _, slot_bytes = batch_layout(fields, batch, priorities=True)
+        try:
+            conn, arena = opener((-(-slot_bytes // 64) * 64) * slots)
+        except PermissionDenied:
+            return None
+        return cls(conn, arena, fields, batch, slots)
+
+    def slot(self, k: int) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+        """The columns and priorities of slot k."""
+        return self._slots[k]
+
+    def advance(self) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+        """Moves to the next slot; returns its columns and priorities."""
+        self._current = (self._current + 1) % len(self._slots)
+        return self._slots[self._current]
+
+    def plan(self, writer: Writer) -> List[Any]:
+        """The writer's fast-path plan for the current slot (built once per slot)."""
+        plan = self._plans[self._current]
+        if plan is None:
+            plan = self._plans[self._current] = writer._fast_plan_of(
+                self._slots[self._current][0])
+        return plan
+
+    def meta(self) -> Dict[str, int]:
+        """The request's "staged" member for the current slot."""
+        return staged_meta(self.arena, self._current * self._slot_bytes, self._rows)
+
+    def close(self, client: Any) -> None:
+        """Releases the arena (on the server too, when its connection lives)."""
+        self._slots = []
+        try:
+            client.unmap_staging(self.conn, self.arena)
+        except ReplayError:
+            self.arena.close()

@@ -1,0 +1,196 @@
+"""Samples over the shared-memory plane: a keys-only sample reply (``"rows": "keys"``)
+turned into a `Sample` by gathering the rows from the table's mapping, and the rows that
+changed under the copy drawn again (see replayd.shm).
+
+`PlaneTable` does no I/O: its callers (Client.sample, Client.sample_async, Sampler) send the
+requests and hand it the replies, so each keeps its own way of waiting.
+
+Threading: a PlaneTable may be used by several threads at once (it keeps no state per call).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from .. import requests
+from ..columns import decode_sample, sample_layout
+from ..errors import ProtocolError
+from ..sample import Sample
+from ..schema import Field
+from .mapping import TableMapping
+
+__all__ = ["KeysReply", "PlaneTable", "allocated_buffer", "auto_decoder", "decode_keys_reply",
+           "keys_request", "split_draws", "split_sample"]
+
+
+def keys_request(table: str, n: int, beta: float, timeout: Optional[float],
+                 batches: int = 1, rows: str = "keys") -> Dict[str, Any]:
+    """A ``sample`` request for the keys of n draws (no rows), or of up to `batches`
+    batches of n drawn at once. `rows` "auto": the server leaves the rows to the mapping
+    when it can (the connection has the plane, the table lives in shared memory and keeps
+    its items when sampled) and copies them otherwise."""
+    meta = requests.sample_meta(table, n, beta, timeout)
+    meta["rows"] = rows
+    if batches > 1:
+        meta["batches"] = batches
+    return meta
+
+
+@dataclass(frozen=True)
+class KeysReply:
+    """A keys-only sample reply: the draws (a Sample without data), the column block
+    they name, and how many batches they are."""
+
+    draws: Sample
+    region: int
+    batches: int
+
+
+def decode_keys_reply(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> KeysReply:
+    """Decodes a keys-only sample reply (viewing the payload)."""
+    if meta.get("rows") != "keys" or "region" not in meta:
+        raise ProtocolError(f"a keys-only sample reply without rows: keys and its region: "
+                            f"{dict(meta)!r}")
+    return KeysReply(decode_sample(meta, payload), int(meta["region"]),
+                     int(meta.get("batches", 1)))
+
+
+def auto_decoder(copy_decoder: Callable[..., Sample]
+                 ) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Union[KeysReply, Sample]]:
+    """The decoder of a ``"rows": "auto"`` reply: a KeysReply when the server left the
+    rows to the mapping, else ``copy_decoder``'s Sample."""
+    def decode(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]
+               ) -> Union[KeysReply, Sample]:
+        if meta.get("rows") == "keys":
+            return decode_keys_reply(meta, payload)
+        return copy_decoder(meta, payload)
+    return decode
+
+
+class PlaneTable:
+    """One table sampled over the plane: its mapping and its fields.
+
+    `complete` gathers a reply's rows into new arrays (or into a caller's buffer laid out
+    as a socket reply's payload would be, so `allocate` and `sample_into` work alike);
+    `repair` fills the rows that changed under the copy from a new draw of as many.
+    """
+
+    @classmethod
+    def from_map_reply(cls, meta: Mapping[str, Any], fd: int) -> "PlaneTable":
+        """From a ``map_table`` reply and its descriptor (taken over): the fields as the
+        mapping describes them."""
+        mapping = TableMapping(meta, fd)
+        fields = tuple(Field(name, column.dtype, tuple(column.shape[1:]))
+                       for name, column in mapping.columns.items())
+        return cls(mapping, fields)
+
+    def __init__(self, mapping: TableMapping, fields: Tuple[Field, ...]) -> None:
+        for field in fields:
+            column = mapping.columns.get(field.name)
+            if column is None or column.dtype != field.dtype or column.shape[1:] != field.shape:
+                raise ProtocolError(f"table {mapping.table!r}: the mapping's column "
+                                    f"{field.name!r} does not match the table's field")
+        self.mapping = mapping
+        self.fields = fields
+        #: Rows that changed under the copy and were drawn again, since the table was
+        #: mapped (a statistic: threads sharing the table may undercount it).
+        self.changed_rows = 0
+
+    @property
+    def region(self) -> int:
+        return self.mapping.region
+
+    def complete(self, draws: Sample, buffer: Any = None) -> Tuple[Sample, np.ndarray[Any, Any]]:
+        """The Sample of `draws` (a keys-only Sample) with its rows gathered, and the
+        positions of the rows that changed under the copy (to `repair`). `buffer`: a
+        writable contiguous buffer of at least `sample_nbytes` bytes to gather into (the
+        Sample's arrays then view it), or None for new arrays."""
+        n = len(draws)
+        info: Optional[List[np.ndarray[Any, Any]]] = None
+        if buffer is None:
+            data = {f.name: np.empty((n, *f.shape), f.dtype) for f in self.fields}
+        else:
+            data, info = self._views(buffer, n)
+        bad = self.mapping.gather(draws.keys, data)
+        self.changed_rows += len(bad)
+        if info is None:
+            return Sample(data, draws.keys, draws.probabilities, draws.weights,
+                          draws.times_sampled, draws.state), bad
+        for target, source in zip(info, (draws.keys, draws.probabilities, draws.weights,
+                                         draws.times_sampled)):
+            target[...] = source
+        keys, probabilities, weights, times_sampled = info
+        return Sample(data, keys, probabilities, weights, times_sampled, draws.state), bad
+
+    def repair(self, sample: Sample, bad: np.ndarray[Any, Any],
+               redrawn: Sample) -> np.ndarray[Any, Any]:
+        """Replaces the items at positions `bad` of `sample` with those of `redrawn` (a
+        keys-only Sample of len(bad) new draws), gathering their rows; returns the
+        positions of `sample` still to repair (rows that changed again)."""
+        if len(redrawn) != len(bad):
+            raise ProtocolError(f"{len(redrawn)} draws to replace {len(bad)} rows")
+        rows = {f.name: np.empty((len(bad), *f.shape), f.dtype) for f in self.fields}
+        again = self.mapping.gather(redrawn.keys, rows)
+        self.changed_rows += len(again)
+        for name, values in rows.items():
+            sample.data[name][bad] = values
+        sample.keys[bad] = redrawn.keys
+        sample.probabilities[bad] = redrawn.probabilities
+        sample.weights[bad] = redrawn.weights
+        sample.times_sampled[bad] = redrawn.times_sampled
+        still: np.ndarray[Any, Any] = bad[again]
+        return still
+
+    def _views(self, buffer: Any, n: int
+               ) -> Tuple[Dict[str, np.ndarray[Any, Any]], List[np.ndarray[Any, Any]]]:
+        view = np.frombuffer(buffer, np.uint8)
+        data: Dict[str, np.ndarray[Any, Any]] = {}
+        info: List[np.ndarray[Any, Any]] = []
+        for i, (name, dtype, shape, offset) in enumerate(sample_layout(self.fields, n)):
+            size = int(np.prod(shape)) * dtype.itemsize
+            array = view[offset:offset + size].view(dtype).reshape(shape)
+            if i < 4:
+                info.append(array)
+            else:
+                data[name] = array
+        return data, info
+
+
+def allocated_buffer(allocate: Any, nbytes: int) -> Any:
+    """The caller's buffer for a sample of `nbytes` (``allocate(nbytes)``) when it fits
+    (writable, contiguous, large enough), else None (the sample then gets arrays of its
+    own), as for replies received through the socket."""
+    try:
+        view = memoryview(allocate(nbytes)).cast("B")
+    except (TypeError, ValueError):
+        return None
+    return view if not view.readonly and view.nbytes >= nbytes else None
+
+
+def split_sample(sample: Sample, batches: int) -> List[Sample]:
+    """A reply of `batches` batches (rows copied) as one Sample per batch (views)."""
+    if batches == 1:
+        return [sample]
+    n = len(sample) // batches
+    if n * batches != len(sample):
+        raise ProtocolError(f"{len(sample)} draws do not split into {batches} batches")
+    parts = []
+    for i in range(batches):
+        rows = slice(i * n, (i + 1) * n)
+        parts.append(Sample({name: array[rows] for name, array in sample.data.items()},
+                            sample.keys[rows], sample.probabilities[rows], sample.weights[rows],
+                            sample.times_sampled[rows], sample.state,
+                            None if sample.mask is None else sample.mask[rows]))
+    return parts
+
+
+def split_draws(draws: Sample, batches: int) -> List[Sample]:
+    """A reply of `batches` batches of draws as one keys-only Sample per batch (views)."""
+    n = len(draws) // batches
+    if n * batches != len(draws):
+        raise ProtocolError(f"{len(draws)} draws do not split into {batches} batches")
+    return [Sample({}, draws.keys[i * n:(i + 1) * n], draws.probabilities[i * n:(i + 1) * n],
+                   draws.weights[i * n:(i + 1) * n], draws.times_sampled[i * n:(i + 1) * n],
+                   draws.state) for i in range(batches)]
