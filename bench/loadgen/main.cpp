@@ -104,7 +104,8 @@ int run(LoadgenOptions options) {
                   1,
                   options.w3_pool_frames,
                   options.w3_live_compression,
-                  options.w3_decode};
+                  options.w3_decode,
+                  options.shm};
   const double cpu_before = server ? server->cpu_seconds() : 0;
   const WorkerRun workers = run_worker_processes(plan, options.explorers, options.learners);
   const double cpu_after = server ? server->cpu_seconds() : 0;

@@ -30,6 +30,9 @@ std::optional<LoadgenOptions> parse_options(int argc, char** argv, int& exit_cod
       ->check(CLI::Range(std::size_t{16}, std::size_t{1} << 20));
   app.add_flag("--w3-live-compression", options.w3_live_compression,
                "W3: explorers compress each frame as they append it (default: pre-compressed)");
+  app.add_flag("--shm", options.shm,
+               "W1/W2: explorers stage rows and learners gather them over the shared-memory "
+               "plane (Unix socket only)");
   app.add_flag("--w3-decode", options.w3_decode,
                "W3: learners decode and decompress every reply (default: count replies only)");
   app.add_option("--insert-chunk", options.insert_chunk_items, "items per insert call (default 64)")

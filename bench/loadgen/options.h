@@ -36,6 +36,9 @@ struct LoadgenOptions {
   std::size_t w3_pool_frames = 2048;
   bool w3_live_compression = false;
   bool w3_decode = false;
+  // W1/W2 over the shared-memory plane (docs/SHM.md, shm_workers.h): explorers stage their
+  // rows, learners gather rows from the table's mapping. Unix socket only.
+  bool shm = false;
 };
 
 // Parses argv. Returns the options, or nullopt after CLI11 printed help or an error; `exit_code`

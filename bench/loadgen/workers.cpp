@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "replayd_client/client.h"
+#include "shm_workers.h"
 #include "w3_workers.h"
 
 namespace replayd::loadgen {
@@ -56,6 +57,7 @@ client::ClientOptions client_options(const WorkerPlan& plan, const char* name) {
 
 WorkerResult run_explorer(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context) {
   if (plan.workload.episodic) return run_w3_explorer(plan, wait_for_start, context);
+  if (plan.shm) return run_shm_explorer(plan, wait_for_start, context);
   client::Client client(plan.address, client_options(plan, "replayd_loadgen explorer"));
   RandomBatch data(plan.workload, plan.insert_chunk_items, plan.seed);
   wait_for_start(context);
@@ -79,6 +81,7 @@ WorkerResult run_explorer(const WorkerPlan& plan, void (*wait_for_start)(void*),
 
 WorkerResult run_learner(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context) {
   if (plan.workload.episodic) return run_w3_learner(plan, wait_for_start, context);
+  if (plan.shm) return run_shm_learner(plan, wait_for_start, context);
   client::Client client(plan.address, client_options(plan, "replayd_loadgen learner"));
   std::mt19937_64 random(plan.seed);
   std::uniform_real_distribution<double> priority(0.01, 10.0);

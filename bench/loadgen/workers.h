@@ -43,6 +43,7 @@ struct WorkerPlan {
   std::size_t w3_pool_frames = 2048;
   bool w3_live_compression = false;
   bool w3_decode = false;
+  bool shm = false;  // W1/W2 over the shared-memory plane (shm_workers.h)
 };
 
 // Connects (before `wait_for_start` returns), then inserts insert_chunk_items per call for

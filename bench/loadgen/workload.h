@@ -49,6 +49,8 @@ class RandomBatch {
   RandomBatch(const RandomBatch&) = delete;
   RandomBatch& operator=(const RandomBatch&) = delete;
   const client::InsertBatch& batch() const { return batch_; }
+  // The items' bytes, one column per field (n * item_bytes each).
+  const std::vector<std::vector<std::byte>>& columns() const { return columns_; }
 
  private:
   std::vector<std::vector<std::byte>> columns_;

@@ -4,15 +4,17 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "replayd_client/wire/wire_frame_codec.h"
 #include "replayd_client/wire/json_text.h"
 #include "replayd_client/wire/request_meta.h"
+#include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
 Client::Client(std::string_view address, ClientOptions options)
     : connection_(std::make_unique<Connection>(parse_address(address), options.max_in_flight)),
       client_name_(std::move(options.client_name)),
-      token_(std::move(options.token)) {
+      token_(std::move(options.token)),
+      shared_memory_(options.shared_memory &&
+                     connection_->address().kind == Address::Kind::unix_socket) {
   if (!token_) {
     if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) token_ = token;
   }
@@ -37,6 +39,7 @@ std::future<ServerHello> Client::hello_async() {
     meta.append(",\"token\":");
     append_json_string(meta, *token_);
   }
+  if (shared_memory_) meta.append(",\"shm\":true");
   meta.push_back('}');
   return connection_->call<ServerHello, decode_hello>(meta, {});
 }

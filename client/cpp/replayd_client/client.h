@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,10 +21,11 @@
 
 #include "replayd_client/address.h"
 #include "replayd_client/columns.h"
-#include "replayd_client/wire/connection.h"
 #include "replayd_client/episodes/episode_results.h"
 #include "replayd_client/error.h"
 #include "replayd_client/results.h"
+#include "replayd_client/shm/table_mapping.h"
+#include "replayd_client/wire/connection.h"
 
 namespace replayd::client {
 
@@ -36,6 +38,17 @@ struct ClientOptions {
   // The server's shared token (docs/SECURITY.md), sent in hello; needed on TCP when the
   // server has one. nullopt: the REPLAYD_TOKEN environment variable, if set and non-empty.
   std::optional<std::string> token;
+  // Ask for the shared-memory data plane (docs/SHM.md) in hello; Unix sockets only.
+  bool shared_memory = true;
+};
+
+// An insert whose columns a writer laid out in a staging arena (docs/SHM.md): `batch`
+// describes the columns (its data spans must lie in the arena, laid out as a payload of
+// `rows` rows starting at `offset`: StagingArena::bytes()).
+struct StagedInsert {
+  const StagingArena* arena = nullptr;
+  std::uint64_t offset = 0;  // multiple of 8
+  std::uint64_t rows = 0;    // >= batch.size(); 0: batch.size()
 };
 
 struct InsertOptions {
@@ -252,16 +265,40 @@ class Client {
     }
   }
 
+  // The shared-memory data plane (docs/SHM.md; client/cpp/replayd_client/shm/), over a Unix
+  // socket to a server of the same uid. Whether hello offered it:
+  bool shm_offered() const { return hello_.shm_offered; }
+  // Maps `table`'s column block read-only (one round trip). Throws Error(permission_denied)
+  // without the plane, Error(invalid_argument) for a table with frame fields.
+  std::unique_ptr<TableMapping> map_table(std::string_view table);
+  // A keys-only sample ("rows": "keys"): keys, probabilities, weights, times sampled; the
+  // rows are gathered by the caller from the table's mapping (TableMapping::gather), and
+  // drawn again where they changed under the copy. May wait like sample.
+  std::future<SampleBatch> sample_keys_async(std::string_view table, std::uint64_t n,
+                                             SampleOptions options = {});
+  // A new staging arena of `bytes` on this connection. Throws Error(permission_denied)
+  // without the plane, Error(resource_exhausted) over the server's staging limits.
+  std::unique_ptr<StagingArena> map_staging(std::uint64_t bytes);
+  // Inserts the rows `staged` names (the server copies them from the arena when the rate
+  // limiter admits the insert: they must not change before the reply). Returns their keys.
+  std::future<Keys> insert_staged_async(std::string_view table, const InsertBatch& batch,
+                                        const StagedInsert& staged, InsertOptions options = {});
+
   // Any request, as metadata text and payload pieces; the reply as received. For
   // operations this API does not wrap. An error reply completes the future with Error.
   std::future<Reply> request_async(std::string_view meta,
                                    std::span<const PayloadPiece> payload = {});
 
  private:
+  // The one descriptor the reply of `meta` (a map request) carries.
+  std::pair<boost::json::object, int> call_with_descriptor(std::string_view meta);
+
   std::unique_ptr<Connection> connection_;
   ServerHello hello_;
   std::string client_name_;
   std::optional<std::string> token_;
+  bool shared_memory_ = true;
+  std::mutex map_mutex_;  // one map request at a time: descriptors arrive in order
 };
 
 }  // namespace replayd::client

@@ -6,7 +6,7 @@
 namespace replayd::client {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 13> kNames{{
     {ErrorCode::invalid_argument, "invalid_argument"},
     {ErrorCode::not_found, "not_found"},
     {ErrorCode::already_exists, "already_exists"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kNames{{
     {ErrorCode::shutting_down, "shutting_down"},
     {ErrorCode::protocol_error, "protocol_error"},
     {ErrorCode::unauthenticated, "unauthenticated"},
+    {ErrorCode::permission_denied, "permission_denied"},
     {ErrorCode::connection_lost, "connection_lost"},
     {ErrorCode::bad_reply, "bad_reply"},
     {ErrorCode::data_loss, "data_loss"},

@@ -18,6 +18,7 @@ enum class ErrorCode {
   shutting_down,       // the server is stopping; the request was not executed
   protocol_error,      // the server saw broken framing (it closes the connection)
   unauthenticated,     // the server requires a token in hello (it closes the connection)
+  permission_denied,   // this connection may not do it (shared memory over TCP, another uid)
   connection_lost,     // client side: the connection failed or closed before the reply
   bad_reply,           // client side: a reply that does not follow docs/PROTOCOL.md
   data_loss,           // client side: a stored value that does not decode (corrupt frame)

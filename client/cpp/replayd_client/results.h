@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "replayd_client/wire/buffer.h"
 #include "replayd_client/dtype.h"
 #include "replayd_client/error.h"
 #include "replayd_client/pixels/pixel_frame_results.h"
+#include "replayd_client/wire/buffer.h"
 
 namespace replayd::client {
 
@@ -26,6 +26,9 @@ struct ServerHello {
   std::string server;  // e.g. "replayd 0.1.0"
   std::vector<std::string> tables;
   boost::json::object limits;  // max_frame_bytes, max_batch_items, ... (docs/PROTOCOL.md)
+  // The shared-memory data plane (docs/SHM.md): offered to this connection, or why not.
+  bool shm_offered = false;
+  std::string shm_reason;
 };
 
 // The keys of inserted items, in item order, viewed in the reply buffer.

@@ -143,6 +143,41 @@ Connection::~Connection() {
   close();
   if (reader_.joinable()) reader_.join();
   ::close(fd_);
+  for (int fd : descriptors_)
+    ::close(fd);
+}
+
+int Connection::take_descriptor() {
+  std::lock_guard lock(descriptors_mutex_);
+  if (descriptors_.empty()) return -1;
+  const int fd = descriptors_.front();
+  descriptors_.pop_front();
+  return fd;
+}
+
+ssize_t Connection::receive(std::byte* out, std::size_t bytes) {
+  iovec piece{out, bytes};
+  alignas(cmsghdr) char control[CMSG_SPACE(8 * sizeof(int))];
+  msghdr message{};
+  message.msg_iov = &piece;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t n = ::recvmsg(fd_, &message, MSG_CMSG_CLOEXEC);
+  if (n > 0 && message.msg_controllen > 0) {
+    std::lock_guard lock(descriptors_mutex_);
+    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+         header = CMSG_NXTHDR(&message, header)) {
+      if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+      const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+        descriptors_.push_back(fd);
+      }
+    }
+  }
+  return n;
 }
 
 void Connection::close() {
@@ -201,14 +236,14 @@ bool Connection::read_exact(std::byte* out, std::size_t bytes) {
   bytes -= buffered;
   while (bytes > 0) {
     if (bytes >= kDirectReadBytes) {
-      const ssize_t n = ::recv(fd_, out, bytes, 0);
+      const ssize_t n = receive(out, bytes);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       out += n;
       bytes -= static_cast<std::size_t>(n);
       continue;
     }
-    const ssize_t n = ::recv(fd_, read_buffer_.get(), kReadBufferBytes, 0);
+    const ssize_t n = receive(read_buffer_.get(), kReadBufferBytes);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     read_begin_ = 0;

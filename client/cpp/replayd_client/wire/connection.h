@@ -4,10 +4,13 @@
 // Threading: call() may be used from any number of threads at once; frames never
 // interleave (one write mutex). Futures complete on the reader thread. Destroy the
 // Connection only when no other thread is inside call().
+// Descriptors (the shared-memory plane, docs/SHM.md): replies may carry file descriptors
+// (SCM_RIGHTS); the reader keeps them, in arrival order, for take_descriptor().
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <span>
@@ -50,6 +53,9 @@ class Connection {
   // thread-safe, returns at once (the reader thread finishes on its own).
   void close();
   bool is_open() const { return !closed_.load(std::memory_order_acquire); }
+  // The oldest descriptor received and not taken yet (the caller owns it), or -1. A reply
+  // that announces one has it queued by the time its future is ready.
+  int take_descriptor();
   std::size_t in_flight() const { return calls_.in_flight(); }
   const Address& address() const { return address_; }
 
@@ -61,6 +67,8 @@ class Connection {
   static void check_meta_size(std::size_t meta_bytes);
   // Fills `out` from the socket (buffered bytes first). False on EOF or error.
   bool read_exact(std::byte* out, std::size_t bytes);
+  // One recvmsg into `out`, keeping the descriptors that come with the bytes.
+  ssize_t receive(std::byte* out, std::size_t bytes);
 
   Address address_;
   int fd_ = -1;
@@ -71,6 +79,8 @@ class Connection {
   std::unique_ptr<std::byte[]> read_buffer_;
   std::size_t read_begin_ = 0;
   std::size_t read_end_ = 0;
+  std::mutex descriptors_mutex_;
+  std::deque<int> descriptors_;  // received, not taken; closed by the destructor
   std::thread reader_;
 };
 

@@ -3,8 +3,8 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-#include "replayd_client/wire/wire_frame_codec.h"
 #include "replayd_client/pixels/pixel_frame_decoding.h"
+#include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
 namespace json = boost::json;
@@ -243,6 +243,14 @@ ServerHello decode_hello(Reply&& reply, ReplyDecoder& decoder) {
   }
   if (const json::value* limits = meta.if_contains("limits"); limits && limits->is_object()) {
     hello.limits = json::object(limits->get_object(), json::storage_ptr());
+  }
+  hello.shm_reason = "not asked for";
+  if (const json::value* shm = meta.if_contains("shm"); shm && shm->is_object()) {
+    const json::value* offered = shm->get_object().if_contains("offered");
+    hello.shm_offered = offered != nullptr && offered->is_bool() && offered->get_bool();
+    const json::value* reason = shm->get_object().if_contains("reason");
+    hello.shm_reason = reason != nullptr && reason->is_string() ? std::string(reason->get_string())
+                                                                : std::string();
   }
   return hello;
 }

@@ -1,0 +1,188 @@
+#include "shm_workers.h"
+
+#include <cstring>
+#include <deque>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "replayd_client/client.h"
+
+namespace replayd::loadgen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t elapsed_ns(Clock::time_point since) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
+}
+
+std::uint64_t padded(std::uint64_t bytes) {
+  return (bytes + 7) / 8 * 8;
+}
+
+std::unique_ptr<client::Client> connect(const WorkerPlan& plan, const char* name) {
+  client::ClientOptions options;
+  options.max_in_flight = 2 * plan.depth + 16;
+  options.client_name = name;
+  auto client = std::make_unique<client::Client>(plan.address, options);
+  if (!client->shm_offered()) {
+    throw client::Error(client::ErrorCode::permission_denied,
+                        "--shm: the server does not offer shared memory here: " +
+                            client->server_hello().shm_reason);
+  }
+  return client;
+}
+
+void count_error(WorkerResult& result, const client::Error& e) {
+  if (result.errors++ == 0) std::cerr << "replayd_loadgen: request failed: " << e.what() << "\n";
+}
+
+// One staging slot: the columns of a batch of `n` items laid out as an insert payload.
+struct Slot {
+  std::uint64_t offset = 0;
+  std::vector<std::span<std::byte>> columns;
+  client::InsertBatch batch;
+};
+
+}  // namespace
+
+WorkerResult run_shm_explorer(const WorkerPlan& plan, void (*wait_for_start)(void*),
+                              void* context) {
+  const auto connected = connect(plan, "replayd_loadgen explorer (shm)");
+  client::Client& client = *connected;
+  const std::uint64_t n = plan.insert_chunk_items;
+  RandomBatch data(plan.workload, n, plan.seed);
+  std::uint64_t slot_bytes = 0;
+  for (const auto& field : plan.workload.fields)
+    slot_bytes += padded(n * field.item_bytes);
+  slot_bytes = (slot_bytes + 63) / 64 * 64;
+  const std::size_t slot_count = plan.depth + 1;
+  auto arena = client.map_staging(slot_bytes * slot_count);
+  std::vector<Slot> slots(slot_count);
+  for (std::size_t k = 0; k < slot_count; ++k) {
+    Slot& slot = slots[k];
+    slot.offset = k * slot_bytes;
+    slot.batch.clear(n);
+    std::uint64_t at = slot.offset;
+    for (const auto& field : plan.workload.fields) {
+      slot.columns.push_back(arena->bytes().subspan(at, n * field.item_bytes));
+      slot.batch.add(field.name, field.dtype, std::span<const std::uint64_t>(field.shape),
+                     slot.columns.back());
+      at += padded(n * field.item_bytes);
+    }
+  }
+  const auto& source = data.columns();  // the items each request writes, one column per field
+  wait_for_start(context);
+
+  struct Sent {
+    std::future<client::Keys> reply;
+    Clock::time_point sent_at;
+  };
+  WorkerResult result;
+  std::deque<Sent> in_flight;
+  std::size_t next = 0;
+  auto finish_oldest = [&] {
+    Sent sent = std::move(in_flight.front());
+    in_flight.pop_front();
+    try {
+      sent.reply.get();
+      result.insert.latency.record(elapsed_ns(sent.sent_at));
+      ++result.insert.calls;
+      result.insert.items += n;
+    } catch (const client::Error& e) {
+      count_error(result, e);
+    }
+  };
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(plan.duration_s);
+  while (Clock::now() < end) {
+    while (in_flight.size() < plan.depth) {
+      Slot& slot = slots[next];
+      next = (next + 1) % slot_count;
+      for (std::size_t f = 0; f < slot.columns.size(); ++f)
+        std::memcpy(slot.columns[f].data(), source[f].data(), source[f].size());
+      const auto sent_at = Clock::now();
+      in_flight.push_back(
+          {client.insert_staged_async(plan.table, slot.batch, {arena.get(), slot.offset, n}),
+           sent_at});
+    }
+    finish_oldest();
+  }
+  while (!in_flight.empty())
+    finish_oldest();
+  result.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+WorkerResult run_shm_learner(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context) {
+  const auto connected = connect(plan, "replayd_loadgen learner (shm)");
+  client::Client& client = *connected;
+  const auto mapping = client.map_table(plan.table);
+  const std::uint64_t n = plan.sample_batch_items;
+  // The learner's batch: one array per field, refilled for each sample.
+  std::vector<std::vector<std::byte>> arrays;
+  std::vector<std::byte*> out;
+  for (const auto& column : mapping->columns()) {
+    arrays.emplace_back(n * column.item_bytes);
+    out.push_back(arrays.back().data());
+  }
+  std::vector<std::vector<std::byte>> redraw_arrays(arrays.size());
+  wait_for_start(context);
+
+  struct Sent {
+    std::future<client::SampleBatch> reply;
+    Clock::time_point sent_at;
+  };
+  WorkerResult result;
+  std::deque<Sent> in_flight;
+  auto take = [&] {
+    Sent sent = std::move(in_flight.front());
+    in_flight.pop_front();
+    try {
+      client::SampleBatch batch = sent.reply.get();
+      std::vector<std::uint64_t> keys(batch.keys().begin(), batch.keys().end());
+      auto changed = mapping->gather(keys, out);
+      while (!changed.empty()) {  // rows overwritten under the copy: drawn again
+        client::SampleBatch more = client.sample_keys_async(plan.table, changed.size()).get();
+        std::vector<std::byte*> redraw_out;
+        for (std::size_t f = 0; f < arrays.size(); ++f) {
+          redraw_arrays[f].resize(changed.size() * mapping->columns()[f].item_bytes);
+          redraw_out.push_back(redraw_arrays[f].data());
+        }
+        const auto again = mapping->gather(more.keys(), redraw_out);
+        for (std::size_t f = 0; f < arrays.size(); ++f) {
+          const std::uint64_t bytes = mapping->columns()[f].item_bytes;
+          for (std::size_t i = 0; i < changed.size(); ++i)
+            std::memcpy(out[f] + changed[i] * bytes, redraw_out[f] + i * bytes, bytes);
+        }
+        std::vector<std::size_t> left;
+        for (std::size_t i : again)
+          left.push_back(changed[i]);
+        changed = std::move(left);
+      }
+      result.sample.latency.record(elapsed_ns(sent.sent_at));
+      ++result.sample.calls;
+      result.sample.items += n;
+    } catch (const client::Error& e) {
+      count_error(result, e);
+    }
+  };
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(plan.duration_s);
+  while (Clock::now() < end) {
+    while (in_flight.size() < plan.depth) {
+      const auto sent_at = Clock::now();
+      in_flight.push_back({client.sample_keys_async(plan.table, n), sent_at});
+    }
+    take();
+  }
+  while (!in_flight.empty())
+    take();
+  result.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace replayd::loadgen

@@ -1,0 +1,77 @@
+// The Client's shared-memory calls (client.h, docs/SHM.md): map_table, sample_keys_async,
+// map_staging, insert_staged_async.
+#include <unistd.h>
+
+#include <boost/json/parse.hpp>
+#include <cmath>
+
+#include "replayd_client/client.h"
+#include "replayd_client/wire/json_text.h"
+#include "replayd_client/wire/request_meta.h"
+
+namespace replayd::client {
+
+std::pair<boost::json::object, int> Client::call_with_descriptor(std::string_view meta) {
+  std::lock_guard lock(map_mutex_);
+  Reply reply = connection_->call<Reply, decode_raw>(meta, {}).get();
+  const int fd = connection_->take_descriptor();
+  boost::system::error_code ec;
+  boost::json::value parsed = boost::json::parse(reply.meta, ec);
+  if (ec || !parsed.is_object()) {
+    if (fd >= 0) ::close(fd);
+    throw Error(ErrorCode::bad_reply, "a map reply whose metadata is not a JSON object");
+  }
+  return {std::move(parsed.get_object()), fd};
+}
+
+std::unique_ptr<TableMapping> Client::map_table(std::string_view table) {
+  std::string meta = "{\"op\":\"map_table\",\"table\":";
+  append_json_string(meta, table);
+  meta.push_back('}');
+  auto [reply, fd] = call_with_descriptor(meta);
+  return std::make_unique<TableMapping>(reply, fd);
+}
+
+std::future<SampleBatch> Client::sample_keys_async(std::string_view table, std::uint64_t n,
+                                                   SampleOptions options) {
+  if (!std::isfinite(options.beta)) {
+    throw Error(ErrorCode::invalid_argument, "sample: beta must be finite and >= 0");
+  }
+  std::string& meta = table_request("sample", table);
+  meta.append(",\"n\":");
+  append_json_uint(meta, n);
+  meta.append(",\"beta\":");
+  append_json_double(meta, options.beta);
+  meta.append(",\"timeout_ms\":");
+  append_json_optional_uint(meta, options.timeout_ms);
+  meta.append(",\"rows\":\"keys\"}");
+  return connection_->call<SampleBatch, decode_sample>(meta, {});
+}
+
+std::unique_ptr<StagingArena> Client::map_staging(std::uint64_t bytes) {
+  std::string meta = "{\"op\":\"map_staging\",\"bytes\":";
+  append_json_uint(meta, bytes);
+  meta.push_back('}');
+  auto [reply, fd] = call_with_descriptor(meta);
+  return std::make_unique<StagingArena>(reply, fd);
+}
+
+std::future<Keys> Client::insert_staged_async(std::string_view table, const InsertBatch& batch,
+                                              const StagedInsert& staged, InsertOptions options) {
+  if (staged.arena == nullptr) {
+    throw Error(ErrorCode::invalid_argument, "insert_staged: no staging arena");
+  }
+  std::string& meta = scratch_meta();
+  batch.append_meta(meta, table, options.timeout_ms);
+  meta.pop_back();  // the closing brace: the staged member goes in
+  meta.append(",\"staged\":{\"arena\":");
+  append_json_uint(meta, staged.arena->id());
+  meta.append(",\"offset\":");
+  append_json_uint(meta, staged.offset);
+  meta.append(",\"rows\":");
+  append_json_uint(meta, staged.rows == 0 ? batch.size() : staged.rows);
+  meta.append("}}");
+  return connection_->call<Keys, decode_keys>(meta, {});
+}
+
+}  // namespace replayd::client
