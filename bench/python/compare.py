@@ -4,11 +4,14 @@ on the same workloads in the same run, and prints one table (transitions/s).
     scripts/bench-python                       # everything: 3 repetitions, 10 s mixed
     scripts/bench-python --systems replayd,shm --workloads W1 --duration 0.5 --reps 1
 
-Systems: replayd (this repository's client and server), shm (multiprocessing shared
-memory ring, a lock per chunk of slots), manager (multiprocessing.managers proxy to a
-buffer in a server process), redis (redis-server, pipelined, Lua), zmq (pyzmq replay
-server, DEALER/ROUTER). Results: medians over repetitions with min-max, ratios of replayd to
-the best networked alternative and to shm; JSON written to --json.
+Systems: replayd (this repository's client and server, using the shared-memory plane the
+server offers on its Unix socket), replayd-socket (the same with shm=False: every byte
+through the socket), shm (multiprocessing shared memory ring, a lock per chunk of slots),
+manager (multiprocessing.managers proxy to a buffer in a server process), redis
+(redis-server, pipelined, Lua), zmq (pyzmq replay server, DEALER/ROUTER). Results: medians
+over repetitions with min-max, ratios of replayd to the best networked alternative, to shm
+and to replayd-socket; single-core memcpy measured in the same run (--memcpy); JSON
+written to --json. --pin puts the replayd server on CPU 0 and every worker on CPU 1.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ _CLIENT = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--
 sys.path.insert(0, _CLIENT)
 
 from report import format_table, machine_info  # noqa: E402
-from runner import MEASURES, fill, run_measure, run_mixed  # noqa: E402
+from runner import MEASURES, fill, memcpy_gb_per_s, run_measure, run_mixed  # noqa: E402
 from systems import SYSTEMS, load_system  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
@@ -65,6 +68,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--json", default=str(REPO / "bench" / "results" / "python_compare.json"),
                    help="where to write the results as JSON ('' to skip)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--pin", action="store_true",
+                   help="replayd's server on CPU 0, every worker process on CPU 1 (2+ CPUs)")
+    p.add_argument("--memcpy", action="store_true",
+                   help="measure single-core memcpy (on the workers' CPU) in every repetition")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--from-json", default="",
                    help="print the table of an earlier run's JSON instead of running")
@@ -96,6 +103,10 @@ def run(args: argparse.Namespace) -> Dict:
 
     started_utc = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC")
     machine = machine_info()
+    if args.pin:
+        os.environ["REPLAYD_BENCH_SERVER_CPU"] = "0"
+        os.environ["REPLAYD_BENCH_CLIENT_CPU"] = "1"
+    memcpy: List[float] = []
     raw: Dict[str, Dict[str, Dict[str, List[float]]]] = {}  # workload/measure/system
     substituted: Dict[str, Dict[str, Dict[str, str]]] = {}
     with tempfile.TemporaryDirectory(prefix="replayd-bench-") as tmp:
@@ -121,6 +132,9 @@ def run(args: argparse.Namespace) -> Dict:
                         log(f"{wname} {sname}: filled {workload.capacity} items in "
                             f"{time.monotonic() - started:.1f} s")
                         for rep in range(args.reps):
+                            if args.memcpy:
+                                memcpy.append(memcpy_gb_per_s())
+                                log(f"memcpy, one core: {memcpy[-1]:.2f} GB/s")
                             for key in keys:
                                 if key == "mixed":
                                     result = run_mixed(system_cls, handle, workload,
@@ -175,7 +189,10 @@ def run(args: argparse.Namespace) -> Dict:
             "machine": machine, "python": platform.python_version(),
             "reps": args.reps, "duration_s": args.duration, "warmup_s": args.warmup,
             "capacity_override": args.capacity or None, "client_path": args.client,
-            "mixed_duration_s": args.mixed_duration, "results": results}
+            "mixed_duration_s": args.mixed_duration, "results": results,
+            "pinned": bool(args.pin),
+            "memcpy_gb_per_s": ({"median": statistics.median(memcpy), "runs": memcpy}
+                                if memcpy else None)}
 
 
 def main(argv: List[str]) -> int:

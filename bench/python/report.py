@@ -18,6 +18,7 @@ ROW_TITLES: Dict[str, str] = {key: m.title for key, m in MEASURES.items()}
 ROW_TITLES["mixed_explorer"] = "(e) mixed: explorer 1/call"
 ROW_TITLES["mixed_learner"] = "(e) mixed: learner sampling"
 SOLO_OF = {"mixed_explorer": "insert1_writer", "mixed_learner": "sample_prefetch"}
+W2_ITEM_BYTES = 56_457  # workloads.W2.item_bytes
 
 
 def machine_info() -> Dict[str, Any]:
@@ -64,6 +65,8 @@ def format_table(doc: Dict[str, Any], systems: List[str], markdown: bool = False
         header.append("replayd/best net")
     if "replayd" in systems and "shm" in systems:
         header.append("replayd/shm")
+    if "replayd" in systems and "replayd-socket" in systems:
+        header.append("replayd/socket")
     rows = [header]
     notes = set()
     for w in workloads:
@@ -88,6 +91,9 @@ def format_table(doc: Dict[str, Any], systems: List[str], markdown: bool = False
             if "replayd/shm" in header:
                 cells.append(f"{medians['replayd'] / medians['shm']:.2f}x"
                              if "replayd" in medians and "shm" in medians else "-")
+            if "replayd/socket" in header:
+                cells.append(f"{medians['replayd'] / medians['replayd-socket']:.2f}x"
+                             if "replayd" in medians and "replayd-socket" in medians else "-")
             rows.append(cells)
     if markdown:
         lines = ["| " + " | ".join(row) + " |" for row in rows]
@@ -99,6 +105,18 @@ def format_table(doc: Dict[str, Any], systems: List[str], markdown: bool = False
         lines.insert(1, "  ".join("-" * wd for wd in widths))
     lines.insert(0, f"transitions/s, median of {doc['reps']} (min-max); "
                     f"{doc['duration_s']:g} s per measure, mixed {doc['mixed_duration_s']:g} s")
+    memcpy = doc.get("memcpy_gb_per_s")
+    if memcpy:
+        lines += ["", f"memcpy, one core (the workers' CPU): {memcpy['median']:.2f} GB/s "
+                      f"(median of {len(memcpy['runs'])})"]
+        for s in systems:
+            r = index.get(("W2", "sample_prefetch", s))
+            if r:
+                gb = r["transitions_per_s"]["median"] * W2_ITEM_BYTES / 1e9
+                lines.append(f"  W2 sample into one learner, {s}: {gb:.2f} GB/s = "
+                             f"{gb / memcpy['median']:.2f} of memcpy")
+    if doc.get("pinned"):
+        lines += ["", "pinned: replayd's server on CPU 0, every worker process on CPU 1"]
     mixed = _mixed_share(index, workloads, systems)
     if mixed:
         lines += ["", "(e) mixed, each side as a share of its own solo rate "

@@ -8,6 +8,7 @@ client of its own crosses a fork.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 from systems.base import Endpoint, System
 from workloads import Workload
 
-__all__ = ["Measure", "MEASURES", "fill", "run_measure", "run_mixed"]
+__all__ = ["Measure", "MEASURES", "fill", "memcpy_gb_per_s", "run_measure", "run_mixed"]
 
 CTX = mp.get_context("fork")
 FILL_BATCH = 256
@@ -112,9 +113,40 @@ def _loop(key: str, endpoint: Endpoint, workload: Workload, duration_s: float,
     raise ValueError(f"unknown measure {key!r}")
 
 
+#: The CPU worker processes run on (REPLAYD_BENCH_CLIENT_CPU; unset: wherever the OS puts
+#: them). compare.py --pin sets it, and the server's (REPLAYD_BENCH_SERVER_CPU), apart.
+def _pin_worker() -> None:
+    cpu = os.environ.get("REPLAYD_BENCH_CLIENT_CPU")
+    if cpu:
+        os.sched_setaffinity(0, {int(cpu)})
+
+
+def memcpy_gb_per_s(megabytes: int = 64, reps: int = 5) -> float:
+    """Single-core memcpy bandwidth (numpy copyto of `megabytes`), the median of `reps`,
+    measured in a worker process (pinned like the others)."""
+    def job(queue: Any) -> None:
+        _pin_worker()
+        source = np.ones(megabytes << 20, np.uint8)
+        target = np.empty_like(source)
+        np.copyto(target, source)  # every page touched once
+        rates = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            np.copyto(target, source)
+            rates.append(source.nbytes / (time.perf_counter() - start) / 1e9)
+        queue.put(sorted(rates)[len(rates) // 2])
+    queue = CTX.Queue()
+    proc = CTX.Process(target=job, args=(queue,), daemon=True)
+    proc.start()
+    value = float(queue.get(timeout=WORKER_TIMEOUT_S))
+    proc.join(10)
+    return value
+
+
 def _worker(system: Type[System], handle: Any, job: Callable[[Endpoint], Any],
             results: Any, start: Any) -> None:
     try:
+        _pin_worker()
         endpoint = system.connect(handle)
         if start is not None:
             start.wait()

@@ -12,6 +12,7 @@ __all__ = ["SYSTEMS", "NETWORKED_ALTERNATIVES", "load_system"]
 #: name -> (module, class); the column order of the result table.
 SYSTEMS: Dict[str, Tuple[str, str]] = {
     "replayd": ("systems.replayd_system", "ReplaydSystem"),
+    "replayd-socket": ("systems.replayd_system", "ReplaydSocketSystem"),
     "replayd.cpprb": ("systems.replayd_cpprb", "ReplaydCpprbSystem"),
     "shm": ("systems.shm_ring", "ShmRingSystem"),
     "manager": ("systems.manager_proxy", "ManagerSystem"),

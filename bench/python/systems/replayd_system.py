@@ -3,6 +3,11 @@
 Modes: the Writer (1-item appends sent 64 at a time, 8 batches in flight), insert_async
 (pipelined batches), the prefetching Sampler, and update_priorities_async (updates never
 wait for their reply; `flush` collects them).
+
+Two systems: "replayd" is the client as it comes, using the shared-memory plane the server
+offers on its Unix socket (docs/SHM.md); "replayd-socket" is the same client with
+``shm=False``, every byte through the socket. REPLAYD_BENCH_SERVER_CPU, when set, pins the
+server to that CPU (taskset).
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from systems.arrays import BETA, PRIORITY_EXPONENT
 from systems.base import Batch, Endpoint, System
 from workloads import Workload
 
-__all__ = ["ReplaydSystem", "server_binary"]
+__all__ = ["ReplaydSystem", "ReplaydSocketSystem", "server_binary"]
 
 TABLE = "bench"
 MAX_IN_FLIGHT = 8  # pipelined insert batches and priority updates awaiting replies
@@ -35,8 +40,8 @@ def server_binary() -> Path:
 class ReplaydEndpoint(Endpoint):
     native = frozenset({"writer", "pipelined", "prefetch"})
 
-    def __init__(self, address: str) -> None:
-        self.client = replayd.Client(address)
+    def __init__(self, address: str, shm: Optional[bool] = None) -> None:
+        self.client = replayd.Client(address, shm=shm)
         self.client.schema(TABLE)
         self.writer: Optional[replayd.Writer] = None
         self.in_flight: Deque[Any] = collections.deque()
@@ -101,7 +106,9 @@ class ReplaydSystem(System):
         for path in (sock, ready):
             path.unlink(missing_ok=True)
         log = open(workdir / "replayd.log", "ab")
-        self.proc = subprocess.Popen([str(binary), "--unix", str(sock), "--tcp", "", "--metrics", "",
+        pin = os.environ.get("REPLAYD_BENCH_SERVER_CPU")
+        self.proc = subprocess.Popen([*(["taskset", "-c", pin] if pin else []),
+                                      str(binary), "--unix", str(sock), "--tcp", "", "--metrics", "",
                                       "--ready-file", str(ready), "--log-level", "warn"],
                                      stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
@@ -136,3 +143,13 @@ class ReplaydSystem(System):
     @staticmethod
     def connect(handle: Any) -> Endpoint:
         return ReplaydEndpoint(handle)
+
+
+class ReplaydSocketSystem(ReplaydSystem):
+    """The same server and client, the shared-memory plane turned off (``shm=False``)."""
+
+    name = "replayd-socket"
+
+    @staticmethod
+    def connect(handle: Any) -> Endpoint:
+        return ReplaydEndpoint(handle, shm=False)
