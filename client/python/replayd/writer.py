@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 from concurrent import futures
 from concurrent.futures import Future
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from . import requests, wait_notice
 from .client_interface import ClientLike
 from .columns import InsertBatch, _limits, convert_item, decode_keys
 from .errors import InvalidArgument, PermissionDenied, ReplayError
-from .shm import StagingArena, batch_layout, staged_meta
+from .shm.staging import BatchSlots
 
 __all__ = ["Writer"]
 
@@ -50,6 +50,37 @@ def _fast_plan(dtype: np.dtype[Any]) -> Tuple[str, Any, Any]:
             return "f", float(low), float(high)
         return "i", int(low), int(high)
     return "b", None, None
+
+
+# struct format of each scalar dtype a memoryview can set items of (native byte order:
+# the wire is little-endian, and so are the hosts replayd runs on).
+_ITEM_FORMATS = {"b": "?", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I",
+                 "i8": "q", "u8": "Q", "f2": "e", "f4": "f", "f8": "d"}
+
+
+def _raw_view(column: np.ndarray[Any, Any], shape: Tuple[int, ...],
+              item_bytes: int) -> Tuple[Any, int]:
+    """(raw view, item bytes) of a column for `Writer._write_fast`: a small array field's
+    bytes, a scalar field's typed items, or (None, 0)."""
+    if shape:
+        if 0 < item_bytes <= _SMALL_ITEM_BYTES:
+            return memoryview(column).cast("B"), item_bytes  # type: ignore[arg-type]
+        return None, 0
+    code = column.dtype.kind + ("" if column.dtype.kind == "b" else str(column.dtype.itemsize))
+    fmt = _ITEM_FORMATS.get(code)
+    if fmt is None or column.dtype.byteorder == ">" or not column.flags.c_contiguous:
+        return _NumpyItems(column), item_bytes
+    return memoryview(column).cast("B").cast(fmt), item_bytes  # type: ignore[arg-type]
+
+
+class _NumpyItems:
+    """Item assignment into a numpy column, for a scalar dtype a memoryview lacks."""
+
+    def __init__(self, column: np.ndarray[Any, Any]) -> None:
+        self._column = column
+
+    def __setitem__(self, row: int, value: Any) -> None:
+        self._column[row] = value
 
 
 class Writer:
@@ -80,13 +111,13 @@ class Writer:
         self._batch = int(batch)
         self._max_in_flight = int(max_in_flight)
         self._timeout = timeout
-        self._staging: Optional[_Staging] = None
+        self._staging: Optional[BatchSlots] = None
         # Staged batches are inserts: a subclass that sends its batches otherwise (append
         # requests) keeps the socket.
         if type(self)._submit is Writer._submit and not any(f.is_frame
                                                              for f in self._schema.fields):
-            self._staging = _Staging.open(client, self._schema.fields, self._batch,
-                                          self._max_in_flight + 1)
+            self._staging = BatchSlots.open(client, self._schema.fields, self._batch,
+                                            self._max_in_flight + 1)
         if self._staging is not None:
             self._columns, self._priorities = self._staging.slot(0)
         else:
@@ -110,10 +141,10 @@ class Writer:
 
     def _fast_plan_of(self, columns: List[np.ndarray[Any, Any]]) -> List[Any]:
         """Per field, for the fast path of append: name, column, dtype, shape, kind, range,
-        and for small array fields the column's bytes and the bytes per item."""
+        and for small array fields the column's bytes and the bytes per item, for scalar
+        fields the column as a typed memoryview (None for array fields too large)."""
         return [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
-                 *((memoryview(column).cast("B"), f.item_bytes)  # type: ignore[arg-type]
-                   if f.shape and 0 < f.item_bytes <= _SMALL_ITEM_BYTES else (None, 0)))
+                 *_raw_view(column, f.shape, f.item_bytes))
                 for f, column in zip(self._schema.fields, columns)]
 
     @property
@@ -200,12 +231,14 @@ class Writer:
             if vtype is np.ndarray:
                 if value.shape != shape or (value.dtype is not dtype and value.dtype != dtype):
                     return False
-                if raw is not None:  # small: a bytes copy beats numpy's item assignment
+                if shape and raw is not None:  # small: a bytes copy beats numpy's assignment
                     raw[row * nbytes:(row + 1) * nbytes] = value.tobytes()
                     continue
-            elif shape:
+                column[row] = value
+                continue
+            if shape:
                 return False
-            elif vtype is bool:
+            if vtype is bool:
                 pass
             elif vtype is int:
                 if kind == "b" or not low <= value <= high:
@@ -215,7 +248,9 @@ class Writer:
                     return False  # inf and nan fit too, by the general path
             else:
                 return False
-            column[row] = value
+            # A scalar field's `raw` is its column as a typed memoryview: setting an item
+            # costs half of numpy's (no dtype machinery).
+            raw[row] = value
         return True
 
     def flush(self) -> None:
@@ -301,22 +336,22 @@ class Writer:
         if staging is not None:
             self._next_slot(staging)
 
-    def _submit_staged(self, batch: InsertBatch, staging: "_Staging") -> Future[Any]:
+    def _submit_staged(self, batch: InsertBatch, staging: "BatchSlots") -> Future[Any]:
         """Sends one batch whose rows lie in the current staging slot, without waiting."""
         meta = requests.insert_meta(self._table, batch, self._timeout)
         meta["staged"] = staging.meta()
         future: Future[Any] = staging.conn.submit(meta, (), decode_keys)[1]
         return future
 
-    def _next_slot(self, staging: "_Staging") -> None:
+    def _next_slot(self, staging: "BatchSlots") -> None:
         """Moves on to the next staging slot (whose request has had its reply: at most
         max_in_flight are in flight and there is one slot more), or, when the arena's
         connection was lost, to a new arena on the client's new connection (or to the
         socket, when the plane is gone)."""
         if not staging.conn.alive:
             staging.close(self._client)
-            self._staging = _Staging.open(self._client, self._schema.fields, self._batch,
-                                          self._max_in_flight + 1)
+            self._staging = BatchSlots.open(self._client, self._schema.fields, self._batch,
+                                            self._max_in_flight + 1)
             if self._staging is None:
                 self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
                                  for f in self._schema.fields]
@@ -325,7 +360,7 @@ class Writer:
                 return
             staging = self._staging
         self._columns, self._priorities = staging.advance()
-        self._plan = staging.plan(self)
+        self._plan = staging.memo(self._fast_plan_of)
 
     def _submit(self, batch: InsertBatch) -> Future[Any]:
         """Sends one batch without waiting; the future holds its keys."""
@@ -360,64 +395,3 @@ class Writer:
         elif self._error is None:
             self._error = exc
 
-
-class _Staging:
-    """A Writer's batches in a staging arena: `slots` slots, each one batch laid out as an
-    insert payload (the fields' columns, then priorities), used in turn."""
-
-    def __init__(self, conn: Any, arena: StagingArena, fields: Any, batch: int,
-                 slots: int) -> None:
-        offsets, slot_bytes = batch_layout(fields, batch, priorities=True)
-        self.conn = conn
-        self.arena = arena
-        self._slot_bytes = -(-slot_bytes // 64) * 64
-        self._slots = [([arena.view(f.dtype, (batch, *f.shape), k * self._slot_bytes + offset)
-                         for f, offset in zip(fields, offsets)],
-                        arena.view(np.dtype("<f8"), (batch,), k * self._slot_bytes + offsets[-1]))
-                       for k in range(slots)]
-        self._plans: List[Optional[List[Any]]] = [None] * slots
-        self._rows = batch
-        self._current = 0
-
-    @classmethod
-    def open(cls, client: Any, fields: Any, batch: int, slots: int) -> "Optional[_Staging]":
-        """A new arena on the client's connection, or None when the client has no plane
-        (shm=False, not offered, or a client without staging)."""
-        opener = getattr(client, "staging_arena", None)
-        if opener is None or not getattr(client, "shm_enabled", lambda: False)():
-            return None
-        _, slot_bytes = batch_layout(fields, batch, priorities=True)
-        try:
-            conn, arena = opener((-(-slot_bytes // 64) * 64) * slots)
-        except PermissionDenied:
-            return None
-        return cls(conn, arena, fields, batch, slots)
-
-    def slot(self, k: int) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
-        """The columns and priorities of slot k."""
-        return self._slots[k]
-
-    def advance(self) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
-        """Moves to the next slot; returns its columns and priorities."""
-        self._current = (self._current + 1) % len(self._slots)
-        return self._slots[self._current]
-
-    def plan(self, writer: Writer) -> List[Any]:
-        """The writer's fast-path plan for the current slot (built once per slot)."""
-        plan = self._plans[self._current]
-        if plan is None:
-            plan = self._plans[self._current] = writer._fast_plan_of(
-                self._slots[self._current][0])
-        return plan
-
-    def meta(self) -> Dict[str, int]:
-        """The request's "staged" member for the current slot."""
-        return staged_meta(self.arena, self._current * self._slot_bytes, self._rows)
-
-    def close(self, client: Any) -> None:
-        """Releases the arena (on the server too, when its connection lives)."""
-        self._slots = []
-        try:
-            client.unmap_staging(self.conn, self.arena)
-        except ReplayError:
-            self.arena.close()

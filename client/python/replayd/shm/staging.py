@@ -1,6 +1,6 @@
 """StagingArena: one of the connection's staging arenas mapped read-write (the writer's
-side of the shared-memory data plane; see replayd.shm), and the payload layout writers
-fill in it.
+side of the shared-memory data plane; see replayd.shm), the payload layout writers fill in
+it, and BatchSlots, a writer's batches laid out in an arena in turn.
 
 Threading: an arena belongs to one writer.
 """
@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 import mmap
 import os
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import ProtocolError
+from ..errors import PermissionDenied, ProtocolError, ReplayError
 from ..schema import Field
 from ..wire import padded
 
-__all__ = ["StagingArena", "batch_layout", "staged_meta"]
+__all__ = ["BatchSlots", "StagingArena", "batch_layout", "staged_meta"]
 
 
 def batch_layout(fields: Sequence[Field], rows: int, *, episodes: bool = False,
@@ -76,3 +76,69 @@ def staged_meta(arena: StagingArena, offset: int, rows: int) -> Dict[str, int]:
     """The ``"staged"`` member of a request whose columns lie in `arena` at `offset`, laid
     out for `rows` rows."""
     return {"arena": arena.id, "offset": offset, "rows": rows}
+
+
+class BatchSlots:
+    """A writer's batches in a staging arena: `slots` slots, each one batch of `rows` rows
+    laid out as an insert payload (the fields' columns, then priorities), used in turn.
+    The writer fills the current slot, sends a request naming it (`meta`) and moves on
+    (`advance`); with at most slots - 1 requests in flight, a slot is refilled only after
+    its request's reply."""
+
+    def __init__(self, conn: Any, arena: StagingArena, fields: Sequence[Field], rows: int,
+                 slots: int) -> None:
+        offsets, slot_bytes = batch_layout(fields, rows, priorities=True)
+        self.conn = conn
+        self.arena = arena
+        self._slot_bytes = -(-slot_bytes // 64) * 64
+        self._slots = [([arena.view(f.dtype, (rows, *f.shape), k * self._slot_bytes + offset)
+                         for f, offset in zip(fields, offsets)],
+                        arena.view(np.dtype("<f8"), (rows,), k * self._slot_bytes + offsets[-1]))
+                       for k in range(slots)]
+        self._memos: List[Any] = [None] * slots
+        self._rows = rows
+        self._current = 0
+
+    @classmethod
+    def open(cls, client: Any, fields: Sequence[Field], rows: int,
+             slots: int) -> "Optional[BatchSlots]":
+        """A new arena on the client's connection, or None when the client has no plane
+        (shm=False, not offered, or a client without staging)."""
+        opener = getattr(client, "staging_arena", None)
+        if opener is None or not getattr(client, "shm_enabled", lambda: False)():
+            return None
+        _, slot_bytes = batch_layout(fields, rows, priorities=True)
+        try:
+            conn, arena = opener((-(-slot_bytes // 64) * 64) * slots)
+        except PermissionDenied:
+            return None
+        return cls(conn, arena, fields, rows, slots)
+
+    def slot(self, k: int) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+        """The columns and priorities of slot k."""
+        return self._slots[k]
+
+    def advance(self) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+        """Moves to the next slot; returns its columns and priorities."""
+        self._current = (self._current + 1) % len(self._slots)
+        return self._slots[self._current]
+
+    def memo(self, make: Callable[[List[np.ndarray[Any, Any]]], Any]) -> Any:
+        """``make(columns)`` of the current slot, made once per slot (a writer's plan)."""
+        memo = self._memos[self._current]
+        if memo is None:
+            memo = self._memos[self._current] = make(self._slots[self._current][0])
+        return memo
+
+    def meta(self) -> Dict[str, int]:
+        """The request's "staged" member for the current slot."""
+        return staged_meta(self.arena, self._current * self._slot_bytes, self._rows)
+
+    def close(self, client: Any) -> None:
+        """Releases the arena (on the server too, when its connection lives)."""
+        self._slots = []
+        self._memos = []
+        try:
+            client.unmap_staging(self.conn, self.arena)
+        except ReplayError:
+            self.arena.close()
