@@ -108,6 +108,7 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   const SamplingMass mass_before = table.sampling_mass();
   table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, out.buffers()));
+  if (keys_only) out.fill_slots(table.storage().slot_bits());
   table_changed(*call.table);
   std::string extra;
   if (keys_only) {

@@ -44,6 +44,7 @@ std::string sample_meta_prefix(const Schema& schema, std::uint64_t n,
     const Field& field = schema.field(f);
     add(field.name, dtype_name(field.dtype), field.shape, offsets[4 + f]);
   }
+  if (!with_rows) add("slot", "int64", {}, offsets[4]);
   meta += "]";
   if (!with_rows) meta += ",\"rows\":\"keys\"";
   return meta;
@@ -194,7 +195,9 @@ ReplyColumn field_column(const Field& field, bool viewed) {
 
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n, bool with_rows) {
   if (!with_rows) {
-    REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(draw_columns(), {n}));
+    std::vector<ReplyColumn> columns = draw_columns();
+    columns.push_back(ReplyColumn{"slot", "int64", {}, sizeof(std::int64_t), {}, false});
+    REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(std::move(columns), {n}));
     return PlainSampleReply{std::move(reply), {}, {}, false};
   }
   const std::vector<bool> viewed = viewed_fields(schema, n);
@@ -213,6 +216,14 @@ Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t 
     }
   }
   return sample;
+}
+
+void PlainSampleReply::fill_slots(std::uint64_t slot_bits) {
+  const auto keys = reply.as<std::uint64_t>(0);
+  const auto slots = reply.as<std::int64_t>(4);
+  const std::uint64_t mask = (std::uint64_t{1} << slot_bits) - 1;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    slots[i] = static_cast<std::int64_t>(keys[i] & mask);
 }
 
 SampleBuffers PlainSampleReply::buffers() {

@@ -119,10 +119,14 @@ struct PlainSampleReply {
   ColumnReply reply;
   std::vector<std::span<std::byte>> columns;
   std::vector<std::span<const std::byte*>> rows;
-  bool with_rows = true;  // false: keys only (the per-draw columns, no field)
+  bool with_rows = true;  // false: keys only (the per-draw columns and slots, no field)
   SampleBuffers buffers();
+  // Keys only, after the draws: the fifth column, each draw's slot (key & mask), which a
+  // client indexes its mapping with.
+  void fill_slots(std::uint64_t slot_bits);
 };
-// `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns only.
+// `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns, then
+// "slot" (int64).
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n,
                                             bool with_rows = true);
 

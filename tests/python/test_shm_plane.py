@@ -406,7 +406,7 @@ def test_a_keys_sample_of_several_batches_draws_only_what_the_rate_limiter_admit
         batches = reply["batches"]
         assert reply["rows"] == "keys" and 1 <= batches < 8 and reply["n"] == 4 * batches
         assert [column["name"] for column in reply["columns"]] == [
-            "key", "probability", "weight", "times_sampled"]
+            "key", "probability", "weight", "times_sampled", "slot"]
         assert isinstance(reply["region"], int)
         assert c.table_info(table_name)["counters"]["samples"] == 4 * batches
         with pytest.raises(replayd.TimeoutError):  # the limiter admits no further batch

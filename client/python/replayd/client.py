@@ -525,7 +525,7 @@ class Client:
         if isinstance(reply, Sample):
             return reply
         sample, bad = self._plane_of(table, reply.region).complete(
-            reply.draws, None if received is None else received.buffer())
+            reply.draws, None if received is None else received.buffer(), reply.slots)
         while bad.size:
             more: KeysReply = self._call(keys_request(table, len(bad), beta, None),
                                          decode=decode_keys_reply, timeout=timeout,
@@ -566,7 +566,7 @@ class Client:
                     .add_done_callback(lambda f: settle(f, outcome.set_result))
             else:
                 state["sample"], state["bad"] = plane.complete(
-                    reply.draws, None if received is None else received.buffer())
+                    reply.draws, None if received is None else received.buffer(), reply.slots)
                 on_redrawn(None)
 
         def on_redrawn(reply: Optional[KeysReply]) -> None:

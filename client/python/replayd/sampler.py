@@ -10,12 +10,11 @@ Threading: one thread consumes (iteration is not meant to be shared). `close` ma
 from any thread. A Sampler belongs to the process that created it: do not use it across
 fork, and it does not pickle (pickle the Client instead).
 
-Shared memory (docs/SHM.md): for plain samples of a table the client maps (`plane_table`),
-the requests (``"rows": "auto"``) are of up to ``prefetch // 2`` batches each (one batch with
-`allocate`), two in flight; the server leaves the rows to the table's mapping and the
-background thread gathers each batch's rows (into `allocate`'s buffer when given), drawing
-again the rare rows that changed under the copy. Other samples keep `prefetch` requests of
-one batch in flight.
+Shared memory (docs/SHM.md): plain samples of a table the client maps (`plane_table`) have
+no background thread (replayd.shm.prefetch): two requests of `prefetch` batches each (one
+with `allocate`) stay in flight, and `next` gathers each batch's rows from the table's
+mapping (into `allocate`'s buffer when given) and applies `transform` in the consumer's
+thread.
 
 Shutdown: `close` closes the private connection, so the server drops the requests still
 waiting for its rate limiter; requests it already executed count as sampled. Iteration ends
@@ -35,9 +34,7 @@ from .client_interface import ClientLike
 from .columns import decode_sample, sample_decoder
 from .episode_replies import decode_sequences
 from .errors import InvalidArgument, NotFound, TimeoutError
-from .shm import PlaneTable, keys_request
-from .shm.sampling import (KeysReply, allocated_buffer, auto_decoder, decode_keys_reply,
-                           split_draws, split_sample)
+from .shm.prefetch import PlanePrefetch
 from .wire import Allocator, encode_meta
 from .sample import Sample
 
@@ -88,20 +85,13 @@ class Sampler:
             self._decode = sample_decoder(client.schema(table))  # discount: the reward's dtype
         else:
             meta = requests.sample_meta(table, batch_size, beta, timeout)
-        # Plain samples of a table the client maps: several batches per request, rows left
-        # to the mapping when the server can (else as without the plane).
-        self._over_plane = False
+        # Plain samples of a table the client maps: PlanePrefetch, no thread (see there).
+        over_plane = False
         if nstep is None and sequence is None:
             try:
-                self._over_plane = client.plane_table(table) is not None
+                over_plane = client.plane_table(table) is not None
             except NotFound:
                 pass  # the first request reports it, in its turn
-        if self._over_plane:
-            self._group = 1 if allocate is not None else max(1, prefetch // 2)
-            meta = keys_request(table, batch_size, beta, timeout, self._group, rows="auto")
-            self._keys_meta = (table, beta, timeout)
-            self._nbytes = client.sample_nbytes(table, batch_size) if allocate else 0
-            self._decode = auto_decoder(self._decode)
         self._meta = encode_meta(meta)
         self._client = client
         self._table = table
@@ -114,12 +104,20 @@ class Sampler:
         self._cond = threading.Condition()
         self._closed = False
         self._finished = False  # the thread ended; nothing more will be queued
-        # Only the background thread uses the connection, so it reads the replies itself.
+        # Only one thread (the background one, or the consumer's over the plane) uses the
+        # connection, so it reads the replies itself.
         self._conn = client.open_connection(reader_thread=False)
-        self._thread = threading.Thread(
-            target=self._run_plane if self._over_plane else self._run,
-            name=f"replayd-sampler {table}", daemon=True)
-        self._thread.start()
+        self._plane: Optional[PlanePrefetch] = None
+        self._thread: Optional[threading.Thread] = None
+        if over_plane:
+            group = 1 if allocate is not None else max(1, int(prefetch))
+            nbytes = client.sample_nbytes(table, batch_size) if allocate else 0
+            self._plane = PlanePrefetch(client, self._conn, table, int(batch_size), beta,
+                                        timeout, group, self._decode, allocate, nbytes)
+        else:
+            self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
+                                            daemon=True)
+            self._thread.start()
 
     # -- consumer side -----------------------------------------------------------------
 
@@ -135,6 +133,8 @@ class Sampler:
         Raises StopIteration once closed or after an error was delivered, the background
         error in its turn, or replayd.TimeoutError when nothing arrived in time.
         """
+        if self._plane is not None:
+            return self._next_over_plane(timeout)
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         notice_at = None if self._noticed else started + wait_notice.WAIT_NOTICE_S
@@ -167,10 +167,29 @@ class Sampler:
             raise item.exc
         return item
 
+    def _next_over_plane(self, timeout: Optional[float]) -> Any:
+        """get() over the plane: the next batch, gathered (and transformed) here."""
+        if self._closed or self._finished:
+            raise StopIteration
+        assert self._plane is not None
+        try:
+            sample = self._plane.next(timeout)
+            return sample if self._transform is None else self._transform(sample)
+        except TimeoutError as exc:
+            if exc.message.startswith("no sample of table"):
+                raise  # the local wait: the request is still in flight
+            self._finished = True
+            self.close()
+            raise
+        except BaseException:
+            self._finished = True  # the error ends the iteration, as from the thread
+            self.close()
+            raise
+
     @property
     def ready(self) -> int:
         """Samples waiting in the ready queue."""
-        return len(self._ready)
+        return len(self._ready) if self._plane is None else self._plane.ready
 
     def close(self) -> None:
         """Stops the background thread and drops what was prefetched. Idempotent."""
@@ -181,7 +200,7 @@ class Sampler:
             self._ready.clear()
             self._cond.notify_all()
         self._conn.close()  # fails the requests in flight, which wakes the thread
-        if threading.current_thread() is not self._thread:
+        if self._thread is not None and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10.0)
 
     def __enter__(self) -> "Sampler":
@@ -220,65 +239,6 @@ class Sampler:
             with self._cond:
                 self._finished = True
                 self._cond.notify_all()
-
-    def _run_plane(self) -> None:
-        """The background thread with the plane: two requests in flight, each of up to
-        `_group` batches; rows left to the mapping are gathered here."""
-        in_flight: Deque[Any] = collections.deque()
-        received: Deque[Any] = collections.deque()  # buffers `allocate` gave, in order
-        allocate = None if self._allocate is None else self._receive_into(received)
-        try:
-            while not self._closed:
-                while len(in_flight) < 2:
-                    in_flight.append(self._conn.submit(self._meta, (), self._decode,
-                                                       allocate=allocate))
-                request_id, future = in_flight.popleft()
-                reply = self._conn.wait(request_id, future, None)
-                buffer = received.popleft() if received else None
-                if isinstance(reply, Sample):
-                    batches = split_sample(reply, len(reply) // self._batch_size)
-                else:
-                    plane = self._client._plane_of(self._table, reply.region)
-                    batches = [self._gather(plane, draws, buffer)
-                               for draws in split_draws(reply.draws, reply.batches)]
-                for batch in batches:
-                    item: Any = batch if self._transform is None else self._transform(batch)
-                    if not self._put(item):
-                        return
-        except BaseException as exc:  # delivered to the consumer in its turn
-            if not self._closed:
-                self._put(_Failure(exc))
-        finally:
-            with self._cond:
-                self._finished = True
-                self._cond.notify_all()
-
-    def _receive_into(self, received: Deque[Any]) -> Allocator:
-        """`allocate` for replies that may be keys only: each buffer is of the whole
-        sample's size (the rows are gathered into it) and remembered, in order."""
-        assert self._allocate is not None
-        allocate, nbytes = self._allocate, self._nbytes
-
-        def receive(size: int) -> Any:
-            buffer = allocate(max(size, nbytes))
-            received.append(buffer)
-            return buffer
-        return receive
-
-    def _gather(self, plane: PlaneTable, draws: Sample, buffer: Any) -> Sample:
-        """One batch: its rows gathered from the mapping (into `buffer` when it holds a
-        whole sample), the rows that changed under the copy drawn again (a request of
-        their count, waited for here)."""
-        if buffer is not None:
-            buffer = allocated_buffer(lambda _: buffer, self._nbytes)
-        sample, bad = plane.complete(draws, buffer)
-        table, beta, timeout = self._keys_meta
-        while bad.size:
-            request_id, future = self._conn.submit(keys_request(table, len(bad), beta, timeout),
-                                                   (), decode_keys_reply)
-            more: KeysReply = self._conn.wait(request_id, future, None)
-            bad = plane.repair(sample, bad, more.draws)
-        return sample
 
     def _put(self, item: Any) -> bool:
         """Queues `item`, waiting for room; False if the sampler closed meanwhile."""

@@ -46,15 +46,20 @@ class KeysReply:
     draws: Sample
     region: int
     batches: int
+    slots: Optional[np.ndarray[Any, Any]] = None  # int64, one per draw
 
 
 def decode_keys_reply(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> KeysReply:
-    """Decodes a keys-only sample reply (viewing the payload)."""
+    """Decodes a keys-only sample reply (viewing the payload): the draws, and the slot of
+    each as the server computed it (its "slot" column), kept apart from the draws' data."""
     if meta.get("rows") != "keys" or "region" not in meta:
         raise ProtocolError(f"a keys-only sample reply without rows: keys and its region: "
                             f"{dict(meta)!r}")
-    return KeysReply(decode_sample(meta, payload), int(meta["region"]),
-                     int(meta.get("batches", 1)))
+    draws = decode_sample(meta, payload)
+    slots = draws.data.pop("slot", None)
+    if slots is not None and (slots.dtype != np.int64 or len(slots) != len(draws)):
+        raise ProtocolError("a keys-only sample reply whose slot column is not int64 per draw")
+    return KeysReply(draws, int(meta["region"]), int(meta.get("batches", 1)), slots)
 
 
 def auto_decoder(copy_decoder: Callable[..., Sample]
@@ -102,18 +107,23 @@ class PlaneTable:
     def region(self) -> int:
         return self.mapping.region
 
-    def complete(self, draws: Sample, buffer: Any = None) -> Tuple[Sample, np.ndarray[Any, Any]]:
+    def complete(self, draws: Sample, buffer: Any = None,
+                 slots: Optional[np.ndarray[Any, Any]] = None
+                 ) -> Tuple[Sample, np.ndarray[Any, Any]]:
         """The Sample of `draws` (a keys-only Sample) with its rows gathered, and the
         positions of the rows that changed under the copy (to `repair`). `buffer`: a
         writable contiguous buffer of at least `sample_nbytes` bytes to gather into (the
-        Sample's arrays then view it), or None for new arrays."""
+        Sample's arrays then view it), or None for new arrays. `slots`: the draws' slots
+        when the reply carried them."""
         n = len(draws)
         info: Optional[List[np.ndarray[Any, Any]]] = None
         if buffer is None:
             data = {f.name: np.empty((n, *f.shape), f.dtype) for f in self.fields}
         else:
             data, info = self._views(buffer, n)
-        bad = self.mapping.gather(draws.keys, data)
+            if slots is not None:  # received into the same buffer, where the rows go
+                slots = slots.copy()
+        bad = self.mapping.gather(draws.keys, data, slots=slots)
         self.changed_rows += len(bad)
         if info is None:
             return Sample(data, draws.keys, draws.probabilities, draws.weights,
@@ -132,7 +142,7 @@ class PlaneTable:
         if len(redrawn) != len(bad):
             raise ProtocolError(f"{len(redrawn)} draws to replace {len(bad)} rows")
         rows = {f.name: np.empty((len(bad), *f.shape), f.dtype) for f in self.fields}
-        again = self.mapping.gather(redrawn.keys, rows)
+        again = self.mapping.gather(redrawn.keys, rows)  # few rows: slots computed here
         self.changed_rows += len(again)
         for name, values in rows.items():
             sample.data[name][bad] = values
@@ -186,11 +196,16 @@ def split_sample(sample: Sample, batches: int) -> List[Sample]:
     return parts
 
 
-def split_draws(draws: Sample, batches: int) -> List[Sample]:
-    """A reply of `batches` batches of draws as one keys-only Sample per batch (views)."""
+def split_draws(reply: KeysReply) -> List[Tuple[Sample, Optional[np.ndarray[Any, Any]]]]:
+    """A reply of several batches of draws as (keys-only Sample, slots) per batch
+    (views)."""
+    draws, batches, slots = reply.draws, reply.batches, reply.slots
     n = len(draws) // batches
-    if n * batches != len(draws):
+    if batches < 1 or n * batches != len(draws):
         raise ProtocolError(f"{len(draws)} draws do not split into {batches} batches")
-    return [Sample({}, draws.keys[i * n:(i + 1) * n], draws.probabilities[i * n:(i + 1) * n],
-                   draws.weights[i * n:(i + 1) * n], draws.times_sampled[i * n:(i + 1) * n],
-                   draws.state) for i in range(batches)]
+    if batches == 1:
+        return [(draws, slots)]
+    return [(Sample({}, draws.keys[i * n:(i + 1) * n], draws.probabilities[i * n:(i + 1) * n],
+                    draws.weights[i * n:(i + 1) * n], draws.times_sampled[i * n:(i + 1) * n],
+                    draws.state),
+             None if slots is None else slots[i * n:(i + 1) * n]) for i in range(batches)]

@@ -1,0 +1,144 @@
+"""PlanePrefetch: a Sampler's plain samples over the shared-memory plane (see
+replayd.shm), without a background thread.
+
+Two ``"rows": "auto"`` requests of up to `group` batches each are kept in flight on the
+sampler's private connection (at most 2 x group batches drawn ahead of the caller; a
+socket Sampler's `prefetch` requests and ready queue draw as far ahead with group =
+prefetch). `next` hands out the batches of the
+oldest reply one by one, gathering each batch's rows from the table's mapping when it is
+taken (so its rows are as fresh as they can be) and drawing again the rare rows that
+changed under the copy; when they run out it waits for the next reply and sends another
+request at once, so the server draws ahead while the caller uses these batches. A reply
+whose rows the server copied (a table it cannot leave to the mapping) is handed out as it
+came.
+
+Why no thread: a learner that takes batches as fast as it can spent most of a batch's time
+handing it from a sampler thread to itself (a lock and a wake-up per batch, and the GIL in
+between); here the only wake-ups are the request's and the reply's, one per `group`
+batches.
+
+Threading: one consumer thread (as a Sampler). Blocking: `next` waits for a reply when no
+batch is left, at most `timeout`.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any, Callable, Deque, Optional, Tuple
+
+from .. import wait_notice
+from ..errors import TimeoutError
+from ..sample import Sample
+from ..wire import Allocator, encode_meta
+from .sampling import (KeysReply, PlaneTable, allocated_buffer, auto_decoder,
+                       decode_keys_reply, keys_request, split_draws, split_sample)
+
+__all__ = ["PlanePrefetch"]
+
+
+class PlanePrefetch:
+    """Batches of `batch_size` from `table` over the plane; see the module's docstring.
+
+    Args:
+        client: the Client (maps the table: `_plane_of`; the wait notice's INFO).
+        conn: a private connection without a reader thread (this object reads it).
+        copy_decoder: decodes a reply whose rows the server copied.
+        group: batches per request (>= 1; 1 with `allocate`, so that each batch has the
+            buffer of its own reply).
+        allocate: where each reply is received (and its rows gathered), as Client.sample's.
+        nbytes: a whole sample's payload bytes (for `allocate`).
+    """
+
+    def __init__(self, client: Any, conn: Any, table: str, batch_size: int, beta: float,
+                 timeout: Optional[float], group: int, copy_decoder: Callable[..., Sample],
+                 allocate: Optional[Allocator], nbytes: int) -> None:
+        self._client = client
+        self._conn = conn
+        self._table = table
+        self._batch_size = batch_size
+        self._beta = beta
+        self._timeout = timeout
+        self._meta = encode_meta(keys_request(table, batch_size, beta, timeout, group,
+                                              rows="auto"))
+        self._decode = auto_decoder(copy_decoder)
+        self._allocate = allocate
+        self._nbytes = nbytes
+        self._received: Deque[Any] = collections.deque()  # buffers allocate gave, in order
+        self._in_flight: Deque[Tuple[int, Any]] = collections.deque()
+        # Batches of the last reply: (draws or copied sample, slots, region or None, buffer).
+        self._batches: Deque[Tuple[Sample, Any, Optional[int], Any]] = collections.deque()
+        self._noticed = False  # logged why the consumer waits, since the last quick batch
+
+    @property
+    def ready(self) -> int:
+        """Batches received and not handed out yet."""
+        return len(self._batches)
+
+    def next(self, timeout: Optional[float]) -> Sample:
+        """The next batch, waiting at most `timeout` seconds (None: forever) for a reply
+        when none is left. Raises replayd.TimeoutError after that (the request stays in
+        flight), and the request's error (NotFound, the server's TimeoutError...)."""
+        if not self._batches:
+            self._receive(timeout)
+        draws, slots, region, buffer = self._batches.popleft()
+        if region is None:
+            return draws
+        plane: PlaneTable = self._client._plane_of(self._table, region)
+        if buffer is not None:
+            buffer = allocated_buffer(lambda _: buffer, self._nbytes)
+        sample: Sample
+        sample, bad = plane.complete(draws, buffer, slots)
+        while bad.size:
+            request_id, future = self._conn.submit(
+                keys_request(self._table, len(bad), self._beta, self._timeout), (),
+                decode_keys_reply)
+            more: KeysReply = self._conn.wait(request_id, future, None)
+            bad = self._client._plane_of(self._table, more.region).repair(sample, bad,
+                                                                          more.draws)
+        return sample
+
+    def _submit(self) -> None:
+        """Keeps two requests in flight."""
+        allocate = None if self._allocate is None else self._receive_into
+        while len(self._in_flight) < 2:
+            self._in_flight.append(self._conn.submit(self._meta, (), self._decode,
+                                                     allocate=allocate))
+
+    def _receive_into(self, size: int) -> Any:
+        assert self._allocate is not None
+        buffer = self._allocate(max(size, self._nbytes))
+        self._received.append(buffer)
+        return buffer
+
+    def _receive(self, timeout: Optional[float]) -> None:
+        """Waits for the oldest reply in flight (sending requests first if none are),
+        sends the next request, and queues the reply's batches."""
+        self._submit()
+        request_id, future = self._in_flight[0]
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        while True:
+            wait_s = wait_notice.WAIT_NOTICE_S if not self._noticed else 3600.0
+            if deadline is not None:
+                wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
+            if self._conn.wait_done(future, wait_s):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"no sample of table '{self._table}' ready within "
+                                   f"{timeout:g} s")
+            if not self._noticed:  # say why, once until a batch comes quickly
+                self._noticed = True
+                wait_notice.log_wait(self._client, "sample", self._table, self._batch_size,
+                                     time.monotonic() - started)
+        if time.monotonic() - started < wait_notice.WAIT_NOTICE_S:
+            self._noticed = False
+        self._in_flight.popleft()
+        buffer = self._received.popleft() if self._received else None
+        reply = self._conn.wait(request_id, future, 0.0)  # done: its result or its error
+        self._submit()  # the server draws ahead while these batches are used
+        if isinstance(reply, Sample):
+            for part in split_sample(reply, max(1, len(reply) // self._batch_size)):
+                self._batches.append((part, None, None, None))
+            return
+        for draws, slots in split_draws(reply):
+            self._batches.append((draws, slots, reply.region, buffer))
