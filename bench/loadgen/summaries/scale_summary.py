@@ -32,6 +32,7 @@ def main(out_dir, workloads, servers):
           "explorer inserts/s | total MB/s (inserted + sampled) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     inserts_of = {}
+    totals_of = {}
     for i, binary in enumerate(servers):
         for workload in workloads:
             tag = f"server{i}.{workload}"
@@ -44,17 +45,24 @@ def main(out_dir, workloads, servers):
             inserts_of[(i, workload)] = inserts
             total = [r["ops"]["insert"]["mb_per_s"] + r["ops"]["sample"]["mb_per_s"]
                      for r in mixed]
+            totals_of[(i, workload)] = total
             print(f"| {binary} | {workload} | {med(solo_rates):,.0f} | {med(mixed_rates):,.0f} | "
                   f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
                   f"{med(inserts):,.0f} | {med(total):,.0f} |")
-    # Each workload's explorer inserts against the first one's, per repetition.
+    # Each workload's explorer inserts and total bytes against the first one's, per
+    # repetition.
     for i, binary in enumerate(servers):
         base = inserts_of.get((i, workloads[0]), [])
+        base_total = totals_of.get((i, workloads[0]), [])
         for workload in workloads[1:]:
             ratios = [a / b for a, b in zip(inserts_of[(i, workload)], base) if b]
             if ratios:
                 print(f"{binary}: {workload} explorer inserts / {workloads[0]}: "
                       f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+            totals = [a / b for a, b in zip(totals_of[(i, workload)], base_total) if b]
+            if totals:
+                print(f"{binary}: {workload} total bytes/s / {workloads[0]}: "
+                      f"{med(totals):.2f} ({min(totals):.2f}-{max(totals):.2f})")
     return 0
 
 
