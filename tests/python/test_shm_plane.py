@@ -432,3 +432,25 @@ def test_a_queue_is_sampled_through_the_socket(server, table_name):
             conn.call({"op": "sample", "table": table_name, "n": 1, "rows": "keys"})
         with pytest.raises(replayd.InvalidArgument, match="retires its items"):
             conn.call({"op": "map_table", "table": table_name})
+
+
+def test_an_episode_writer_stages_its_steps_and_they_read_back_exactly(server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, {"obs": ("float32", (3,)), "rew": ("float32", ())}, 1000,
+                       episodic=True, reward="rew")
+        with c.episode_writer(table_name, envs=2, batch=8, max_in_flight=2) as writer:
+            for t in range(50):
+                for env in (0, 1):
+                    step = 1000 * env + t
+                    writer.append(env, obs=np.full(3, step, np.float32), rew=float(step))
+                if t % 20 == 19:
+                    writer.end_episode(0, terminated=True)
+            assert writer._steps._slots is not None  # the steps went through the arena
+        episodes = c.read_episodes(table_name)
+        assert len(episodes["rew"]) == 100
+        for i in range(len(episodes["offsets"]) - 1):
+            rows = slice(episodes["offsets"][i], episodes["offsets"][i + 1])
+            rew = episodes["rew"][rows]
+            np.testing.assert_array_equal(episodes["obs"][rows], np.repeat(rew[:, None], 3, 1))
+            assert (np.diff(rew) == 1).all()  # each episode's steps in order
+        assert sorted(np.diff(episodes["offsets"]).tolist()) == [10, 20, 20, 50]

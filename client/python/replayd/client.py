@@ -37,7 +37,8 @@ from .rate_limiters import RateLimiter
 from .sample import Sample
 from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
-from .shm import PlaneTable, StagingArena, TableMapping, keys_request, take_descriptor
+from .shm import PlaneTable, StagingArena, keys_request, take_descriptor
+from .shm.staging import map_staging
 from .shm.sampling import KeysReply, allocated_buffer, auto_decoder, decode_keys_reply
 from .tables import queue_options, stack_options
 from .wire import Allocator
@@ -168,11 +169,13 @@ class Client:
                 self._planes = {}  # possibly another server: map its tables again
             return conn
 
-    def open_connection(self, *, reader_thread: bool = True) -> Connection:
+    def open_connection(self, *, reader_thread: bool = True, shm: bool = False) -> Connection:
         """A new private connection to the same server (the caller closes it). Without a
-        reader thread, one thread at a time may use it (see Connection)."""
+        reader thread, one thread at a time may use it (see Connection). `shm`: it may
+        receive descriptors (staging arenas of its own), when the plane is offered."""
         return Connection.open(self._address, timeout=self._timeout, client_name=self._name,
-                               token=self._token, reader_thread=reader_thread)
+                               token=self._token, reader_thread=reader_thread,
+                               shm=shm and self._shm is not False)
 
     @property
     def server(self) -> Dict[str, Any]:
@@ -496,10 +499,7 @@ class Client:
         Raises PermissionDenied when the plane is not offered, ResourceExhausted over
         the server's staging limits."""
         conn = self.connection()
-        request_id, future = conn.submit({"op": "map_staging", "bytes": int(nbytes)},
-                                         caller_waits=True)
-        meta = conn.wait(request_id, future, self._timeout)
-        return conn, StagingArena(meta, take_descriptor(meta))
+        return conn, map_staging(conn, nbytes, self._timeout)
 
     def unmap_staging(self, conn: Connection, arena: StagingArena) -> None:
         """Releases `arena` on the server (when `conn` is still alive) and unmaps it."""

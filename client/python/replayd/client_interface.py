@@ -33,7 +33,7 @@ class ClientLike(Protocol):
         """INFO of one table."""
         ...
 
-    def open_connection(self, *, reader_thread: bool = ...) -> Connection:
+    def open_connection(self, *, reader_thread: bool = ..., shm: bool = ...) -> Connection:
         """A new private connection to the same server (the caller closes it)."""
         ...
 

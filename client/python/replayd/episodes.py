@@ -26,8 +26,9 @@ import numpy as np
 from . import requests
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_value, decode_keys
-from .errors import ConnectionLost, InvalidArgument, ProtocolError
+from .errors import ConnectionLost, InvalidArgument, PermissionDenied, ProtocolError
 from .pixel_frame_fields import compress_column
+from .shm.staging import BatchSlots
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -44,7 +45,12 @@ def _no_keys(meta: Mapping[str, Any], payload: Any) -> np.ndarray[Any, Any]:
 
 class _StepBatches(Writer):
     """The Writer machinery of an EpisodeWriter: its batches go out as ``append_steps``
-    with the episode id of each row, over the EpisodeWriter's own connection."""
+    with the episode id of each row, over the EpisodeWriter's own connection.
+
+    Over the shared-memory plane (a table without frame fields, docs/SHM.md) the batches
+    are laid out in a staging arena of that connection (`stage_on`), ids included, and
+    each request names its slot; an append that carries final observations goes through
+    the socket."""
 
     def __init__(self, owner: "EpisodeWriter", client: ClientLike, table: str, batch: int,
                  max_in_flight: int, timeout: Optional[float], keep_keys: bool) -> None:
@@ -61,6 +67,35 @@ class _StepBatches(Writer):
         self.next_of = [f for f in fields if f.next_of]
         # Steps and ends of requests that failed with ConnectionLost, for the loss report.
         self.lost_in_flight = [0, 0]
+        self._slots: Optional[BatchSlots] = None  # the staging arena of the connection
+
+    def stage_on(self, conn: "Connection") -> None:
+        """The writer's new connection: its batches go to a staging arena on it when the
+        plane is offered there (else, and for tables with frame fields, through the
+        socket). Called with no step buffered."""
+        self.unstage()
+        if (not conn.shm_offered or any(f.is_frame for f in self._schema.fields)
+                or not self._client.shm_enabled()):
+            return
+        try:
+            self._slots = BatchSlots.on_connection(conn, self._schema.fields, self._batch,
+                                                   self._max_in_flight + 1, True,
+                                                   self._timeout)
+        except PermissionDenied:
+            return
+        self._columns, self._priorities = self._slots.slot(0)
+        self._plan = self._fast_plan_of(self._columns)
+
+    def unstage(self) -> None:
+        """Back to the writer's own arrays (its connection was lost or closed)."""
+        if self._slots is None:
+            return
+        self._slots.arena.close()  # the server releases it with the connection
+        self._slots = None
+        self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
+                         for f in self._schema.fields]
+        self._priorities = np.empty(self._batch, dtype="<f8")
+        self._plan = self._fast_plan_of(self._columns)
 
     def _reap_oldest(self) -> None:
         future, n = self._in_flight[0]
@@ -83,6 +118,13 @@ class _StepBatches(Writer):
         ids = np.array(self.row_episodes[:batch.n], dtype="<u8")
         del self.row_episodes[:batch.n]
         buffers = [*arrays, ids]
+        staged = (self._slots is not None and self._slots.conn.alive
+                  and not (self.pending_ends and self.pending_ends[0][1] is not None))
+        if staged:  # the rows are in the current slot; its ids go beside them
+            assert self._slots is not None
+            self._slots.episode_ids()[:batch.n] = ids
+            meta["staged"] = self._slots.meta()
+            buffers = []
         ends = [m for m, _ in self.pending_ends]
         if self.pending_ends:  # ended right after these steps, in the same request
             meta["end"] = [{"episode": m["episode"], "terminated": m["terminated"]}
@@ -130,7 +172,11 @@ class _StepBatches(Writer):
             self._send()
 
     def _send(self) -> None:
+        sent = self._count > 0
         super()._send()
+        if sent and self._slots is not None:  # the next batch in the next slot
+            self._columns, self._priorities = self._slots.advance()
+            self._plan = self._slots.memo(self._fast_plan_of)
         while self.pending_ends:  # no batch carried them: their own requests, in order
             meta, final = self.pending_ends.pop(0)
             buffers: List[Any] = []
@@ -213,10 +259,11 @@ class EpisodeWriter:
             self._lost(np.zeros(0, np.uint64), [])  # raises ConnectionLost
         if self._conn is None:
             # A new connection is a new writer: episodes start anew on it.
-            self._conn = self._client.open_connection()
+            self._conn = self._client.open_connection(shm=True)
             self._episode = [None] * self._envs
             self._has_steps = [False] * self._envs
             self._spare_episodes = []
+            self._steps.stage_on(self._conn)
         return self._conn
 
     def _submit(self, meta: Dict[str, Any], buffers: List[Any], decode: Any,
@@ -259,6 +306,7 @@ class EpisodeWriter:
         if self._conn is not None:
             self._conn.close()
         self._conn = None
+        steps.unstage()
         self._episode = [None] * self._envs
         self._has_steps = [False] * self._envs
         self._spare_episodes = []
@@ -387,6 +435,7 @@ class EpisodeWriter:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._steps.unstage()
 
 
 def compressed_columns(columns: List[Dict[str, Any]], arrays: List[Any],

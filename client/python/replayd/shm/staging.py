@@ -17,7 +17,7 @@ from ..errors import PermissionDenied, ProtocolError, ReplayError
 from ..schema import Field
 from ..wire import padded
 
-__all__ = ["BatchSlots", "StagingArena", "batch_layout", "staged_meta"]
+__all__ = ["BatchSlots", "StagingArena", "batch_layout", "map_staging", "staged_meta"]
 
 
 def batch_layout(fields: Sequence[Field], rows: int, *, episodes: bool = False,
@@ -72,6 +72,20 @@ class StagingArena:
             pass
 
 
+def map_staging(conn: Any, nbytes: int, timeout: Optional[float]) -> StagingArena:
+    """A new staging arena of `nbytes` on `conn` (a connection offered the plane, which
+    reads descriptors). Raises PermissionDenied, ResourceExhausted (the server's limits)."""
+    request_id, future = conn.submit({"op": "map_staging", "bytes": int(nbytes)},
+                                     caller_waits=True)
+    meta = conn.wait(request_id, future, timeout)
+    fds = meta.get("descriptors")
+    if not isinstance(fds, list) or len(fds) != 1:
+        for fd in fds if isinstance(fds, list) else ():
+            os.close(fd)
+        raise ProtocolError(f"a map_staging reply without its one descriptor: {fds!r}")
+    return StagingArena(meta, int(fds[0]))
+
+
 def staged_meta(arena: StagingArena, offset: int, rows: int) -> Dict[str, int]:
     """The ``"staged"`` member of a request whose columns lie in `arena` at `offset`, laid
     out for `rows` rows."""
@@ -86,8 +100,8 @@ class BatchSlots:
     its request's reply."""
 
     def __init__(self, conn: Any, arena: StagingArena, fields: Sequence[Field], rows: int,
-                 slots: int) -> None:
-        offsets, slot_bytes = batch_layout(fields, rows, priorities=True)
+                 slots: int, episodes: bool = False) -> None:
+        offsets, slot_bytes = batch_layout(fields, rows, episodes=episodes, priorities=True)
         self.conn = conn
         self.arena = arena
         self._slot_bytes = -(-slot_bytes // 64) * 64
@@ -95,6 +109,10 @@ class BatchSlots:
                          for f, offset in zip(fields, offsets)],
                         arena.view(np.dtype("<f8"), (rows,), k * self._slot_bytes + offsets[-1]))
                        for k in range(slots)]
+        # An append's episode ids, after the fields (before the priorities).
+        self._episode_ids = [arena.view(np.dtype("<u8"), (rows,),
+                                        k * self._slot_bytes + offsets[len(fields)])
+                             for k in range(slots)] if episodes else []
         self._memos: List[Any] = [None] * slots
         self._rows = rows
         self._current = 0
@@ -114,9 +132,21 @@ class BatchSlots:
             return None
         return cls(conn, arena, fields, rows, slots)
 
+    @classmethod
+    def on_connection(cls, conn: Any, fields: Sequence[Field], rows: int, slots: int,
+                      episodes: bool, timeout: Optional[float]) -> "BatchSlots":
+        """A new arena on `conn` (one of an append's writer, offered the plane)."""
+        _, slot_bytes = batch_layout(fields, rows, episodes=episodes, priorities=True)
+        arena = map_staging(conn, (-(-slot_bytes // 64) * 64) * slots, timeout)
+        return cls(conn, arena, fields, rows, slots, episodes)
+
     def slot(self, k: int) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
         """The columns and priorities of slot k."""
         return self._slots[k]
+
+    def episode_ids(self) -> np.ndarray[Any, Any]:
+        """The current slot's episode-id column (slots made with `episodes`)."""
+        return self._episode_ids[self._current]
 
     def advance(self) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
         """Moves to the next slot; returns its columns and priorities."""
