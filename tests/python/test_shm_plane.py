@@ -454,3 +454,19 @@ def test_an_episode_writer_stages_its_steps_and_they_read_back_exactly(server, t
             np.testing.assert_array_equal(episodes["obs"][rows], np.repeat(rew[:, None], 3, 1))
             assert (np.diff(rew) == 1).all()  # each episode's steps in order
         assert sorted(np.diff(episodes["offsets"]).tolist()) == [10, 20, 20, 50]
+
+
+def test_cpprb_adds_are_staged_and_its_samples_gathered(server):
+    from replayd.cpprb import ReplayBuffer
+    rb = ReplayBuffer(100, {"obs": {"shape": 4}, "act": {}, "next_obs": {"shape": 4}},
+                      address=server.unix_address)
+    for i in range(150):  # the ring wraps
+        rb.add(obs=np.full(4, i), act=i, next_obs=np.full(4, i + 1))
+    writers = [value for value in vars(rb).values() if isinstance(value, replayd.Writer)]
+    assert writers and all(writer.staged for writer in writers)
+    assert rb.get_stored_size() == 100
+    sample = rb.sample(64)
+    act = sample["act"].ravel()
+    assert act.min() >= 50
+    np.testing.assert_array_equal(sample["obs"], np.repeat(act[:, None], 4, 1))
+    np.testing.assert_array_equal(sample["next_obs"], np.repeat(act[:, None] + 1, 4, 1))

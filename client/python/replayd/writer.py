@@ -95,6 +95,10 @@ class Writer:
         keep_keys: collect the keys of confirmed items (see `keys`).
     """
 
+    # A subclass whose batches are append_steps requests sets this and implements
+    # _submit_staged: its staging slots then hold an episode-id column.
+    _STAGES_APPENDS = False
+
     def __init__(self, client: ClientLike, table: str, batch: int = 64, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
                  keep_keys: bool = False) -> None:
@@ -112,12 +116,13 @@ class Writer:
         self._max_in_flight = int(max_in_flight)
         self._timeout = timeout
         self._staging: Optional[BatchSlots] = None
-        # Staged batches are inserts: a subclass that sends its batches otherwise (append
-        # requests) keeps the socket.
-        if type(self)._submit is Writer._submit and not any(f.is_frame
-                                                             for f in self._schema.fields):
+        # Staged batches are inserts, or appends for a subclass that says so
+        # (_STAGES_APPENDS, with _submit_staged); another subclass that sends its batches
+        # otherwise keeps the socket.
+        stageable = type(self)._submit is Writer._submit or self._STAGES_APPENDS
+        if stageable and not any(f.is_frame for f in self._schema.fields):
             self._staging = BatchSlots.open(client, self._schema.fields, self._batch,
-                                            self._max_in_flight + 1)
+                                            self._max_in_flight + 1, self._STAGES_APPENDS)
         if self._staging is not None:
             self._columns, self._priorities = self._staging.slot(0)
         else:
@@ -351,7 +356,7 @@ class Writer:
         if not staging.conn.alive:
             staging.close(self._client)
             self._staging = BatchSlots.open(self._client, self._schema.fields, self._batch,
-                                            self._max_in_flight + 1)
+                                            self._max_in_flight + 1, self._STAGES_APPENDS)
             if self._staging is None:
                 self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
                                  for f in self._schema.fields]

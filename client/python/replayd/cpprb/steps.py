@@ -142,14 +142,32 @@ class StepWriter(Writer):
     """A Writer whose batches are appended to the buffer's current episode; `ring`
     (RingKeys or FrameRing), when given, watches each batch sent for its keys."""
 
+    # Over the shared-memory plane (docs/SHM.md) its batches are staged appends.
+    _STAGES_APPENDS = True
+
     def __init__(self, client: "Client", table: str, batch: int, episode: Episode,
                  ring: Any = None) -> None:
-        super().__init__(client, table, batch)
         self._episode = episode
         self._ring = ring
+        super().__init__(client, table, batch)
 
     def _submit(self, batch: InsertBatch) -> "Future[Any]":
         future = send_steps(self._client, self._table, batch, self._episode.current())
+        return self._sent(batch, future)
+
+    def _submit_staged(self, batch: InsertBatch, staging: Any) -> "Future[Any]":
+        """An append whose rows (and the episode's id beside each) are in the current
+        staging slot, on the connection that holds the arena."""
+        episode = self._episode.current()
+        if staging.conn is not self._client.connection():  # reconnected: the socket
+            return self._submit(batch)
+        meta = requests.insert_meta(self._table, batch, None)
+        meta["op"] = "append_steps"
+        meta["staged"] = staging.meta()
+        staging.episode_ids()[:batch.n] = episode
+        return self._sent(batch, staging.conn.submit(meta, (), decode_keys)[1])
+
+    def _sent(self, batch: InsertBatch, future: "Future[Any]") -> "Future[Any]":
         self._episode.has_steps = True
         if self._ring is not None:
             self._ring.watch(batch.n, future)

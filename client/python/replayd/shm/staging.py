@@ -118,19 +118,20 @@ class BatchSlots:
         self._current = 0
 
     @classmethod
-    def open(cls, client: Any, fields: Sequence[Field], rows: int,
-             slots: int) -> "Optional[BatchSlots]":
+    def open(cls, client: Any, fields: Sequence[Field], rows: int, slots: int,
+             episodes: bool = False) -> "Optional[BatchSlots]":
         """A new arena on the client's connection, or None when the client has no plane
-        (shm=False, not offered, or a client without staging)."""
+        (shm=False, not offered, or a client without staging). `episodes`: the slots hold
+        an append's episode-id column."""
         opener = getattr(client, "staging_arena", None)
         if opener is None or not getattr(client, "shm_enabled", lambda: False)():
             return None
-        _, slot_bytes = batch_layout(fields, rows, priorities=True)
+        _, slot_bytes = batch_layout(fields, rows, episodes=episodes, priorities=True)
         try:
             conn, arena = opener((-(-slot_bytes // 64) * 64) * slots)
         except PermissionDenied:
             return None
-        return cls(conn, arena, fields, rows, slots)
+        return cls(conn, arena, fields, rows, slots, episodes)
 
     @classmethod
     def on_connection(cls, conn: Any, fields: Sequence[Field], rows: int, slots: int,
