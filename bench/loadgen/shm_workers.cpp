@@ -7,18 +7,13 @@
 #include <memory>
 #include <vector>
 
+#include "in_flight.h"
 #include "replayd_client/client.h"
 
 namespace replayd::loadgen {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-std::uint64_t elapsed_ns(Clock::time_point since) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
-}
-
+// Bytes a column of `bytes` takes in a payload (8-aligned, docs/PROTOCOL.md).
 std::uint64_t padded(std::uint64_t bytes) {
   return (bytes + 7) / 8 * 8;
 }
@@ -34,10 +29,6 @@ std::unique_ptr<client::Client> connect(const WorkerPlan& plan, const char* name
                             client->server_hello().shm_reason);
   }
   return client;
-}
-
-void count_error(WorkerResult& result, const client::Error& e) {
-  if (result.errors++ == 0) std::cerr << "replayd_loadgen: request failed: " << e.what() << "\n";
 }
 
 // One staging slot: the columns of a batch of `n` items laid out as an insert payload.
@@ -77,25 +68,9 @@ WorkerResult run_shm_explorer(const WorkerPlan& plan, void (*wait_for_start)(voi
   const auto& source = data.columns();  // the items each request writes, one column per field
   wait_for_start(context);
 
-  struct Sent {
-    std::future<client::Keys> reply;
-    Clock::time_point sent_at;
-  };
   WorkerResult result;
-  std::deque<Sent> in_flight;
+  std::deque<InFlight<client::Keys>> in_flight;
   std::size_t next = 0;
-  auto finish_oldest = [&] {
-    Sent sent = std::move(in_flight.front());
-    in_flight.pop_front();
-    try {
-      sent.reply.get();
-      result.insert.latency.record(elapsed_ns(sent.sent_at));
-      ++result.insert.calls;
-      result.insert.items += n;
-    } catch (const client::Error& e) {
-      count_error(result, e);
-    }
-  };
   const auto start = Clock::now();
   const auto end = start + std::chrono::duration<double>(plan.duration_s);
   while (Clock::now() < end) {
@@ -109,10 +84,10 @@ WorkerResult run_shm_explorer(const WorkerPlan& plan, void (*wait_for_start)(voi
           {client.insert_staged_async(plan.table, slot.batch, {arena.get(), slot.offset, n}),
            sent_at});
     }
-    finish_oldest();
+    finish_oldest(in_flight, result.insert, n, result);
   }
   while (!in_flight.empty())
-    finish_oldest();
+    finish_oldest(in_flight, result.insert, n, result);
   result.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }
@@ -132,18 +107,13 @@ WorkerResult run_shm_learner(const WorkerPlan& plan, void (*wait_for_start)(void
   std::vector<std::vector<std::byte>> redraw_arrays(arrays.size());
   wait_for_start(context);
 
-  struct Sent {
-    std::future<client::SampleBatch> reply;
-    Clock::time_point sent_at;
-  };
   WorkerResult result;
-  std::deque<Sent> in_flight;
+  std::deque<InFlight<client::SampleBatch>> in_flight;
   auto take = [&] {
-    Sent sent = std::move(in_flight.front());
-    in_flight.pop_front();
+    auto batch = finish_oldest(in_flight, result.sample, n, result);
+    if (!batch) return;
     try {
-      client::SampleBatch batch = sent.reply.get();
-      std::vector<std::uint64_t> keys(batch.keys().begin(), batch.keys().end());
+      std::vector<std::uint64_t> keys(batch->keys().begin(), batch->keys().end());
       auto changed = mapping->gather(keys, out);
       while (!changed.empty()) {  // rows overwritten under the copy: drawn again
         client::SampleBatch more = client.sample_keys_async(plan.table, changed.size()).get();
@@ -163,9 +133,6 @@ WorkerResult run_shm_learner(const WorkerPlan& plan, void (*wait_for_start)(void
           left.push_back(changed[i]);
         changed = std::move(left);
       }
-      result.sample.latency.record(elapsed_ns(sent.sent_at));
-      ++result.sample.calls;
-      result.sample.items += n;
     } catch (const client::Error& e) {
       count_error(result, e);
     }

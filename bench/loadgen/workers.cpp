@@ -7,44 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "in_flight.h"
 #include "replayd_client/client.h"
 #include "shm_workers.h"
 #include "w3_workers.h"
 
 namespace replayd::loadgen {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-std::uint64_t elapsed_ns(Clock::time_point since) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
-}
-
-template <typename T>
-struct InFlight {
-  std::future<T> reply;
-  Clock::time_point sent_at;
-};
-
-// Waits for the oldest call of `queue`, records its latency in `totals`; returns the value
-// or nullopt after counting an error.
-template <typename T>
-std::optional<T> finish_oldest(std::deque<InFlight<T>>& queue, OpTotals& totals,
-                               std::uint64_t items, WorkerResult& result) {
-  InFlight<T> call = std::move(queue.front());
-  queue.pop_front();
-  try {
-    T value = call.reply.get();
-    totals.latency.record(elapsed_ns(call.sent_at));
-    ++totals.calls;
-    totals.items += items;
-    return value;
-  } catch (const client::Error& e) {
-    if (result.errors++ == 0) std::cerr << "replayd_loadgen: request failed: " << e.what() << "\n";
-    return std::nullopt;
-  }
-}
 
 client::ClientOptions client_options(const WorkerPlan& plan, const char* name) {
   client::ClientOptions options;

@@ -64,40 +64,36 @@ def test_sampler_close_stops_its_thread_and_cancels_waiting_requests(client, tab
     sampler.close()  # idempotent
 
 
+def transform_threads(client, table_name, over_plane):
+    """The names of the threads a sampler's transform ran in, for 5 batches."""
+    client.create_table(table_name, {"x": (np.float32, 2)}, 100)
+    client.insert(table_name, {"x": np.ones((10, 2), np.float32)})
+    threads = set()
+
+    def transform(sample):
+        threads.add(threading.current_thread().name)
+        return sample.data["x"].sum(), sample.weights
+
+    with client.sampler(table_name, 8, prefetch=2, transform=transform) as sampler:
+        assert (sampler._thread is None) == over_plane
+        for _, (total, weights) in zip(range(5), sampler):
+            assert total == 16 and weights.shape == (8,)
+        assert not over_plane or sampler.ready <= 2  # a reply of `prefetch` batches
+    return threads
+
+
 def test_sampler_transform_runs_in_the_background_thread(address, table_name):
     # Through the socket; over shared memory there is no background thread (below).
     with replayd.Client(address, timeout=30, shm=False) as client:
-        client.create_table(table_name, {"x": (np.float32, 2)}, 100)
-        client.insert(table_name, {"x": np.ones((10, 2), np.float32)})
-        threads = set()
-
-        def transform(sample):
-            threads.add(threading.current_thread().name)
-            return sample.data["x"].sum(), sample.weights
-
-        with client.sampler(table_name, 8, prefetch=2, transform=transform) as sampler:
-            for _, (total, weights) in zip(range(5), sampler):
-                assert total == 16 and weights.shape == (8,)
-        assert threads and threading.current_thread().name not in threads
+        threads = transform_threads(client, table_name, over_plane=False)
+    assert threads and threading.current_thread().name not in threads
 
 
 def test_over_shared_memory_the_sampler_gathers_and_transforms_in_the_consumer(server,
                                                                               table_name):
     with replayd.Client(server.unix_address, timeout=30) as client:
-        client.create_table(table_name, {"x": (np.float32, 2)}, 100)
-        client.insert(table_name, {"x": np.ones((10, 2), np.float32)})
-        threads = set()
-
-        def transform(sample):
-            threads.add(threading.current_thread().name)
-            return sample.data["x"].sum(), sample.weights
-
-        with client.sampler(table_name, 8, prefetch=2, transform=transform) as sampler:
-            assert sampler._thread is None
-            for _, (total, weights) in zip(range(5), sampler):
-                assert total == 16 and weights.shape == (8,)
-            assert sampler.ready <= 2  # a reply of `prefetch` batches at a time
-        assert threads == {threading.current_thread().name}
+        threads = transform_threads(client, table_name, over_plane=True)
+    assert threads == {threading.current_thread().name}
 
 
 def test_sampler_errors_are_raised_in_turn_then_iteration_ends(client, table_name):

@@ -35,7 +35,7 @@ from .schema import WIRE_DTYPES, Field, TableSchema, wire_dtype
 
 __all__ = ["InsertBatch", "prepare_insert", "convert_item", "convert_value",
            "sample_layout", "sample_nbytes", "decode_sample", "sample_decoder", "decode_keys",
-           "SAMPLE_INFO_COLUMNS"]
+           "SAMPLE_INFO_COLUMNS", "column_plan"]
 
 #: The columns every sample reply starts with, in order, and their dtypes.
 SAMPLE_INFO_COLUMNS: Tuple[Tuple[str, str], ...] = (
@@ -313,7 +313,7 @@ def sample_nbytes(fields: Tuple[Field, ...], n: int) -> int:
     return offset + padded(int(np.prod(shape)) * dtype.itemsize)
 
 
-def _column_plan(column: Any) -> Tuple[str, np.dtype[Any], Tuple[int, ...], int, int, int]:
+def column_plan(column: Any) -> Tuple[str, np.dtype[Any], Tuple[int, ...], int, int, int]:
     """(name, dtype, shape, element count, offset, end) of one sample reply column."""
     try:
         name = str(column["name"])
@@ -341,7 +341,7 @@ def _sample_plan(columns: List[Any]) -> _SamplePlan:
     for cached, plan in _PLANS:
         if cached == columns:
             return plan
-    plan = tuple(_column_plan(c) for c in columns)
+    plan = tuple(column_plan(c) for c in columns)
     for (name, *_), (expected, _) in zip(plan, SAMPLE_INFO_COLUMNS):
         if name != expected:
             raise ProtocolError(f"sample reply column '{name}' where '{expected}' belongs")

@@ -37,13 +37,7 @@ std::future<SampleBatch> Client::sample_keys_async(std::string_view table, std::
   if (!std::isfinite(options.beta)) {
     throw Error(ErrorCode::invalid_argument, "sample: beta must be finite and >= 0");
   }
-  std::string& meta = table_request("sample", table);
-  meta.append(",\"n\":");
-  append_json_uint(meta, n);
-  meta.append(",\"beta\":");
-  append_json_double(meta, options.beta);
-  meta.append(",\"timeout_ms\":");
-  append_json_optional_uint(meta, options.timeout_ms);
+  std::string& meta = sample_request(table, n, options.beta, options.timeout_ms);
   meta.append(",\"rows\":\"keys\"}");
   return connection_->call<SampleBatch, decode_sample>(meta, {});
 }

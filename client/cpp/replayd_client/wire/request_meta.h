@@ -4,6 +4,8 @@
 // before returning, which is all the callers need.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +25,19 @@ inline std::string& table_request(std::string_view op, std::string_view table) {
   std::string& meta = scratch_meta();
   meta.append("{\"op\":\"").append(op).append("\",\"table\":");
   append_json_string(meta, table);
+  return meta;
+}
+
+// A plain sample's metadata (unterminated): table, n, beta, timeout_ms.
+inline std::string& sample_request(std::string_view table, std::uint64_t n, double beta,
+                                   const std::optional<std::uint64_t>& timeout_ms) {
+  std::string& meta = table_request("sample", table);
+  meta.append(",\"n\":");
+  append_json_uint(meta, n);
+  meta.append(",\"beta\":");
+  append_json_double(meta, beta);
+  meta.append(",\"timeout_ms\":");
+  append_json_optional_uint(meta, timeout_ms);
   return meta;
 }
 

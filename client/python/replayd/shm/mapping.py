@@ -16,8 +16,8 @@ from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 
+from ..columns import column_plan
 from ..errors import ProtocolError
-from ..schema import wire_dtype
 
 __all__ = ["TableMapping", "ROW_COPY_BYTES"]
 
@@ -72,14 +72,8 @@ class TableMapping:
         self.columns: Dict[str, np.ndarray[Any, Any]] = {}
         self._row_copy: Dict[str, bool] = {}
         for column in columns:
-            try:
-                name = str(column["name"])
-                dtype = wire_dtype(column["dtype"])
-                shape = tuple(int(d) for d in column["shape"])
-                offset = int(column["offset"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ProtocolError(f"map_table of {self.table!r}: bad column {column!r}: "
-                                    f"{exc}") from None
+            # (name, dtype, item shape, count, offset, end) as a sample reply's column.
+            name, dtype, shape, _, offset, _ = column_plan(column)
             self.columns[name] = self._view(dtype, (self.capacity, *shape), offset, nbytes)
             self._row_copy[name] = math.prod(shape) * dtype.itemsize >= ROW_COPY_BYTES
         self.fields = tuple(self.columns)
