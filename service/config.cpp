@@ -37,6 +37,8 @@ Status parse_limits(const json::value& value, Limits& limits) {
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_nstep", limits.max_nstep, 1, 1u << 24));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_nstep_walk_steps", limits.max_nstep_walk_steps, 1,
                                      std::uint64_t{1} << 40));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_sequence_sample_steps",
+                                     limits.max_sequence_sample_steps, 1, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_open_episodes_per_connection",
                                      limits.max_open_episodes_per_connection, 1, 1u << 16));
   REPLAYD_RETURN_IF_ERROR(

@@ -43,6 +43,16 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
                                             std::to_string(call.service.limits.max_sequence_steps) +
                                             " (the server's limits)");
   }
+  // n <= max_batch_items <= 2^31 and burn_in + length <= 2^24: no overflow.
+  if (call.n * (burn_in + length) > call.service.limits.max_sequence_sample_steps) {
+    co_return make_error(
+        ErrorCode::invalid_argument,
+        "n x (burn_in + length) = " + std::to_string(call.n) + " x " +
+            std::to_string(burn_in + length) + " = " + std::to_string(call.n * (burn_in + length)) +
+            " steps to read exceeds max_sequence_sample_steps = " +
+            std::to_string(call.service.limits.max_sequence_sample_steps) +
+            " (the server's limits); sample fewer or shorter sequences per request");
+  }
   const std::uint64_t capacity = table.config().capacity;
   if (length == 0 || burn_in > capacity || length > capacity - burn_in) {
     co_return call.args.error(

@@ -85,6 +85,7 @@ json::object limits_json(const Limits& limits) {
                       {"max_nstep", limits.max_nstep},
                       {"max_nstep_walk_steps", limits.max_nstep_walk_steps},
                       {"max_sequence_steps", limits.max_sequence_steps},
+                      {"max_sequence_sample_steps", limits.max_sequence_sample_steps},
                       {"max_open_episodes_per_connection", limits.max_open_episodes_per_connection},
                       {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
                       {"max_buffered_bytes", limits.max_buffered_bytes},

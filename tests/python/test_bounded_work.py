@@ -55,6 +55,19 @@ def test_a_sequence_beyond_max_sequence_steps_is_refused_naming_the_limit(client
         client.sample_sequences(episodes, 1, 2**63, burn_in=2**63, timeout=0)
 
 
+def test_a_sequence_sample_reading_more_than_max_sequence_sample_steps_is_refused(client,
+                                                                                  episodes):
+    # 1,024 sequences of 4,096 steps read 4M steps (90-140 ms of the server's thread):
+    # refused before anything is built or drawn, naming the limit.
+    assert client.server["limits"]["max_sequence_sample_steps"] == 1 << 20
+    with pytest.raises(replayd.InvalidArgument,
+                       match=r"n x \(burn_in \+ length\) = 1024 x 4096 = 4194304 steps to read "
+                             r"exceeds max_sequence_sample_steps = 1048576"):
+        client.sample_sequences(episodes, 1024, 4000, burn_in=96, timeout=0)
+    # Within it, served.
+    assert len(client.sample_sequences(episodes, 256, 8, timeout=5).keys) == 256
+
+
 def test_requests_that_timed_out_leave_no_window_index_that_blocks_another_learner(
         client, table_name):
     # An empty episodic table: every n-step request times out, each with its own k.
