@@ -300,6 +300,10 @@ asio::awaitable<void> Session::handle(WireFrame frame) {
   ++context_.activity;
   if (token_guard_.pending() && !authenticate(frame)) co_return;
   const auto received_at = read_at_;
+  // A learner far ahead of another that competes for the thread waits for its turn.
+  if (account_.lane() == Lane::learner && context_.scheduler.learner_must_wait(this)) {
+    co_await context_.scheduler.learner_turn(this);
+  }
   const std::uint64_t reader = reader_;
   handle_began_ = std::chrono::steady_clock::now();
   Dispatched done = co_await dispatch(context_, std::move(frame),
@@ -326,7 +330,11 @@ void Session::send(Reply reply) {
   if (reply.borrows()) {
     const std::size_t written = outbox_.empty() ? write_now(reply) : 0;
     if (write_failed_ || written == reply.wire_bytes()) return;
-    reply.settle(written);  // no other handler has run: the rows are as sampled
+    // No other handler has run: the rows are as sampled. The copy (of up to a whole large
+    // sample) is the connection's work.
+    const auto began = std::chrono::steady_clock::now();
+    reply.settle(written);
+    account_.worked(std::chrono::steady_clock::now() - began);
   }
   if (outbox_.empty()) write_waiting_since_ = std::chrono::steady_clock::now();
   hold(outbox_bytes_, reply.wire_bytes());
