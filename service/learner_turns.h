@@ -20,7 +20,8 @@
 // on its own side, out of the race; when it progresses again it starts level with the
 // least-served learner that competes (idle time earns no credit). A learner whose request
 // waited in its socket behind another's long request was not out: it keeps its place. The
-// least-served competing learner never waits, so some learner always goes on.
+// least-served competing learner never waits, so some learner always goes on. A request
+// parked for data (rate limiter, minimum size) is no wait for the thread.
 // Threading: io_context thread only.
 #pragma once
 
@@ -36,8 +37,8 @@ namespace replayd::service {
 // A learner connection, as the scheduler sees it.
 class LearnerConnection {
  public:
-  // Whether it waits for the server: a request unread in its socket, a request parked, or
-  // a reply queued. O(1) (one FIONREAD ioctl at most).
+  // Whether it waits for the server: a request unread in its socket, or a reply queued (a
+  // request parked for data is no wait for the thread). O(1) (one FIONREAD ioctl at most).
   virtual bool waits_for_server() const = 0;
 
  protected:

@@ -8,8 +8,9 @@
 // step of compressed pixels, costs the thread far more than its bytes; a sample of stacked
 // frames more than the bytes it sends), an explorer's reads, and the replies written at
 // once (system calls that wake the client's process cost more than their bytes). While a learner
-// waits for the server (a request unread in its socket, a request parked, a reply queued, or its
-// turn among learners held), explorers may do at most (1 - learner_share) /
+// waits for the server (a request unread in its socket, a reply queued, or its turn among
+// learners held; not a request parked for data, such as a sample held by a samples_per_insert
+// limiter: that one waits for the explorers), explorers may do at most (1 - learner_share) /
 // learner_share of the work done for learners, plus a burst of kBurstBytes: an explorer over that
 // budget waits, before it handles what it read, until learners' progress earned it credit. When no
 // learner progressed for kStallAfter, learners are taken to be busy on their own side (training,
@@ -72,6 +73,10 @@ class Scheduler {
     turns_.progressed(learner, bytes);
     learner_progressed(bytes);
   }
+  // A request of a learner parked for data (service/waiting/parking.h): the learner may no
+  // longer wait for the server, so the first explorer waiting looks again (it may wait for
+  // the learner, which now waits for the explorers' inserts).
+  void learner_parked() { progressed_.wake_front(); }
   // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes. The debt
   // is bounded by kBurstBytes, so a learner that comes back frees explorers quickly.
   void explorer_moved(std::uint64_t bytes);

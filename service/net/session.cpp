@@ -118,7 +118,8 @@ void Session::release(std::size_t& counter, std::size_t bytes) {
 }
 
 bool Session::waits_for_server() const {
-  if (!outbox_.empty() || !parking_.empty()) return true;
+  // A parked request waits for data (rate limiter, minimum size), not for the thread.
+  if (!outbox_.empty()) return true;
   if (!reading_ || reading_paused()) return false;
   asio::error_code ec;
   return socket_.available(ec) > 0 && !ec;
@@ -127,6 +128,7 @@ bool Session::waits_for_server() const {
 void Session::request_suspends() {
   // The synchronous part of the request's handler is the connection's work.
   account_.worked(std::chrono::steady_clock::now() - handle_began_);
+  if (account_.lane() == Lane::learner) context_.scheduler.learner_parked();
   ++reader_;
   // A new reader goes on with the next requests; it starts on a later turn of the
   // io_context, so readers never nest on the stack however many requests wait.

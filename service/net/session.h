@@ -107,7 +107,7 @@ class Session : public std::enable_shared_from_this<Session>,
   // dispatch's hook: the command is known (its lane, for the scheduler).
   static void command_known(void* session, const Command& command);
 
-  // Scheduler::Learner: a request unread in the socket, parked, or a reply queued.
+  // Scheduler::Learner: a request unread in the socket, or a reply queued.
   bool waits_for_server() const override;
   // Parking::Connection.
   void request_suspends() override;

@@ -165,6 +165,32 @@ TEST_CASE_METHOD(TwoLearners,
   CHECK(turns.must_wait(&greedy));
 }
 
+TEST_CASE("a learner parked for data lets the explorers waiting for it go at once") {
+  asio::io_context io;
+  Scheduler scheduler(0.5);
+  FakeLearner learner;
+  learner.waiting = true;
+  scheduler.add_learner(&learner);
+  scheduler.learner_progressed(&learner, 0);
+  scheduler.explorer_moved(Scheduler::kBurstBytes + 10);
+  bool went_on = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await scheduler.explorer_turn();
+        went_on = true;
+      },
+      [](std::exception_ptr error) { REQUIRE_FALSE(error); });
+  io.poll();
+  REQUIRE_FALSE(went_on);
+  // Its sample parks for the explorers' inserts: it no longer waits for the server.
+  learner.waiting = false;
+  scheduler.learner_parked();
+  io.poll();
+  CHECK(went_on);
+  scheduler.remove_learner(&learner);
+}
+
 TEST_CASE("the scheduler counts each learner's work for the turns") {
   Scheduler scheduler(0.7);
   FakeLearner one;
