@@ -9,19 +9,19 @@
 // request, until that learner catches up or stops competing, but never longer than its own
 // last turn lasted (from the end of its last wait to this one; at most kMaxHold): learners
 // that compete get turns of about equal length, so one that does little work in its turn
-// (a learner of small samples, whose requests are mostly round trips) cannot hold the thread
-// for a greedy one indefinitely either. A learner competes while it
-// waits for the server (a request unread in its socket, a reply queued, or its own turn
-// held here) and for kGap after its last progress: a learner that sends its next request
-// once its reply arrives is between two requests, not gone, and a long request of the
-// greedy learner started in that gap would hold the thread when it comes back (so the
-// thread waits for it a little, as an anticipatory disk scheduler waits for a process's
-// next nearby read). A learner found with no progress for kGap and nothing waiting is busy
-// on its own side, out of the race; when it progresses again it starts level with the
-// least-served learner that competes (idle time earns no credit). A learner whose request
-// waited in its socket behind another's long request was not out: it keeps its place. The
-// least-served competing learner never waits, so some learner always goes on. A request
-// parked for data (rate limiter, minimum size) is no wait for the thread.
+// (a learner of small samples, whose requests are mostly round trips) cannot hold the
+// thread for a greedy one indefinitely either.
+// A learner competes while it waits for the server (a request unread in its socket, a
+// reply queued, or its own turn held here) and for kGap after its last progress: one that
+// sends its next request once its reply arrives is between two requests, not gone, and a
+// long request of the greedy learner started in that gap would hold the thread when it
+// comes back (so the thread waits for it a little, as an anticipatory disk scheduler waits
+// for a process's next nearby read). A learner found with no progress for kGap and nothing
+// waiting is busy on its own side, out of the race; when it progresses again it starts
+// level with the least-served learner that competes (idle time earns no credit). One whose
+// request waited in its socket behind another's long request was not out: it keeps its
+// place. The least-served competing learner never waits, so some learner always goes on.
+// A request parked for data (rate limiter, minimum size) is no wait for the thread.
 // Threading: io_context thread only.
 #pragma once
 

@@ -7,18 +7,19 @@
 // kBytesPerMicrosecond: handling each request (a request of a few hundred bytes, such as a
 // step of compressed pixels, costs the thread far more than its bytes; a sample of stacked
 // frames more than the bytes it sends), an explorer's reads, and the replies written at
-// once (system calls that wake the client's process cost more than their bytes). While a learner
-// waits for the server (a request unread in its socket, a reply queued, or its turn among
-// learners held; not a request parked for data, such as a sample held by a samples_per_insert
-// limiter: that one waits for the explorers), explorers may do at most (1 - learner_share) /
-// learner_share of the work done for learners, plus a burst of kBurstBytes: an explorer over that
-// budget waits, before it handles what it read, until learners' progress earned it credit. When no
-// learner progressed for kStallAfter, learners are taken to be busy on their own side (training,
-// not reading): explorers run freely until a learner progresses again. Explorers are never refused:
-// they are delayed, and flow control makes their sends wait. Among learners, work is shared the
-// same way, turn by turn (service/learner_turns.h): a learner far ahead of another that competes
-// waits before its next request. learner_share 0 turns the whole policy off. Threading: io_context
-// thread only.
+// once (system calls that wake the client's process cost more than their bytes).
+// While a learner waits for the server (a request unread in its socket, a reply queued, or
+// its turn among learners held; not a request parked for data, such as a sample held by a
+// samples_per_insert limiter: that one waits for the explorers), explorers may do at most
+// (1 - learner_share) / learner_share of the work done for learners, plus a burst of
+// kBurstBytes: an explorer over that budget waits, before it handles what it read, until
+// learners' progress earned it credit. When no learner progressed for kStallAfter, learners
+// are taken to be busy on their own side (training, not reading): explorers run freely
+// until a learner progresses again. Explorers are never refused: they are delayed, and
+// flow control makes their sends wait.
+// Among learners, work is shared turn by turn (service/learner_turns.h): a learner far
+// ahead of another that competes waits before its next request.
+// learner_share 0 turns the whole policy off. Threading: io_context thread only.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -52,10 +53,10 @@ class Scheduler {
   static constexpr auto kStallAfter = std::chrono::milliseconds(20);
 
   // learner_share: the share of the counted work learners get while they wait for the
-  // thread, in [0, 1); 0 disables the policy (and the turns among learners). Default 0.7: part of
-  // each connection's cost escapes the count (the reactor, and waking clients on another core), and
-  // it falls mostly on explorers, which are many; at 0.7 learners keep over half the thread
-  // (docs/BENCHMARKS.md, "Scheduling").
+  // thread, in [0, 1); 0 disables the policy (and the turns among learners). Default 0.7:
+  // part of each connection's cost escapes the count (the reactor, and waking clients on
+  // another core), and it falls mostly on explorers, which are many; at 0.7 learners keep
+  // over half the thread (docs/BENCHMARKS.md, "Scheduling").
   explicit Scheduler(double learner_share = 0.7) { set_learner_share(learner_share); }
   void set_learner_share(double share);
   double learner_share() const { return learner_share_; }
