@@ -9,6 +9,7 @@ void Scheduler::set_learner_share(double share) {
   learner_share_ = std::clamp(share, 0.0, 0.999);
   explorer_bytes_per_learner_byte_ =
       learner_share_ > 0 ? (1.0 - learner_share_) / learner_share_ : 0.0;
+  turns_.set_enabled(learner_share_ > 0);
 }
 
 void Scheduler::learner_progressed(std::uint64_t bytes) {
@@ -32,10 +33,7 @@ void Scheduler::spend(std::uint64_t work) {
 bool Scheduler::explorer_must_wait() const {
   if (learner_share_ <= 0 || credit_ >= 0) return false;
   if (Clock::now() - last_learner_progress_ > kStallAfter) return false;  // busy on its side
-  for (const Learner* learner : learners_) {
-    if (learner->waits_for_server()) return true;
-  }
-  return false;
+  return turns_.any_waits_for_server();
 }
 
 asio::awaitable<void> Scheduler::explorer_turn() {
@@ -67,7 +65,7 @@ void SchedulerAccount::sent(Lane lane) {
 
 void SchedulerAccount::moved(std::uint64_t bytes) {
   if (lane_ == Lane::learner) {
-    scheduler_.learner_progressed(bytes);
+    scheduler_.learner_progressed(&connection_, bytes);
   } else if (lane_ == Lane::explorer) {
     scheduler_.explorer_moved(bytes);
   }
@@ -75,7 +73,7 @@ void SchedulerAccount::moved(std::uint64_t bytes) {
 
 void SchedulerAccount::worked(Scheduler::Clock::duration spent) {
   if (lane_ == Lane::learner) {
-    scheduler_.learner_worked(spent);
+    scheduler_.learner_worked(&connection_, spent);
   } else if (lane_ == Lane::explorer) {
     scheduler_.explorer_worked(spent);
   }

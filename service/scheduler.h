@@ -7,21 +7,26 @@
 // kBytesPerMicrosecond: handling each request (a request of a few hundred bytes, such as a
 // step of compressed pixels, costs the thread far more than its bytes; a sample of stacked
 // frames more than the bytes it sends), an explorer's reads, and the replies written at
-// once (system calls that wake the client's process cost more than their bytes). While a learner
-// waits for the server (a request unread in its socket, a request parked, or a reply queued),
-// explorers may do at most (1 - learner_share) / learner_share of the work done for learners, plus
-// a burst of kBurstBytes: an explorer over that budget waits, before it handles what it read, until
-// learners' progress earned it credit. When no learner progressed for kStallAfter, learners are
-// taken to be busy on their own side (training, not reading): explorers run freely until a learner
-// progresses again. Explorers are never refused: they are delayed, and flow control makes their
-// sends wait. learner_share 0 turns the policy off. Threading: io_context thread only.
+// once (system calls that wake the client's process cost more than their bytes).
+// While a learner waits for the server (a request unread in its socket, a reply queued, or
+// its turn among learners held; not a request parked for data, such as a sample held by a
+// samples_per_insert limiter: that one waits for the explorers), explorers may do at most
+// (1 - learner_share) / learner_share of the work done for learners, plus a burst of
+// kBurstBytes: an explorer over that budget waits, before it handles what it read, until
+// learners' progress earned it credit. When no learner progressed for kStallAfter, learners
+// are taken to be busy on their own side (training, not reading): explorers run freely
+// until a learner progresses again. Explorers are never refused: they are delayed, and
+// flow control makes their sends wait.
+// Among learners, work is shared turn by turn (service/learner_turns.h): a learner far
+// ahead of another that competes waits before its next request.
+// learner_share 0 turns the whole policy off. Threading: io_context thread only.
 #pragma once
 
 #include <asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
-#include <unordered_set>
 
+#include "service/learner_turns.h"
 #include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
@@ -34,16 +39,8 @@ class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // A learner connection, as the scheduler sees it.
-  class Learner {
-   public:
-    // Whether it waits for the server: a request unread in its socket, a request parked, or
-    // a reply queued. O(1) (one FIONREAD ioctl at most).
-    virtual bool waits_for_server() const = 0;
-
-   protected:
-    ~Learner() = default;
-  };
+  // A learner connection, as the scheduler sees it (service/learner_turns.h).
+  using Learner = LearnerConnection;
 
   static constexpr std::int64_t kBurstBytes = 4 << 20;
   // An inserted byte costs the thread about twice a sampled one: it is copied from the socket
@@ -56,22 +53,31 @@ class Scheduler {
   static constexpr auto kStallAfter = std::chrono::milliseconds(20);
 
   // learner_share: the share of the counted work learners get while they wait for the
-  // thread, in [0, 1); 0 disables the policy. Default 0.7: part of each connection's cost
-  // escapes the count (the reactor, and waking clients on another core), and it falls
-  // mostly on explorers, which are many; at 0.7 learners keep over half the thread
-  // (docs/BENCHMARKS.md, "Scheduling").
+  // thread, in [0, 1); 0 disables the policy (and the turns among learners). Default 0.7:
+  // part of each connection's cost escapes the count (the reactor, and waking clients on
+  // another core), and it falls mostly on explorers, which are many; at 0.7 learners keep
+  // over half the thread (docs/BENCHMARKS.md, "Scheduling").
   explicit Scheduler(double learner_share = 0.7) { set_learner_share(learner_share); }
   void set_learner_share(double share);
   double learner_share() const { return learner_share_; }
 
   // Registration; a learner is removed before it is destroyed.
-  void add_learner(const Learner* learner) { learners_.insert(learner); }
-  void remove_learner(const Learner* learner) { learners_.erase(learner); }
-  bool has_learners() const { return !learners_.empty(); }
+  void add_learner(const Learner* learner) { turns_.add(learner); }
+  void remove_learner(const Learner* learner) { turns_.remove(learner); }
+  bool has_learners() const { return !turns_.empty(); }
 
   // `bytes` were moved for a learner: earns explorers their share and, when the credit is
   // positive, wakes the first explorer waiting (it wakes the next: explorer_turn).
   void learner_progressed(std::uint64_t bytes);
+  // The same, for `learner`: also counts its work for the turns among learners.
+  void learner_progressed(const Learner* learner, std::uint64_t bytes) {
+    turns_.progressed(learner, bytes);
+    learner_progressed(bytes);
+  }
+  // A request of a learner parked for data (service/waiting/parking.h): the learner may no
+  // longer wait for the server, so the first explorer waiting looks again (it may wait for
+  // the learner, which now waits for the explorers' inserts).
+  void learner_parked() { progressed_.wake_front(); }
   // `bytes` were read from an explorer; each costs kInsertByteCost learner bytes. The debt
   // is bounded by kBurstBytes, so a learner that comes back frees explorers quickly.
   void explorer_moved(std::uint64_t bytes);
@@ -79,6 +85,9 @@ class Scheduler {
   // The thread spent `spent` on a learner's / an explorer's connection (a request's
   // handler, a timed read or write).
   void learner_worked(Clock::duration spent) { learner_progressed(bytes_of(spent)); }
+  void learner_worked(const Learner* learner, Clock::duration spent) {
+    learner_progressed(learner, bytes_of(spent));
+  }
   void explorer_worked(Clock::duration spent) { spend(bytes_of(spent)); }
   static std::uint64_t bytes_of(Clock::duration spent) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count();
@@ -92,8 +101,21 @@ class Scheduler {
   // wait.
   asio::awaitable<void> explorer_turn();
 
+  // Whether `learner` must wait for its turn among learners before it handles a request
+  // (service/learner_turns.h). O(1) with one learner, else O(learners).
+  bool learner_must_wait(const Learner* learner) { return turns_.must_wait(learner); }
+  // Suspends `learner` until its turn (LearnerTurns::turn); at once when it need not wait.
+  asio::awaitable<void> learner_turn(const Learner* learner) { return turns_.turn(learner); }
+  // Whether `learner` waits for its turn now.
+  bool holds_turn(const Learner* learner) const { return turns_.holds(learner); }
+  // The work counted for `learner` among learners (tests).
+  std::uint64_t learner_work(const Learner* learner) const { return turns_.work(learner); }
+
   // Ends every wait (server stopping).
-  void cancel_all() { progressed_.cancel_all(CancelReason::shutting_down); }
+  void cancel_all() {
+    progressed_.cancel_all(CancelReason::shutting_down);
+    turns_.cancel_all();
+  }
 
   // Explorer bytes still allowed before explorers wait (tests).
   std::int64_t credit() const { return credit_; }
@@ -106,7 +128,7 @@ class Scheduler {
   double explorer_bytes_per_learner_byte_ = 3.0 / 7.0;
   std::int64_t credit_ = kBurstBytes;
   Clock::time_point last_learner_progress_{};
-  std::unordered_set<const Learner*> learners_;
+  LearnerTurns turns_;  // the learners, and their turns among themselves
   WaitQueue progressed_;
 };
 

@@ -3,25 +3,34 @@ socket in a temporary directory, and stopped when the block ends.
 
     with pinned_server(binary) as address:
         client = replayd.Client(address)
+    with pinned_server(binary, limits={"learner_share": 0}) as address:  # a --config file
+        ...
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import tempfile
 import time
-from typing import Iterator
+from typing import Any, Iterator, List, Mapping, Optional
 
 
 @contextlib.contextmanager
-def pinned_server(binary: str) -> Iterator[str]:
-    """Yields the server's address (``unix://...``) once it is ready."""
+def pinned_server(binary: str, limits: Optional[Mapping[str, Any]] = None) -> Iterator[str]:
+    """Yields the server's address (``unix://...``) once it is ready. `limits`: the config
+    file's "limits" (docs/CONFIG.md), e.g. {"learner_share": 0}."""
     with tempfile.TemporaryDirectory() as tmp:
         socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
+        config: List[str] = []
+        if limits:
+            with open(f"{tmp}/config.json", "w") as out:
+                json.dump({"limits": dict(limits)}, out)
+            config = ["--config", f"{tmp}/config.json"]
         server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
                                    "--metrics", "", "--ready-file", ready, "--log-level",
-                                   "warn"])
+                                   "warn", *config])
         try:
             while not os.path.exists(ready):
                 time.sleep(0.05)

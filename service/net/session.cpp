@@ -126,7 +126,8 @@ void Session::release(std::size_t& counter, std::size_t bytes) {
 }
 
 bool Session::waits_for_server() const {
-  if (!outbox_.empty() || !parking_.empty()) return true;
+  // A parked request waits for data (rate limiter, minimum size), not for the thread.
+  if (!outbox_.empty()) return true;
   if (!reading_ || reading_paused()) return false;
   asio::error_code ec;
   return socket_.available(ec) > 0 && !ec;
@@ -135,6 +136,7 @@ bool Session::waits_for_server() const {
 void Session::request_suspends() {
   // The synchronous part of the request's handler is the connection's work.
   account_.worked(std::chrono::steady_clock::now() - handle_began_);
+  if (account_.lane() == Lane::learner) context_.scheduler.learner_parked();
   ++reader_;
   // A new reader goes on with the next requests; it starts on a later turn of the
   // io_context, so readers never nest on the stack however many requests wait.
@@ -308,6 +310,10 @@ asio::awaitable<void> Session::handle(WireFrame frame) {
   ++context_.activity;
   if (token_guard_.pending() && !authenticate(frame)) co_return;
   const auto received_at = read_at_;
+  // A learner far ahead of another that competes for the thread waits for its turn.
+  if (account_.lane() == Lane::learner && context_.scheduler.learner_must_wait(this)) {
+    co_await context_.scheduler.learner_turn(this);
+  }
   const std::uint64_t reader = reader_;
   handle_began_ = std::chrono::steady_clock::now();
   Dispatched done =
@@ -341,7 +347,11 @@ void Session::send(Reply reply) {
   if (reply.borrows()) {
     const std::size_t written = outbox_.empty() ? write_now(reply) : 0;
     if (write_failed_ || written == reply.wire_bytes()) return;
-    reply.settle(written);  // no other handler has run: the rows are as sampled
+    // No other handler has run: the rows are as sampled. The copy (of up to a whole large
+    // sample) is the connection's work.
+    const auto began = std::chrono::steady_clock::now();
+    reply.settle(written);
+    account_.worked(std::chrono::steady_clock::now() - began);
   }
   if (outbox_.empty()) write_waiting_since_ = std::chrono::steady_clock::now();
   hold(outbox_bytes_, reply.wire_bytes());

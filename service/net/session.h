@@ -15,7 +15,8 @@
 // waits while queued reply bytes exceed max_queued_reply_bytes or parked requests hold more
 // than max_frame_bytes of payload; the socket's flow control then slows the client. It
 // handles at most limits.requests_per_turn frames before letting other connections run.
-// Scheduling: an explorer connection yields to waiting learners (service/scheduler.h).
+// Scheduling: an explorer connection yields to waiting learners, and a learner far ahead of
+// another waits for its turn before each request (service/scheduler.h).
 // Closing: on EOF, a read/write error or a framing error, parked requests are cancelled
 // (removed from their tables' queues, no reply), queued replies are flushed, and the socket
 // is closed. begin_shutdown() instead answers parked requests with shutting_down first.
@@ -114,7 +115,7 @@ class Session : public std::enable_shared_from_this<Session>,
   // dispatch's hook: the command is known (its lane, for the scheduler).
   static void command_known(void* session, const Command& command);
 
-  // Scheduler::Learner: a request unread in the socket, parked, or a reply queued.
+  // Scheduler::Learner: a request unread in the socket, or a reply queued.
   bool waits_for_server() const override;
   // Parking::Connection.
   void request_suspends() override;
@@ -122,7 +123,9 @@ class Session : public std::enable_shared_from_this<Session>,
   // WatchedConnection.
   bool closed() const override { return closed_; }
   bool reading() const override { return reading_; }
-  bool quiescent() const override { return reading_ && parking_.empty() && outbox_.empty(); }
+  bool quiescent() const override {
+    return reading_ && parking_.empty() && outbox_.empty() && !context_.scheduler.holds_turn(this);
+  }
   bool replies_queued() const override { return !outbox_.empty(); }
   Clock::time_point last_activity() const override { return last_activity_; }
   Clock::time_point write_waiting_since() const override { return write_waiting_since_; }

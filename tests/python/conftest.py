@@ -36,12 +36,14 @@ class ServerProcess:
     """A replayd server process on a Unix socket and/or a TCP port.
 
     `start` waits for the ready file; `stop` sends SIGTERM (SIGKILL after 10 s);
-    `restart` starts again on the same socket path and TCP port.
+    `restart` starts again on the same socket path and TCP port. `cpus`: a CPU list for
+    taskset (e.g. "0") to pin the server to, for tests of its scheduling.
     """
 
     def __init__(self, workdir: Path, *, unix: bool = True, tcp: bool = True,
-                 extra_args: Optional[List[str]] = None) -> None:
+                 extra_args: Optional[List[str]] = None, cpus: Optional[str] = None) -> None:
         self.workdir = workdir
+        self.cpus = cpus
         self.unix_path = str(workdir / "replayd.sock") if unix else ""
         self.tcp_spec = "127.0.0.1:0" if tcp else ""
         self.extra_args = list(extra_args or [])
@@ -70,6 +72,8 @@ class ServerProcess:
         ready_file = self.workdir / f"ready-{self._starts}.json"
         args = [str(binary), "--unix", self.unix_path, "--tcp", self.tcp_spec,
                 "--ready-file", str(ready_file), *self.extra_args]
+        if self.cpus is not None:
+            args = ["taskset", "-c", self.cpus, *args]
         if "--metrics" not in self.extra_args and _supports_metrics_flag(binary):
             args += ["--metrics", ""]  # no metrics listener unless a test asks for one
         log = open(self.log_path, "ab")

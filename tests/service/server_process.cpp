@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -68,23 +69,32 @@ std::size_t raise_open_file_limit() {
   return limit.rlim_cur;
 }
 
-ServerProcess::ServerProcess(ServerOptions options) {
+ServerProcess::ServerProcess(ServerOptions options) : options_(std::move(options)) {
   try {
-    start(options);
+    start();
   } catch (...) {
     stop_and_remove();  // a failed start leaves no process and no directory behind
     throw;
   }
 }
 
-void ServerProcess::start(const ServerOptions& options) {
+void ServerProcess::start() {
   // The child inherits the limit, so it can hold as many connections as the test opens.
   raise_open_file_limit();
   std::string pattern = (std::filesystem::temp_directory_path() / "replayd-test-XXXXXX").string();
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
   directory_ = pattern;
   unix_path_ = directory_ + "/replayd.sock";
-  const std::string ready_file = directory_ + "/ready.json";
+  spawn();
+}
+
+void ServerProcess::restart(int signal_number) {
+  stop(signal_number);
+  spawn();
+}
+
+void ServerProcess::spawn() {
+  const std::string ready_file = directory_ + "/ready-" + std::to_string(++starts_) + ".json";
   const std::string log_file = directory_ + "/replayd.log";
 
   std::vector<std::string> args{server_binary(), "--unix",   unix_path_,    "--tcp", "127.0.0.1:0",
@@ -93,13 +103,17 @@ void ServerProcess::start(const ServerOptions& options) {
     args.push_back("--metrics");
     args.push_back("");
   }
-  if (!options.config_json.empty()) {
+  if (!options_.config_json.empty()) {
     const std::string config_file = directory_ + "/config.json";
-    std::ofstream(config_file) << options.config_json;
+    std::ofstream(config_file) << options_.config_json;
     args.push_back("--config");
     args.push_back(config_file);
   }
-  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  if (options_.data_dir) {
+    args.push_back("--data-dir");
+    args.push_back(directory_ + "/data");
+  }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (auto& arg : args) {
     argv.push_back(arg.data());
@@ -109,7 +123,7 @@ void ServerProcess::start(const ServerOptions& options) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+  posix_spawn_file_actions_addopen(&actions, 1, log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                    0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
@@ -135,9 +149,9 @@ ServerProcess::~ServerProcess() {
   stop_and_remove();
 }
 
-void ServerProcess::stop_and_remove() {
+void ServerProcess::stop(int signal_number) {
   if (pid_ > 0 && running()) {
-    ::kill(pid_, SIGTERM);
+    ::kill(pid_, signal_number);
     const auto deadline = std::chrono::steady_clock::now() + kStopTimeout;
     while (running() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -148,6 +162,10 @@ void ServerProcess::stop_and_remove() {
       pid_ = -1;
     }
   }
+}
+
+void ServerProcess::stop_and_remove() {
+  stop();
   std::error_code ignored;
   if (!directory_.empty()) std::filesystem::remove_all(directory_, ignored);
 }

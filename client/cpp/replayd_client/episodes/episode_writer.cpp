@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/json/array.hpp>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -13,11 +14,17 @@ namespace {
   throw Error(ErrorCode::invalid_argument, message);
 }
 
+// The connection is gone or going: lost, or the server stopping (it answers what waits
+// with shutting_down, then closes the connection).
+bool is_lost(const Error& error) {
+  return error.code() == ErrorCode::connection_lost || error.code() == ErrorCode::shutting_down;
+}
+
 }  // namespace
 
 EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
                              EpisodeWriterOptions options)
-    : table_(std::move(table)), options_(std::move(options)) {
+    : address_(address), table_(std::move(table)), options_(std::move(options)) {
   if (options_.envs == 0) invalid("EpisodeWriter: envs must be >= 1, got 0");
   if (options_.batch == 0) invalid("EpisodeWriter: batch must be >= 1, got 0");
   if (options_.max_in_flight == 0) invalid("EpisodeWriter: max_in_flight must be >= 1, got 0");
@@ -63,10 +70,25 @@ std::optional<std::uint64_t> EpisodeWriter::episode(std::size_t env) const {
   return episodes_.at(check_env(env));
 }
 
+Client& EpisodeWriter::client() {
+  // A new connection is a new writer to the server: every env starts a new episode on it
+  // (lost() forgot the old ones).
+  if (!client_) client_ = std::make_unique<Client>(address_, options_.client);
+  return *client_;
+}
+
 std::uint64_t EpisodeWriter::open_episode(std::size_t env) {
   if (!episodes_[env]) {
     if (spare_ids_.empty()) {
-      spare_ids_ = client_->open_episodes(table_, options_.envs);
+      const bool reconnects = !client_;  // nothing buffered or in flight to report then
+      try {
+        spare_ids_ = client().open_episodes(table_, options_.envs);
+      } catch (const Error& e) {
+        if (!is_lost(e)) throw;
+        if (!reconnects) lost(e);
+        client_.reset();  // nothing was sent on it: the next append connects again
+        throw;
+      }
       std::reverse(spare_ids_.begin(), spare_ids_.end());  // hand them out in id order
     }
     episodes_[env] = spare_ids_.back();
@@ -172,9 +194,15 @@ void EpisodeWriter::send_buffered() {
     add_column(request_, field, field.rows, field.frame_sizes, rows_);
   // The request is written before append_steps_async returns: the buffers are free again.
   Pending pending;
-  pending.append =
-      client_->append_steps_async(table_, request_, std::span(row_episodes_).first(rows_),
-                                  {.timeout_ms = options_.timeout_ms}, ends_, final_batch());
+  const std::span<const std::uint64_t> row_episodes = std::span(row_episodes_).first(rows_);
+  try {
+    pending.append = client().append_steps_async(
+        table_, request_, row_episodes, {.timeout_ms = options_.timeout_ms}, ends_, final_batch());
+  } catch (const Error& e) {
+    if (is_lost(e)) lost(e);  // the buffered steps and ends were not sent
+    throw;
+  }
+  pending.carries = WriterRequest::of(row_episodes, ends_);
   rows_ = 0;
   ends_.clear();
   ends_have_finals_ = false;
@@ -195,14 +223,77 @@ void EpisodeWriter::push(Pending pending) {
 }
 
 void EpisodeWriter::collect_front() {
-  Pending pending = std::move(pending_.front());
-  pending_.pop_front();
-  if (pending.append.valid()) {
-    const Keys keys = pending.append.get();
-    if (options_.keep_keys) keys_.insert(keys_.end(), keys.begin(), keys.end());
-  } else {
-    pending.end.get();
+  Pending& pending = pending_.front();
+  try {
+    if (pending.append.valid()) {
+      const Keys keys = pending.append.get();
+      if (options_.keep_keys) keys_.insert(keys_.end(), keys.begin(), keys.end());
+    } else {
+      pending.end.get();
+    }
+  } catch (const Error& e) {
+    if (is_lost(e)) lost(e);  // this request and the later ones
+    pending_.pop_front();
+    throw;
   }
+  pending_.pop_front();
+}
+
+void EpisodeWriter::account_for(Pending& pending, const Error& error, LostSteps& report) {
+  const bool collected = !pending.append.valid() && !pending.end.valid();
+  std::optional<ErrorCode> failure;
+  if (collected) {  // the request whose error brought us here
+    failure = error.code();
+  } else {
+    try {
+      const bool ready =
+          pending.append.valid()
+              ? pending.append.wait_for(std::chrono::seconds(0)) == std::future_status::ready
+              : pending.end.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      if (!ready) {
+        report.not_confirmed(pending.carries);
+        return;
+      }
+      if (pending.append.valid()) {
+        const Keys keys = pending.append.get();
+        if (options_.keep_keys) keys_.insert(keys_.end(), keys.begin(), keys.end());
+      } else {
+        pending.end.get();
+      }
+      return;  // stored
+    } catch (const Error& e) {
+      failure = e.code();
+    }
+  }
+  if (*failure == ErrorCode::connection_lost) {
+    report.not_confirmed(pending.carries);
+  } else {
+    report.refused(pending.carries);  // an error reply: the request did nothing
+  }
+}
+
+void EpisodeWriter::lost(const Error& error, std::span<const EpisodeEnding> unsent_end) {
+  LostSteps report;
+  report.not_sent(WriterRequest::of(std::span(row_episodes_).first(rows_), ends_));
+  report.not_sent(WriterRequest::of({}, unsent_end));
+  for (Pending& pending : pending_)
+    account_for(pending, error, report);
+  if (client_) client_->close();
+  client_.reset();
+  pending_.clear();
+  rows_ = 0;
+  ends_.clear();
+  ends_have_finals_ = false;
+  for (Field& field : fields_) {
+    field.rows.clear();
+    field.frame_sizes.clear();
+    field.finals.clear();
+    field.final_sizes.clear();
+  }
+  for (auto& episode : episodes_)
+    episode.reset();
+  spare_ids_.clear();
+  throw Error(ErrorCode::connection_lost, report.message(table_, error.message()));
 }
 
 void EpisodeWriter::collect_through(std::uint64_t sequence) {
@@ -248,7 +339,14 @@ void EpisodeWriter::end_episode(std::size_t env, bool terminated,
     final_request = &final_request_;
   }
   Pending pending;
-  pending.end = client_->end_episode_async(table_, *episodes_[env], terminated, final_request);
+  const EpisodeEnding end{*episodes_[env], terminated};
+  try {
+    pending.end = client().end_episode_async(table_, end.episode, terminated, final_request);
+  } catch (const Error& e) {
+    if (is_lost(e)) lost(e, std::span(&end, 1));
+    throw;
+  }
+  pending.carries.ends.push_back(end);
   for (const std::size_t f : next_of_) {  // sent: the buffers hold the next ends' values
     fields_[f].finals.clear();
     fields_[f].final_sizes.clear();
@@ -274,11 +372,11 @@ void EpisodeWriter::close() {
   } catch (...) {
     closed_ = true;
     pending_.clear();
-    client_->close();
+    if (client_) client_->close();
     throw;
   }
   closed_ = true;
-  client_->close();
+  if (client_) client_->close();
 }
 
 }  // namespace replayd::client

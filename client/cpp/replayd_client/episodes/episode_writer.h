@@ -8,6 +8,15 @@
 // connection, so only this writer may append to or end its episodes, and if the writer's
 // process dies or its connection is lost, the episodes it left open end as truncated with
 // their steps kept (episodes opened but never written are forgotten).
+// A lost connection (a server restart, a network fault, or the server stopping: a
+// shutting_down reply to one of its requests): the call that finds it (append, end_episode,
+// flush, close) throws Error(connection_lost) whose message says exactly which steps and
+// episode ends were not sent or refused, and which were sent but not confirmed
+// (docs/TRAJECTORIES.md, "Writers and lost connections"). The writer then forgets its
+// episodes, buffered steps and pending ends; nothing is sent again, and no later step goes
+// into an episode of the lost connection: the next append of an env connects anew and
+// starts a new episode. (If that connect fails, append throws connection_lost and keeps
+// nothing; a later append tries again.)
 //
 // What blocks: append() and end_episode() only when they send a request while
 // max_in_flight requests await their replies (they then wait for the oldest), or when an
@@ -38,8 +47,9 @@
 #include "replayd_client/client.h"
 #include "replayd_client/columns.h"
 #include "replayd_client/dtype.h"
-#include "replayd_client/table_fields.h"
+#include "replayd_client/episodes/lost_steps.h"
 #include "replayd_client/pixels/zstd_codec.h"
+#include "replayd_client/table_fields.h"
 
 namespace replayd::client {
 
@@ -128,7 +138,8 @@ class EpisodeWriter {
   void flush();
 
   // Flushes, ends every episode that has steps as truncated, waits for the replies and
-  // closes the connection. Idempotent; later appends throw Error(connection_lost).
+  // closes the connection. Idempotent; later appends throw Error(connection_lost). After a
+  // lost connection, throws its report (see above) if no earlier call did.
   void close();
 
   // The id of env's current episode; nullopt before its first step.
@@ -161,6 +172,7 @@ class EpisodeWriter {
     std::uint64_t sequence = 0;
     std::future<Keys> append;
     std::future<std::uint64_t> end;
+    WriterRequest carries;  // its steps and ends, for the report of a lost connection
   };
 
   std::size_t check_env(std::size_t env) const;
@@ -177,13 +189,25 @@ class EpisodeWriter {
                          std::span<const std::uint32_t> sizes, std::size_t count);
   // The final observations of ends_ as final_request_ (one row per end).
   const InsertBatch* final_batch();
+  // The writer's connection; a new one (a new writer to the server) after a loss.
+  Client& client();
   std::uint64_t open_episode(std::size_t env);
+  // The connection was lost (`error`, connection_lost): forgets the connection, its
+  // episodes, the buffered steps, the pending ends and requests, and throws
+  // Error(connection_lost) saying what was not sent (those and `unsent_end`, an end whose
+  // own request failed to go out) and what was not confirmed (the requests in flight).
+  [[noreturn]] void lost(const Error& error, std::span<const EpisodeEnding> unsent_end = {});
+  // Adds a request in flight to `report`: stored (its reply arrived: its keys are kept),
+  // refused (an error reply), or not confirmed (no reply). A request whose future was
+  // collected already is the one that failed with `error`.
+  void account_for(Pending& pending, const Error& error, LostSteps& report);
   void send_buffered();
   void push(Pending pending);
   void collect_front();
   void collect_through(std::uint64_t sequence);
 
-  std::unique_ptr<Client> client_;
+  std::string address_;
+  std::unique_ptr<Client> client_;  // null after a lost connection, until the next append
   std::string table_;
   EpisodeWriterOptions options_;
   std::vector<FieldDescription> descriptions_;
