@@ -10,6 +10,7 @@ Threading: a PlaneTable may be used by several threads at once (it keeps no stat
 from __future__ import annotations
 
 from dataclasses import dataclass
+import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
@@ -19,6 +20,7 @@ from ..columns import decode_sample, sample_layout
 from ..errors import ProtocolError
 from ..sample import Sample
 from ..schema import Field
+from ..wire import PayloadPool
 from .mapping import TableMapping
 
 __all__ = ["KeysReply", "PlaneTable", "allocated_buffer", "auto_decoder", "decode_keys_reply",
@@ -102,6 +104,12 @@ class PlaneTable:
         #: Rows that changed under the copy and were drawn again, since the table was
         #: mapped (a statistic: threads sharing the table may undercount it).
         self.changed_rows = 0
+        # Large samples' rows go into arrays reused once no Sample refers to them (a fresh
+        # allocation of megabytes costs a page fault per page); the lock: several threads
+        # may sample one table.
+        self._pool = PayloadPool()
+        self._pool_lock = threading.Lock()
+        self._layouts: Dict[int, Tuple[List[int], int]] = {}  # n -> field offsets, bytes
 
     @property
     def region(self) -> int:
@@ -118,7 +126,7 @@ class PlaneTable:
         n = len(draws)
         info: Optional[List[np.ndarray[Any, Any]]] = None
         if buffer is None:
-            data = {f.name: np.empty((n, *f.shape), f.dtype) for f in self.fields}
+            data = self._arrays(n)
         else:
             data, info = self._views(buffer, n)
             if slots is not None:  # received into the same buffer, where the rows go
@@ -152,6 +160,26 @@ class PlaneTable:
         sample.times_sampled[bad] = redrawn.times_sampled
         still: np.ndarray[Any, Any] = bad[again]
         return still
+
+    def _arrays(self, n: int) -> Dict[str, np.ndarray[Any, Any]]:
+        """Arrays for n rows of every field: new ones for small samples, views of one
+        pooled block (PayloadPool) for large ones."""
+        layout = self._layouts.get(n)
+        if layout is None:
+            offsets, total = [], 0
+            for f in self.fields:
+                offsets.append(total)
+                total += -(-n * f.item_bytes // 64) * 64
+            if len(self._layouts) >= 64:  # batch sizes are few; a caller varying n
+                self._layouts.clear()     # at random does not grow this without bound
+            layout = self._layouts[n] = (offsets, total)
+        offsets, total = layout
+        if total < PayloadPool.MIN_BYTES:
+            return {f.name: np.empty((n, *f.shape), f.dtype) for f in self.fields}
+        with self._pool_lock:
+            block = self._pool.take(total)
+        return {f.name: np.ndarray((n, *f.shape), f.dtype, block, offset)
+                for f, offset in zip(self.fields, offsets)}
 
     def _views(self, buffer: Any, n: int
                ) -> Tuple[Dict[str, np.ndarray[Any, Any]], List[np.ndarray[Any, Any]]]:
