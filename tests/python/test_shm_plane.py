@@ -27,12 +27,12 @@ import replayd
 from conftest import REPO, ServerProcess
 
 CTX = mp.get_context("fork")
-WIDE = 1024  # float32 values per row of the wide field: 4 KiB, copied row by row
+WIDE = 1024  # float32 values per row of the wide field: 4 KiB
 
 
 def fields() -> Dict[str, Any]:
-    """A row whose every value derives from its id, so a torn or foreign row shows: the
-    wide field (copied row by row), a small one (gathered with numpy.take) and a check."""
+    """A row whose every value derives from its id, so a torn or foreign row shows: a
+    wide field, a small one and a check."""
     return {"id": ("int64", ()), "wide": ("float32", (WIDE,)), "small": ("float32", (4,)),
             "check": ("uint64", ())}
 
@@ -347,6 +347,24 @@ def test_a_table_mapping_is_read_only(server, table_name):
                 os.ftruncate(fd, 0)
         finally:
             os.close(fd)
+
+
+def test_a_key_naming_a_slot_beyond_the_capacity_is_refused_not_read(server, table_name):
+    # The learner trusts no slot it is told: a corrupt reply must not read another
+    # column's bytes (or past the block) as this one's rows.
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        create(c, table_name, 10)
+        c.insert(table_name, rows(np.arange(10)))
+        mapping = c.plane_table(table_name).mapping
+        sample = c.sample(table_name, 4)
+        out = {name: np.zeros((4, *column.shape[1:]), column.dtype)
+               for name, column in mapping.columns.items()}
+        assert mapping.gather(sample.keys, out).size == 0
+        assert_whole(out)
+        forged = sample.keys.copy()
+        forged[1] = (forged[1] & ~mapping.slot_mask) | np.uint64(10)
+        with pytest.raises(replayd.ProtocolError, match="beyond its capacity 10"):
+            mapping.gather(forged, out)
 
 
 def test_a_replaced_table_is_mapped_again(server, table_name):

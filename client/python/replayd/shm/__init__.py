@@ -18,11 +18,11 @@ the same results through the socket.
 """
 from typing import Any, Dict
 
-from .mapping import ROW_COPY_BYTES, TableMapping
+from .mapping import TableMapping
 from .sampling import PlaneTable, keys_request
 from .staging import StagingArena, batch_layout, staged_meta
 
-__all__ = ["ROW_COPY_BYTES", "TableMapping", "PlaneTable", "keys_request", "StagingArena",
+__all__ = ["TableMapping", "PlaneTable", "keys_request", "StagingArena",
            "batch_layout", "staged_meta", "take_descriptor"]
 
 

@@ -19,11 +19,7 @@ import numpy as np
 from ..columns import column_plan
 from ..errors import ProtocolError
 
-__all__ = ["TableMapping", "ROW_COPY_BYTES"]
-
-#: Items of at least this many bytes are copied row by row (a memcpy each); smaller ones
-#: are gathered with one ``numpy.take`` per field.
-ROW_COPY_BYTES = 2048
+__all__ = ["TableMapping"]
 
 # x86-64 never reorders a load with an older load, and numpy's copies and the stamp check
 # are separate C calls the compiler cannot interleave: the check after the copy needs no
@@ -70,12 +66,10 @@ class TableMapping:
         self.slot_mask = np.uint64((1 << slot_bits) - 1)
         self.stamps = self._view(np.dtype("<u8"), (self.capacity,), stamps_offset, nbytes)
         self.columns: Dict[str, np.ndarray[Any, Any]] = {}
-        self._row_copy: Dict[str, bool] = {}
         for column in columns:
             # (name, dtype, item shape, count, offset, end) as a sample reply's column.
             name, dtype, shape, _, offset, _ = column_plan(column)
             self.columns[name] = self._view(dtype, (self.capacity, *shape), offset, nbytes)
-            self._row_copy[name] = math.prod(shape) * dtype.itemsize >= ROW_COPY_BYTES
         self.fields = tuple(self.columns)
 
     def _view(self, dtype: np.dtype[Any], shape: Tuple[int, ...], offset: int,
@@ -87,8 +81,8 @@ class TableMapping:
         return np.ndarray(shape, dtype, self._map, offset)
 
     def slots(self, keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        """The slots the keys name (``key & slot_mask``, as int64: slot_bits < 63). Every
-        use indexes with bounds checks (``take``), so a slot beyond the capacity raises."""
+        """The slots the keys name (``key & slot_mask``, as int64 and >= 0: slot_bits <
+        63). `gather` checks them against the capacity."""
         return (keys & self.slot_mask).view(np.int64)
 
     def gather(self, keys: np.ndarray[Any, Any], out: Mapping[str, np.ndarray[Any, Any]],
@@ -98,26 +92,26 @@ class TableMapping:
         stamp. `slots`: the keys' slots as int64 when known (a keys reply carries them),
         else computed. Returns the positions (0-based in `keys`) of the rows that changed
         under the copy: their rows in `out` are not the items' and must be drawn again.
+        Raises ProtocolError when a key names a slot beyond the capacity.
         Cost: a numpy call per field and two for the stamps (their fixed cost, some
         thousands of instructions each, dominates small batches), plus the bytes."""
         n = len(keys)
         if slots is None:
             slots = self.slots(keys)
-        try:
-            for name, column in self.columns.items():
-                target = out[name]
-                if self._row_copy[name]:
-                    for i, slot in enumerate(slots.tolist(), first):
-                        target[i] = column[slot]
-                elif first == 0 and target.shape[0] == n:
-                    column.take(slots, 0, target)
-                else:
-                    column.take(slots, 0, target[first:first + n])
-            _acquire_fence()
-            stamps = self.stamps.take(slots)
-        except IndexError:
+        if n and int(slots.max()) >= self.capacity:
             raise ProtocolError(f"a key of table {self.table!r} names a slot beyond its "
-                                f"capacity {self.capacity}") from None
+                                f"capacity {self.capacity}")
+        # mode="clip" once the slots are known to be in range: numpy buffers the output of
+        # a take in the default "raise" mode (twice the cost for small rows, a second copy
+        # of large ones).
+        for name, column in self.columns.items():
+            target = out[name]
+            if first == 0 and target.shape[0] == n:
+                column.take(slots, 0, target, mode="clip")
+            else:
+                column.take(slots, 0, target[first:first + n], mode="clip")
+        _acquire_fence()
+        stamps = self.stamps.take(slots, mode="clip")
         if stamps.tobytes() == keys.tobytes():  # the usual case, in half the instructions
             return _NONE
         return np.flatnonzero(stamps != keys)
