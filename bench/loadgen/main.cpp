@@ -44,7 +44,9 @@ void prefill_episodes(const std::string& address, std::uint64_t steps) {
 // (and its reader thread) is gone when this returns, so the caller may fork.
 void prepare_table(const std::string& address, const Workload& workload, bool prioritized,
                    std::uint64_t items) {
-  client::Client setup(address);
+  client::ClientOptions setup_options;
+  setup_options.shared_memory = false;
+  client::Client setup(address, setup_options);
   try {
     setup.drop_table(kTable);
   } catch (const client::Error& e) {

@@ -19,6 +19,9 @@ client::ClientOptions client_options(const WorkerPlan& plan, const char* name) {
   client::ClientOptions options;
   options.max_in_flight = 2 * plan.depth + 16;
   options.client_name = name;
+  // The socket rows never negotiate the plane, so they run unchanged against servers that
+  // predate it (scripts/bench-ab).
+  options.shared_memory = false;
   return options;
 }
 

@@ -4,9 +4,10 @@ both over the shared-memory plane, on one table, alternating in every round.
 
 The server runs pinned to CPU 0 and this script to CPU 1 (bench/python/pinned_server.py).
 Each round fills nothing new: the table (W1 or W2 of workloads.py, full) is sampled for
-SECONDS by a plain `client.sampler(table, batch, prefetch=4)`, then for SECONDS by
+SECONDS by a plain `client.sampler(table, batch, prefetch=4)` and for SECONDS by
 iterating `ReplayDataset(client, table, batch)` (tensors sharing the gathered arrays,
-device None: this machine has no CUDA); the consumer does nothing else. Prints the medians
+device None: this machine has no CUDA), in alternating order; the consumer does nothing
+else. Prints the medians
 and the ratio per round.
 
     /usr/bin/python3 bench/python/torch_plane.py [--workload W2] [--rounds 5] [--seconds 3]
@@ -61,10 +62,15 @@ def main() -> int:
         assert client.plane_table("t") is not None, "the plane is not offered"
         plain, dataset, ratios = [], [], []
         for round_ in range(args.rounds):
-            with client.sampler("t", workload.sample_batch, prefetch=4) as sampler:
-                plain.append(rate(sampler, args.seconds))
-            data = replayd.torch.ReplayDataset(client, "t", workload.sample_batch, prefetch=4)
-            dataset.append(rate(iter(data), args.seconds))
+            # Which goes first alternates (ABBA), so a drift of the machine favours neither.
+            for which in ((0, 1) if round_ % 2 == 0 else (1, 0)):
+                if which == 0:
+                    with client.sampler("t", workload.sample_batch, prefetch=4) as sampler:
+                        plain.append(rate(sampler, args.seconds))
+                else:
+                    data = replayd.torch.ReplayDataset(client, "t", workload.sample_batch,
+                                                       prefetch=4)
+                    dataset.append(rate(iter(data), args.seconds))
             ratios.append(dataset[-1] / plain[-1])
             print(f"round {round_ + 1}: sampler {plain[-1]:,.0f} batches/s, ReplayDataset "
                   f"{dataset[-1]:,.0f} batches/s, ratio {ratios[-1]:.3f}", flush=True)

@@ -62,24 +62,38 @@ __all__ = ["ReplayDataset", "as_tensors", "update_priorities", "RESERVED_NAMES"]
 #: Keys of a batch dict besides the fields.
 RESERVED_NAMES = ("keys", "weights", "probabilities", "times_sampled")
 
-# Per numpy dtype that torch lacks: (dtype of a zero-copy host view, finishing step).
-_WIDEN: Dict[str, Tuple[np.dtype[Any], Callable[[torch.Tensor], torch.Tensor]]] = {
-    "uint16": (np.dtype("<i2"), lambda t: t.to(torch.int32) & 0xFFFF),
-    "uint32": (np.dtype("<i4"), lambda t: t.to(torch.int64) & 0xFFFFFFFF),
-    "uint64": (np.dtype("<i8"), lambda t: t),
+# Per numpy dtype that torch lacks: (dtype of a zero-copy host view, finishing step on the
+# device). Keyed by dtype objects: a dtype's `name` is built anew on every call.
+_WIDEN: Dict[np.dtype[Any], Tuple[np.dtype[Any], Optional[Callable[[torch.Tensor], torch.Tensor]]]] = {
+    np.dtype("<u2"): (np.dtype("<i2"), lambda t: t.to(torch.int32) & 0xFFFF),
+    np.dtype("<u4"): (np.dtype("<i4"), lambda t: t.to(torch.int64) & 0xFFFFFFFF),
+    np.dtype("<u8"): (np.dtype("<i8"), None),
 }
+# The same on the CPU, where numpy widens a small array faster than torch's per-call cost.
+_CPU_WIDER: Dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype("<u2"): np.dtype("<i4"), np.dtype("<u4"): np.dtype("<i8")}
+_UINT64, _INT64, _FLOAT32 = np.dtype("<u8"), np.dtype("<i8"), np.dtype("<f4")
 
 
 def _host_view(array: np.ndarray[Any, Any]
                ) -> Tuple[torch.Tensor, Optional[Callable[[torch.Tensor], torch.Tensor]]]:
     """A tensor sharing `array`'s memory, and the step that gives it a torch dtype holding
     its values (None when none is needed)."""
-    widen = _WIDEN.get(array.dtype.name)
+    widen = _WIDEN.get(array.dtype)
     if widen is None:
         return _from_numpy(array), None
     view_dtype, finish = widen
-    return torch.from_numpy(array.view(view_dtype)), (None if array.dtype.itemsize == 8
-                                                      else finish)
+    return torch.from_numpy(array.view(view_dtype)), finish
+
+
+def _cpu_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
+    """`array` as a CPU tensor of a dtype holding its values: sharing its memory, except
+    uint16 and uint32 (widened copies); uint64 viewed as int64."""
+    dtype = array.dtype
+    if dtype == _UINT64:
+        return torch.from_numpy(array.view(_INT64))
+    wider = _CPU_WIDER.get(dtype)
+    return _from_numpy(array) if wider is None else torch.from_numpy(array.astype(wider))
 
 
 def _from_numpy(array: np.ndarray[Any, Any]) -> torch.Tensor:
@@ -108,11 +122,8 @@ def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
 def as_tensors(sample: Sample) -> Dict[str, torch.Tensor]:
     """The batch dict of `sample` on the CPU (see the module docstring for dtypes): fields
     share memory with the sample's arrays where torch has their dtype."""
-    out: Dict[str, torch.Tensor] = {}
-    for name, array in _sample_columns(sample):
-        tensor, finish = _host_view(array)
-        out[name] = tensor if finish is None else finish(tensor)
-    out["weights"] = out["weights"].to(torch.float32)
+    out = {name: _cpu_tensor(array) for name, array in _sample_columns(sample)}
+    out["weights"] = torch.from_numpy(sample.weights.astype(_FLOAT32))
     return out
 
 
