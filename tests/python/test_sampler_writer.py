@@ -166,6 +166,34 @@ def test_writer_with_priorities(client, table_name):
     assert set(ids.tolist()) == {2, 3}  # items 0 and 1 have priority 0
 
 
+def test_writer_takes_numpy_scalars_of_the_fields_dtype_without_conversion(client,
+                                                                          table_name):
+    """Environments hand out numpy scalars (np.float32 rewards, np.int64 actions): of the
+    field's exact dtype they are written as they are (try_append accepts them), stored
+    bit for bit, including values a float64 would not hold."""
+    dtypes = {"u8": np.uint64, "i8": np.int64, "f2": np.float16, "f4": np.float32,
+              "b": np.bool_, "u1": np.uint8}
+    client.create_table(table_name, {name: (dtype, ()) for name, dtype in dtypes.items()},
+                        100, sampler="fifo", max_times_sampled=1)
+    items = [{"u8": np.uint64(2**64 - 1), "i8": np.int64(-2**63), "f2": np.float16(0.1),
+              "f4": np.float32(0.1), "b": np.bool_(True), "u1": np.uint8(255)},
+             {"u8": np.uint64(2**53 + 1), "i8": np.int64(2**63 - 1),
+              "f2": np.float16(-65504), "f4": np.float32(np.nextafter(np.float32(1), 2)),
+              "b": np.bool_(False), "u1": np.uint8(0)}]
+    with client.writer(table_name, batch=4) as writer:
+        for item in items:
+            assert writer.try_append(item)
+        # A numpy scalar of another dtype is converted by append's rules, not taken as is.
+        assert not writer.try_append({**items[0], "f4": np.float16(0.5)})
+        writer.append({**items[0], "f4": np.float16(0.5)})
+    data = client.sample(table_name, 3).data
+    for name, dtype in dtypes.items():
+        assert data[name].dtype == np.dtype(dtype)
+        assert data[name][:2].tobytes() == np.array([item[name] for item in items],
+                                                    dtype).tobytes(), name
+    assert data["f4"][2] == np.float32(0.5)
+
+
 def test_writer_rejects_bad_items_at_once(client, table_name):
     make_queue(client, table_name)
     with client.writer(table_name, batch=4) as writer:

@@ -53,9 +53,10 @@ def _fast_plan(dtype: np.dtype[Any]) -> Tuple[str, Any, Any]:
 
 
 # struct format of each scalar dtype a memoryview can set items of (native byte order:
-# the wire is little-endian, and so are the hosts replayd runs on).
+# the wire is little-endian, and so are the hosts replayd runs on). Not float16: struct
+# knows "e", but memoryview.cast refuses it (such columns are set through numpy).
 _ITEM_FORMATS = {"b": "?", "i1": "b", "u1": "B", "i2": "h", "u2": "H", "i4": "i", "u4": "I",
-                 "i8": "q", "u8": "Q", "f2": "e", "f4": "f", "f8": "d"}
+                 "i8": "q", "u8": "Q", "f4": "f", "f8": "d"}
 
 
 def _raw_view(column: np.ndarray[Any, Any], shape: Tuple[int, ...],
@@ -145,11 +146,12 @@ class Writer:
         self._keys: List[np.ndarray[Any, Any]] = []
 
     def _fast_plan_of(self, columns: List[np.ndarray[Any, Any]]) -> List[Any]:
-        """Per field, for the fast path of append: name, column, dtype, shape, kind, range,
+        """Per field, for the fast path of append: name, column, dtype, its scalar type,
+        shape, kind, range,
         and for small array fields the column's bytes and the bytes per item, for scalar
         fields the column as a typed memoryview (None for array fields too large)."""
-        return [(f.name, column, column.dtype, f.shape, *_fast_plan(column.dtype),
-                 *_raw_view(column, f.shape, f.item_bytes))
+        return [(f.name, column, column.dtype, column.dtype.type, f.shape,
+                 *_fast_plan(column.dtype), *_raw_view(column, f.shape, f.item_bytes))
                 for f, column in zip(self._schema.fields, columns)]
 
     @property
@@ -179,8 +181,9 @@ class Writer:
         either only items with priorities or only items without; switching sends the
         partial batch first.
 
-        Cost: about 1-2 us for an item of ndarrays already of the field's dtype and shape
-        and of Python bool/int/float scalars (written straight into the batch); other
+        Cost: about 1-2 us for an item of ndarrays already of the field's dtype and shape,
+        of Python bool/int/float scalars and of numpy scalars of the field's dtype (written
+        straight into the batch); other
         values go through `convert_item` (a few us per field).
         """
         # The same steps as try_append, written out: a shared helper call measured 4% on
@@ -225,12 +228,14 @@ class Writer:
 
     def _write_fast(self, values: Any, row: int) -> bool:
         """Writes `values` into `row` when no value needs a conversion: an ndarray of the
-        field's exact dtype and shape, a bool, or an int/float that `python_scalar_fits`
-        would accept for a scalar field. False otherwise (the row may be half written,
-        which is harmless: it is not counted); the caller then takes the general path."""
+        field's exact dtype and shape; for a scalar field a bool, an int/float that
+        `python_scalar_fits` would accept, or a numpy scalar of the field's dtype. False
+        otherwise (the row may be half written, which is harmless: it is not counted); the
+        caller then takes the general path."""
         if type(values) is not dict or len(values) != len(self._plan):
             return False
-        for name, column, dtype, shape, kind, low, high, raw, nbytes in self._plan:
+        for name, column, dtype, scalar_type, shape, kind, low, high, raw, nbytes in \
+                self._plan:
             value = values.get(name, _MISSING)
             vtype = type(value)
             if vtype is np.ndarray:
@@ -251,6 +256,10 @@ class Writer:
             elif vtype is float:
                 if kind != "f" or not low <= value <= high:
                     return False  # inf and nan fit too, by the general path
+            elif vtype is scalar_type:
+                # A numpy scalar of the field's exact dtype (np.float32 rewards, np.int64
+                # actions): its Python value is exact, and so is setting it back.
+                value = value.item()
             else:
                 return False
             # A scalar field's `raw` is its column as a typed memoryview: setting an item
