@@ -203,6 +203,11 @@ void EpisodeWriter::send_buffered() {
     throw;
   }
   pending.carries = WriterRequest::of(row_episodes, ends_);
+  clear_buffered();
+  push(std::move(pending));
+}
+
+void EpisodeWriter::clear_buffered() {
   rows_ = 0;
   ends_.clear();
   ends_have_finals_ = false;
@@ -212,7 +217,6 @@ void EpisodeWriter::send_buffered() {
     field.finals.clear();
     field.final_sizes.clear();
   }
-  push(std::move(pending));
 }
 
 void EpisodeWriter::push(Pending pending) {
@@ -281,15 +285,7 @@ void EpisodeWriter::lost(const Error& error, std::span<const EpisodeEnding> unse
   if (client_) client_->close();
   client_.reset();
   pending_.clear();
-  rows_ = 0;
-  ends_.clear();
-  ends_have_finals_ = false;
-  for (Field& field : fields_) {
-    field.rows.clear();
-    field.frame_sizes.clear();
-    field.finals.clear();
-    field.final_sizes.clear();
-  }
+  clear_buffered();
   for (auto& episode : episodes_)
     episode.reset();
   spare_ids_.clear();

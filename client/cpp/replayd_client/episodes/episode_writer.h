@@ -202,6 +202,7 @@ class EpisodeWriter {
   // collected already is the one that failed with `error`.
   void account_for(Pending& pending, const Error& error, LostSteps& report);
   void send_buffered();
+  void clear_buffered();  // forgets the buffered steps and ends (sent, or lost with the connection)
   void push(Pending pending);
   void collect_front();
   void collect_through(std::uint64_t sequence);
