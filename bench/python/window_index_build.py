@@ -5,6 +5,8 @@ each request's round trip in milliseconds (the build is nearly all of it); a rep
 requirement is served from the index already built. Then what those indexes cost the
 writers: 65,536 more steps appended (each evicting the oldest), timed before the requests
 (no index) and after them (every index kept up to date on each append and eviction).
+Last, the largest n-step and sequence samples the default limits allow, and one past each
+(refused before anything is drawn), five times each.
 
     taskset -c 1 /usr/bin/python3 bench/python/window_index_build.py SERVER_BINARY...
 
@@ -61,6 +63,33 @@ def append_seconds(client: replayd.Client) -> float:
     return time.perf_counter() - began
 
 
+# The largest requests the default limits allow (docs/CONFIG.md), and one step past each:
+# the longest a client can hold the thread on this table, and how soon a refusal comes.
+LONGEST = [
+    ("sample n=16,384 nstep=1,024 (max_nstep_walk_steps, 2^24)",
+     lambda c: c.sample("e", 16384, nstep=1024)),
+    ("sample n=16,385 nstep=1,024 (refused)", lambda c: c.sample("e", 16385, nstep=1024)),
+    ("sample_sequences n=256 length=4,096 (max_sequence_sample_steps, 2^20)",
+     lambda c: c.sample_sequences("e", 256, 4096)),
+    ("sample_sequences n=257 length=4,096 (refused)",
+     lambda c: c.sample_sequences("e", 257, 4096)),
+]
+
+
+def longest(binary: str, client: replayd.Client) -> None:
+    for label, request in LONGEST:
+        times = []
+        for _ in range(5):
+            began = time.perf_counter()
+            try:
+                request(client)
+            except replayd.InvalidArgument:
+                pass
+            times.append((time.perf_counter() - began) * 1e3)
+        print(f"| {binary} | {label}, median of 5 (max) | {float(np.median(times)):,.1f} "
+              f"({max(times):,.1f}) |")
+
+
 def measure(binary: str) -> None:
     with pinned_server(binary) as address:
         with replayd.Client(address, timeout=600) as client:
@@ -74,6 +103,7 @@ def measure(binary: str) -> None:
             indexed = append_seconds(client)
             print(f"| {binary} | append {APPENDS:,} steps, {len(REQUESTS) - 1} indexes | "
                   f"{indexed * 1e3:,.1f} ({indexed / fresh:.2f}x) |")
+            longest(binary, client)
 
 
 def main() -> None:
