@@ -23,11 +23,12 @@ struct Limits {
   std::uint32_t max_nstep = 1024;           // steps
   std::uint32_t max_sequence_steps = 4096;  // steps
   // Steps one n-step sample walks in all (n x nstep): unlike a sequence's, they are not in
-  // the reply, so max_frame_bytes does not bound them. 2^24 steps take the thread ~25 ms.
-  std::uint64_t max_nstep_walk_steps = std::uint64_t{1} << 24;
-  // Steps one sequence sample reads in all (n x (burn_in + length)): 2^20 take the thread
-  // about 30 ms, where 4M steps (a 48 MiB reply) took 90-140 ms.
-  std::uint64_t max_sequence_sample_steps = std::uint64_t{1} << 20;
+  // the reply, so max_frame_bytes does not bound them. 2^22 steps take the thread ~11 ms
+  // (2^24 measured 44-65 ms on a 1M-step table, a new window index's build included).
+  std::uint64_t max_nstep_walk_steps = std::uint64_t{1} << 22;
+  // Steps one sequence sample reads in all (n x (burn_in + length)): 2^19 take the thread
+  // about 10 ms (2^20 measured 14-56 ms with a new index's build, 4M steps 90-140 ms).
+  std::uint64_t max_sequence_sample_steps = std::uint64_t{1} << 19;
   // Episodes one connection may hold open in one table, so that no writer can use up the
   // table's 65,536 for the others.
   std::uint32_t max_open_episodes_per_connection = 8192;

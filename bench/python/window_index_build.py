@@ -66,13 +66,13 @@ def append_seconds(client: replayd.Client) -> float:
 # The largest requests the default limits allow (docs/CONFIG.md), and one step past each:
 # the longest a client can hold the thread on this table, and how soon a refusal comes.
 LONGEST = [
-    ("sample n=16,384 nstep=1,024 (max_nstep_walk_steps, 2^24)",
-     lambda c: c.sample("e", 16384, nstep=1024)),
-    ("sample n=16,385 nstep=1,024 (refused)", lambda c: c.sample("e", 16385, nstep=1024)),
-    ("sample_sequences n=256 length=4,096 (max_sequence_sample_steps, 2^20)",
-     lambda c: c.sample_sequences("e", 256, 4096)),
-    ("sample_sequences n=257 length=4,096 (refused)",
-     lambda c: c.sample_sequences("e", 257, 4096)),
+    ("sample n=4,096 nstep=1,024 (max_nstep_walk_steps, 2^22)",
+     lambda c: c.sample("e", 4096, nstep=1024)),
+    ("sample n=4,097 nstep=1,024 (refused)", lambda c: c.sample("e", 4097, nstep=1024)),
+    ("sample_sequences n=128 length=4,096 (max_sequence_sample_steps, 2^19)",
+     lambda c: c.sample_sequences("e", 128, 4096)),
+    ("sample_sequences n=129 length=4,096 (refused)",
+     lambda c: c.sample_sequences("e", 129, 4096)),
 ]
 
 

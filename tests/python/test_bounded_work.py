@@ -34,16 +34,16 @@ def test_an_nstep_beyond_max_nstep_is_refused_naming_the_limit(client, episodes)
 
 
 def test_an_nstep_sample_walking_more_than_max_nstep_walk_steps_is_refused(client, episodes):
-    # 65,536 draws of 1,024 steps would walk 67M steps (~100 ms of the server's thread) that
+    # 65,536 draws of 1,000 steps would walk 65M steps (~100 ms of the server's thread) that
     # the reply does not hold: refused before anything is drawn, naming the limit.
     limit = client.server["limits"]["max_nstep_walk_steps"]
-    assert limit == 1 << 24
+    assert limit == 1 << 22
     with pytest.raises(replayd.InvalidArgument,
                        match=r"n x nstep = 65536 x 1000 = 65536000 steps to walk exceeds "
-                             r"max_nstep_walk_steps = 16777216"):
+                             r"max_nstep_walk_steps = 4194304"):
         client.sample(episodes, 65536, nstep=1000, gamma=0.99, timeout=0)
     # Within it, served.
-    assert client.sample(episodes, 16384, nstep=1000, timeout=5).keys.shape == (16384,)
+    assert client.sample(episodes, 4096, nstep=1000, timeout=5).keys.shape == (4096,)
 
 
 def test_a_sequence_beyond_max_sequence_steps_is_refused_naming_the_limit(client, episodes):
@@ -59,10 +59,10 @@ def test_a_sequence_sample_reading_more_than_max_sequence_sample_steps_is_refuse
                                                                                   episodes):
     # 1,024 sequences of 4,096 steps read 4M steps (90-140 ms of the server's thread):
     # refused before anything is built or drawn, naming the limit.
-    assert client.server["limits"]["max_sequence_sample_steps"] == 1 << 20
+    assert client.server["limits"]["max_sequence_sample_steps"] == 1 << 19
     with pytest.raises(replayd.InvalidArgument,
                        match=r"n x \(burn_in \+ length\) = 1024 x 4096 = 4194304 steps to read "
-                             r"exceeds max_sequence_sample_steps = 1048576"):
+                             r"exceeds max_sequence_sample_steps = 524288"):
         client.sample_sequences(episodes, 1024, 4000, burn_in=96, timeout=0)
     # Within it, served.
     assert len(client.sample_sequences(episodes, 256, 8, timeout=5).keys) == 256
