@@ -14,6 +14,11 @@ import pytest
 import replayd
 from conftest import REPO, server_binary
 
+# scripts/sanitize runs this suite again against a sanitizer build of the server: a type
+# check starts no server, so it runs once, in the plain run.
+NO_SERVER_CHECK = pytest.mark.skipif("ASAN_OPTIONS" in os.environ,
+                                     reason="checks no server (run in the plain suite)")
+
 PACKAGE = REPO / "client" / "python"
 
 
@@ -71,6 +76,7 @@ def test_installed_version_is_the_package_version(venv):
     assert installed == module
 
 
+@NO_SERVER_CHECK
 def test_package_passes_mypy_strict():
     mypy = shutil.which("mypy")
     if mypy is None:
@@ -102,6 +108,7 @@ def test_installed_console_script_runs_the_cli(venv):
     assert result.stdout.strip() == f"replayd-cli {replayd.__version__}"
 
 
+@NO_SERVER_CHECK
 def test_installed_package_passes_mypy_strict_without_the_checkouts_config(venv, tmp_path):
     """`mypy --strict -p replayd` as a user runs it on the installed package: no
     pyproject.toml overrides (torch followed, not skipped), replayd.torch included."""
