@@ -19,10 +19,7 @@ std::uint64_t padded(std::uint64_t bytes) {
 }
 
 std::unique_ptr<client::Client> connect(const WorkerPlan& plan, const char* name) {
-  client::ClientOptions options;
-  options.max_in_flight = 2 * plan.depth + 16;
-  options.client_name = name;
-  auto client = std::make_unique<client::Client>(plan.address, options);
+  auto client = std::make_unique<client::Client>(plan.address, client_options(plan, name));
   if (!client->shm_offered()) {
     throw client::Error(client::ErrorCode::permission_denied,
                         "--shm: the server does not offer shared memory here: " +

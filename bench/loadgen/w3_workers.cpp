@@ -65,9 +65,7 @@ WorkerResult run_w3_explorer(const WorkerPlan& plan, void (*wait_for_start)(void
   client::EpisodeWriterOptions options;
   options.batch = plan.insert_chunk_items;
   options.max_in_flight = plan.depth;
-  options.client.max_in_flight = 2 * plan.depth + 16;
-  options.client.client_name = "replayd_loadgen W3 explorer";
-  options.client.shared_memory = false;
+  options.client = client_options(plan, "replayd_loadgen W3 explorer");
   client::EpisodeWriter writer(plan.address, plan.table, options);
   W3EpisodeStream stream(pool, plan.w3_live_compression, plan.seed);
   wait_for_start(context);
@@ -90,11 +88,7 @@ WorkerResult run_w3_explorer(const WorkerPlan& plan, void (*wait_for_start)(void
 }
 
 WorkerResult run_w3_learner(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context) {
-  client::ClientOptions client_options;
-  client_options.max_in_flight = 2 * plan.depth + 16;
-  client_options.client_name = "replayd_loadgen W3 learner";
-  client_options.shared_memory = false;
-  client::Client client(plan.address, client_options);
+  client::Client client(plan.address, client_options(plan, "replayd_loadgen W3 learner"));
   const std::string meta = "{\"op\":\"sample\",\"table\":\"" + plan.table +
                            "\",\"n\":" + std::to_string(plan.sample_batch_items) +
                            ",\"nstep\":1,\"gamma\":0.99}";

@@ -13,19 +13,14 @@
 #include "w3_workers.h"
 
 namespace replayd::loadgen {
-namespace {
 
 client::ClientOptions client_options(const WorkerPlan& plan, const char* name) {
   client::ClientOptions options;
   options.max_in_flight = 2 * plan.depth + 16;
   options.client_name = name;
-  // The socket rows never negotiate the plane, so they run unchanged against servers that
-  // predate it (scripts/bench-ab).
-  options.shared_memory = false;
+  options.shared_memory = plan.shm;
   return options;
 }
-
-}  // namespace
 
 WorkerResult run_explorer(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context) {
   if (plan.workload.episodic) return run_w3_explorer(plan, wait_for_start, context);

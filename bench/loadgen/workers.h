@@ -9,6 +9,7 @@
 #include <string>
 
 #include "latency_histogram.h"
+#include "replayd_client/client.h"
 #include "workload.h"
 
 namespace replayd::loadgen {
@@ -45,6 +46,11 @@ struct WorkerPlan {
   bool w3_decode = false;
   bool shm = false;  // W1/W2 over the shared-memory plane (shm_workers.h)
 };
+
+// A worker's client: room for its requests in flight, its name in the server's log, and
+// the shared-memory plane asked for only with plan.shm (the socket rows ask for nothing the
+// servers before the plane would refuse: scripts/bench-ab).
+client::ClientOptions client_options(const WorkerPlan& plan, const char* name);
 
 // Connects (before `wait_for_start` returns), then inserts insert_chunk_items per call for
 // duration_s with `depth` calls in flight. Throws client::Error if it cannot connect.

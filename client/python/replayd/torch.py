@@ -64,7 +64,8 @@ RESERVED_NAMES = ("keys", "weights", "probabilities", "times_sampled")
 
 # Per numpy dtype that torch lacks: (dtype of a zero-copy host view, finishing step on the
 # device). Keyed by dtype objects: a dtype's `name` is built anew on every call.
-_WIDEN: Dict[np.dtype[Any], Tuple[np.dtype[Any], Optional[Callable[[torch.Tensor], torch.Tensor]]]] = {
+_Finish = Optional[Callable[[torch.Tensor], torch.Tensor]]
+_WIDEN: Dict[np.dtype[Any], Tuple[np.dtype[Any], _Finish]] = {
     np.dtype("<u2"): (np.dtype("<i2"), lambda t: t.to(torch.int32) & 0xFFFF),
     np.dtype("<u4"): (np.dtype("<i4"), lambda t: t.to(torch.int64) & 0xFFFFFFFF),
     np.dtype("<u8"): (np.dtype("<i8"), None),
@@ -75,8 +76,7 @@ _CPU_WIDER: Dict[np.dtype[Any], np.dtype[Any]] = {
 _UINT64, _INT64, _FLOAT32 = np.dtype("<u8"), np.dtype("<i8"), np.dtype("<f4")
 
 
-def _host_view(array: np.ndarray[Any, Any]
-               ) -> Tuple[torch.Tensor, Optional[Callable[[torch.Tensor], torch.Tensor]]]:
+def _host_view(array: np.ndarray[Any, Any]) -> Tuple[torch.Tensor, _Finish]:
     """A tensor sharing `array`'s memory, and the step that gives it a torch dtype holding
     its values (None when none is needed)."""
     widen = _WIDEN.get(array.dtype)
@@ -114,7 +114,10 @@ def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
         raise InvalidArgument(f"field '{clash[0]}' has the name of a batch entry "
                               f"({', '.join(reserved)}); rename the field")
     extra = [] if sample.mask is None else [("mask", sample.mask)]
-    return columns + [("keys", sample.keys), ("weights", sample.weights),
+    # Weights as float32 once, here, for both the CPU and the device path (no copy when the
+    # reply carried float32 already).
+    return columns + [("keys", sample.keys), ("weights", sample.weights.astype(_FLOAT32,
+                                                                             copy=False)),
                       ("probabilities", sample.probabilities),
                       ("times_sampled", sample.times_sampled)] + extra
 
@@ -122,9 +125,7 @@ def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
 def as_tensors(sample: Sample) -> Dict[str, torch.Tensor]:
     """The batch dict of `sample` on the CPU (see the module docstring for dtypes): fields
     share memory with the sample's arrays where torch has their dtype."""
-    out = {name: _cpu_tensor(array) for name, array in _sample_columns(sample)}
-    out["weights"] = torch.from_numpy(sample.weights.astype(_FLOAT32))
-    return out
+    return {name: _cpu_tensor(array) for name, array in _sample_columns(sample)}
 
 
 def _numpy(values: Any) -> np.ndarray[Any, Any]:
@@ -193,7 +194,6 @@ class _DeviceStager:
                 tensor, finish = _host_view(array)
                 moved = tensor.to(self.device, non_blocking=True)
                 out[name] = moved if finish is None else finish(moved)
-            out["weights"] = out["weights"].to(torch.float32)
             event: Any = _cuda.Event()
             event.record(self._stream)
         self.pool.release_after(sample, event)

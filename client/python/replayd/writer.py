@@ -147,9 +147,9 @@ class Writer:
 
     def _fast_plan_of(self, columns: List[np.ndarray[Any, Any]]) -> List[Any]:
         """Per field, for the fast path of append: name, column, dtype, its scalar type,
-        shape, kind, range,
-        and for small array fields the column's bytes and the bytes per item, for scalar
-        fields the column as a typed memoryview (None for array fields too large)."""
+        shape, kind, range, and for small array fields the column's bytes and the bytes per
+        item, for scalar fields the column as a typed memoryview (None for array fields too
+        large)."""
         return [(f.name, column, column.dtype, column.dtype.type, f.shape,
                  *_fast_plan(column.dtype), *_raw_view(column, f.shape, f.item_bytes))
                 for f, column in zip(self._schema.fields, columns)]
@@ -183,8 +183,8 @@ class Writer:
 
         Cost: about 1-2 us for an item of ndarrays already of the field's dtype and shape,
         of Python bool/int/float scalars and of numpy scalars of the field's dtype (written
-        straight into the batch); other
-        values go through `convert_item` (a few us per field).
+        straight into the batch); other values go through `convert_item` (a few us per
+        field).
         """
         # The same steps as try_append, written out: a shared helper call measured 4% on
         # this, the hottest call of the client.
