@@ -78,7 +78,7 @@ def transform_threads(client, table_name, over_plane):
         assert (sampler._thread is None) == over_plane
         for _, (total, weights) in zip(range(5), sampler):
             assert total == 16 and weights.shape == (8,)
-        assert not over_plane or sampler.ready <= 2  # a reply of `prefetch` batches
+        assert not over_plane or sampler.ready <= 2 * 2  # a reply of 2 x `prefetch` batches
     return threads
 
 

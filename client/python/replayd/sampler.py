@@ -11,10 +11,11 @@ from any thread. A Sampler belongs to the process that created it: do not use it
 fork, and it does not pickle (pickle the Client instead).
 
 Shared memory (docs/SHM.md): plain samples of a table the client maps (`plane_table`) have
-no background thread (replayd.shm.prefetch): two requests of `prefetch` batches each (one
-with `allocate`) stay in flight, and `next` gathers each batch's rows from the table's
-mapping (into `allocate`'s buffer when given) and applies `transform` in the consumer's
-thread.
+no background thread (replayd.shm.prefetch): one request of 2 x `prefetch` batches stays
+in flight (with `allocate`, two of one batch), and `next` gathers each batch's rows from the
+table's mapping (into `allocate`'s buffer when given) and applies `transform` in the
+consumer's thread. Only the keys are drawn ahead (at most 4 x `prefetch` batches); the rows
+are copied when a batch is taken.
 
 Shutdown: `close` closes the private connection, so the server drops the requests still
 waiting for its rate limiter; requests it already executed count as sampled. Iteration ends
@@ -110,10 +111,13 @@ class Sampler:
         self._plane: Optional[PlanePrefetch] = None
         self._thread: Optional[threading.Thread] = None
         if over_plane:
-            group = 1 if allocate is not None else max(1, int(prefetch))
+            # One request of 2 x prefetch batches (a reply's fixed cost is most of a small
+            # batch's); with `allocate`, each batch's own buffer: two requests of one.
+            group, in_flight = (1, 2) if allocate is not None else (2 * max(1, int(prefetch)), 1)
             nbytes = client.sample_nbytes(table, batch_size) if allocate else 0
             self._plane = PlanePrefetch(client, self._conn, table, int(batch_size), beta,
-                                        timeout, group, self._decode, allocate, nbytes)
+                                        timeout, group, in_flight, self._decode, allocate,
+                                        nbytes)
         else:
             self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
                                             daemon=True)
