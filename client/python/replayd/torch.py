@@ -150,16 +150,7 @@ def as_tensors(sample: Sample) -> Dict[str, torch.Tensor]:
     Cost: a torch.from_numpy per entry (about 1 us each with warm caches; the first after a
     large gather has streamed megabytes through the cache costs about 10) and little else:
     the names are checked once per set of fields."""
-    _check_names(sample.data, sample.mask is not None)
-    convert = _cpu_tensor
-    batch = {name: convert(array) for name, array in sample.data.items()}
-    batch["keys"] = convert(sample.keys)
-    batch["weights"] = convert(sample.weights.astype(_FLOAT32, copy=False))
-    batch["probabilities"] = convert(sample.probabilities)
-    batch["times_sampled"] = convert(sample.times_sampled)
-    if sample.mask is not None:
-        batch["mask"] = convert(sample.mask)
-    return batch
+    return {name: _cpu_tensor(array) for name, array in _sample_columns(sample)}
 
 
 def _numpy(values: Any) -> np.ndarray[Any, Any]:
