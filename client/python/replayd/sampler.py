@@ -54,7 +54,8 @@ class Sampler:
         client: where to sample from (a private connection is opened to its address).
         table: the table.
         batch_size: items per sample.
-        prefetch: sample requests kept in flight, and size of the ready queue (>= 1).
+        prefetch: sample requests kept in flight, and size of the ready queue (>= 1);
+            over the shared-memory plane, one request of 2 x prefetch batches (above).
         beta: importance-sampling exponent sent with each request.
         timeout: server-side wait per request for the rate limiter (None: forever); a
             request that times out ends the iteration with replayd.TimeoutError.
