@@ -132,7 +132,15 @@ def test_readme_cpp_programs_each_compile_and_run_as_written(prefix, server, tmp
             outputs.append(run([str(binary), server.unix_address], timeout=60).stdout)
     text = "".join(outputs)
     assert text.count("sampled 256 items, obs[0] = 0.5; 256 priorities updated") == 2
-    assert text.count("n-step: return 2.9701, discount 0.970299, h 3") == 2
+    # The first of 256 uniform draws: most windows hold 3 steps (return 1 + 0.99 + 0.99^2);
+    # one of the two last steps of an episode holds fewer (h 1 or 2), with discount 0 after
+    # env 0's terminated episode and 0.99^h after the truncated ones.
+    nstep = re.findall(r"n-step: return ([0-9.e+-]+), discount ([0-9.e+-]+), h (\d+)", text)
+    assert len(nstep) == 2, text
+    for ret, discount, h in nstep:
+        assert int(h) in (1, 2, 3)
+        assert float(ret) == pytest.approx(sum(0.99 ** i for i in range(int(h))), rel=1e-5)
+        assert float(discount) in (0.0, pytest.approx(0.99 ** int(h), rel=1e-5))
     assert text.count("sequences: obs 120 steps each") == 2
     assert text.count("zstd frames; newest frame of draw 0") == 2
 
