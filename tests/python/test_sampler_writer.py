@@ -78,7 +78,9 @@ def transform_threads(client, table_name, over_plane):
         assert (sampler._thread is None) == over_plane
         for _, (total, weights) in zip(range(5), sampler):
             assert total == 16 and weights.shape == (8,)
-        assert not over_plane or sampler.ready <= 2 * 2  # a reply of 2 x `prefetch` batches
+        # Over the plane one reply holds 2 x prefetch = 4 batches: the 5th batch taken is the
+        # first of the second reply, 3 more wait (two requests of 2 would leave 1).
+        assert not over_plane or sampler.ready == 3
     return threads
 
 
