@@ -94,9 +94,7 @@ def _cpu_tensor(array: np.ndarray[Any, Any]) -> torch.Tensor:
     """`array` as a CPU tensor of a dtype holding its values: sharing its memory, except
     uint16 and uint32 (widened copies); uint64 viewed as int64."""
     convert = _CPU_CONVERT.get(array.dtype)
-    if convert is not None:
-        return convert(array)
-    return torch.from_numpy(array) if array.flags.writeable else _from_numpy(array)
+    return _from_numpy(array) if convert is None else convert(array)
 
 
 def _from_numpy(array: np.ndarray[Any, Any]) -> torch.Tensor:
