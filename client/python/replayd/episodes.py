@@ -84,7 +84,7 @@ class _StepBatches(Writer):
         except PermissionDenied:
             return
         self._columns, self._priorities = self._slots.slot(0)
-        self._plan = self._fast_plan_of(self._columns)
+        self._write_row = self._row_writer_of(self._columns)
 
     def unstage(self) -> None:
         """Back to the writer's own arrays (its connection was lost or closed)."""
@@ -95,7 +95,7 @@ class _StepBatches(Writer):
         self._columns = [np.empty((self._batch, *f.shape), dtype=f.dtype)
                          for f in self._schema.fields]
         self._priorities = np.empty(self._batch, dtype="<f8")
-        self._plan = self._fast_plan_of(self._columns)
+        self._write_row = self._row_writer_of(self._columns)
 
     def _reap_oldest(self) -> None:
         future, n = self._in_flight[0]
@@ -176,7 +176,7 @@ class _StepBatches(Writer):
         super()._send()
         if sent and self._slots is not None:  # the next batch in the next slot
             self._columns, self._priorities = self._slots.advance()
-            self._plan = self._slots.memo(self._fast_plan_of)
+            self._write_row = self._slots.memo(self._row_writer_of)
         while self.pending_ends:  # no batch carried them: their own requests, in order
             meta, final = self.pending_ends.pop(0)
             buffers: List[Any] = []
@@ -375,7 +375,7 @@ class EpisodeWriter:
         # Writer.append's fast path for an item without priority, inlined (the hot path:
         # one call per environment step); anything else goes through Writer.append.
         if (steps._with_priorities is False and not steps._failed and not steps._closed
-                and steps._write_fast(values, row)):
+                and steps._write_row(values, row)):
             steps._count = row + 1
             if steps._count == steps._batch:
                 steps._send()

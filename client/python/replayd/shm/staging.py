@@ -161,6 +161,11 @@ class BatchSlots:
             memo = self._memos[self._current] = make(self._slots[self._current][0])
         return memo
 
+    @property
+    def current(self) -> int:
+        """The index of the slot being filled."""
+        return self._current
+
     def meta(self) -> Dict[str, int]:
         """The request's "staged" member for the current slot."""
         return staged_meta(self.arena, self._current * self._slot_bytes, self._rows)
