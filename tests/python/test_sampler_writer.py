@@ -155,6 +155,44 @@ def test_writer_batches_and_flushes_on_close(client, table_name):
         writer.append(id=1, obs=[1, 1, 1])
 
 
+def test_writer_batch_defaults_to_about_64_kib_of_items(client, table_name):
+    """Small transitions go 1024 to a request (a request's fixed cost would otherwise be
+    as much as theirs), large ones 64, and in between as many as fill 64 KiB."""
+    sizes = {"tiny": (np.float32, 4), "mid": (np.uint8, 504), "large": (np.uint8, 56448)}
+    for suffix, (dtype, shape) in sizes.items():
+        client.create_table(f"{table_name}_{suffix}", {"x": (dtype, shape)}, 100)
+    batches = {suffix: client.writer(f"{table_name}_{suffix}").batch for suffix in sizes}
+    assert batches == {"tiny": 1024, "mid": 128, "large": 64}  # mid: 512 bytes with priority
+    with client.writer(f"{table_name}_tiny", batch=10) as writer:
+        assert writer.batch == 10
+
+
+def test_writer_sends_a_partial_batch_whose_first_item_is_max_delay_old(client, table_name):
+    """A slow explorer's items become sampleable within about max_delay of being appended,
+    however large the batch; with max_delay=None only a full batch (or flush) sends."""
+    make_queue(client, table_name)
+    with client.writer(table_name, batch=1000, max_delay=0.05) as writer:
+        writer.append(id=0, obs=[0, 0, 0])
+        time.sleep(0.1)
+        assert client.size(table_name) == 0  # an append sends it, not a timer
+        writer.append(id=1, obs=[1, 1, 1])  # finds item 0 older than max_delay: sends both
+        assert wait_until(lambda: client.size(table_name) == 2)
+        writer.append(id=2, obs=[2, 2, 2])  # the first of a new batch
+        writer.append(id=3, obs=[3, 3, 3])
+        time.sleep(0.1)
+        assert client.size(table_name) == 2  # items 2 and 3 wait for another append
+    assert client.sample(table_name, 4).data["id"].tolist() == [0, 1, 2, 3]
+    with client.writer(table_name, batch=1000, max_delay=None) as writer:
+        writer.append(id=4, obs=[4, 4, 4])
+        time.sleep(0.1)
+        writer.append(id=5, obs=[5, 5, 5])
+        time.sleep(0.1)
+        assert client.size(table_name) == 0 and writer.pending == 2
+    assert client.size(table_name) == 2
+    with pytest.raises(replayd.InvalidArgument, match="max_delay"):
+        client.writer(table_name, max_delay=-1)
+
+
 def test_writer_with_priorities(client, table_name):
     client.create_table(table_name, {"i": (np.int64, ())}, 100, sampler="prioritized",
                         priority_exponent=1.0)

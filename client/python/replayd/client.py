@@ -412,12 +412,16 @@ class Client:
         future.add_done_callback(self._schema_check(table))
         return conn, request_id, future
 
-    def writer(self, table: str, batch: int = 64, *, max_in_flight: int = 8,
-               timeout: Any = DEFAULT, keep_keys: bool = False) -> "Writer":
-        """A Writer that buffers single items and inserts them `batch` at a time, keeping
-        up to `max_in_flight` batches awaiting replies (see Writer)."""
+    def writer(self, table: str, batch: Optional[int] = None, *, max_in_flight: int = 8,
+               timeout: Any = DEFAULT, keep_keys: bool = False,
+               max_delay: Optional[float] = 0.05) -> "Writer":
+        """A Writer that buffers single items and inserts them `batch` at a time (None:
+        about 64 KiB, 64 to 1024 items), keeping up to `max_in_flight` batches awaiting
+        replies, and sends a partial batch whose first item is `max_delay` seconds old
+        (see Writer)."""
         return Writer(self, table, batch, max_in_flight=max_in_flight,
-                      timeout=self._timeout_of(timeout), keep_keys=keep_keys)
+                      timeout=self._timeout_of(timeout), keep_keys=keep_keys,
+                      max_delay=max_delay)
 
     def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
                nstep: Optional[int] = None, gamma: float = 1.0,

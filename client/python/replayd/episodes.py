@@ -55,7 +55,7 @@ class _StepBatches(Writer):
     def __init__(self, owner: "EpisodeWriter", client: ClientLike, table: str, batch: int,
                  max_in_flight: int, timeout: Optional[float], keep_keys: bool) -> None:
         super().__init__(client, table, batch, max_in_flight=max_in_flight, timeout=timeout,
-                         keep_keys=keep_keys)
+                         keep_keys=keep_keys, max_delay=None)
         self._owner = owner
         self.row_episodes: List[int] = []  # episode id of each buffered row
         # End requests sent after the buffered rows; with next_of fields, each may carry its

@@ -23,9 +23,10 @@ and the next ones stage on a new arena.
 from __future__ import annotations
 
 import collections
+import time
 from concurrent import futures
 from concurrent.futures import Future
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,10 +35,28 @@ from .client_interface import ClientLike
 from .columns import InsertBatch, convert_item, decode_keys
 from .errors import InvalidArgument, PermissionDenied, ReplayError
 from .row_writer import RowWriter, compile_row_writer
+from .schema import Field
 from .shm.staging import BatchSlots
 from .wire import encode_meta
 
-__all__ = ["Writer"]
+__all__ = ["Writer", "default_batch"]
+
+_monotonic = time.monotonic
+
+#: A batch's default size (`batch=None`): about this many bytes of items...
+AUTO_BATCH_BYTES = 64 << 10
+#: ...and between these many rows. 64 rows of W2 (56 KB) transitions; 1024 of W1 (45 B),
+#: where a request's fixed cost in the client (send, reply, GIL hand-over: 100-200 us)
+#: would otherwise be as much as the items' own.
+AUTO_BATCH_ROWS = (64, 1024)
+
+
+def default_batch(fields: Sequence[Field]) -> int:
+    """The rows of a batch of `fields` when the writer is not told (see Writer)."""
+    item_bytes = sum(f.item_bytes for f in fields) + 8  # and its priority
+    low, high = AUTO_BATCH_ROWS
+    return max(low, min(high, -(-AUTO_BATCH_BYTES // item_bytes)))
+
 
 class Writer:
     """Batching inserter for one table; use as a context manager (flushes on exit).
@@ -45,28 +64,40 @@ class Writer:
     Args:
         client: the Client whose connection carries the inserts.
         table: the table (its schema is fetched once).
-        batch: items per insert request.
+        batch: items per insert request; None: as many as fill about 64 KiB, at least 64
+            and at most 1024 (`default_batch`: 1024 for a 45-byte transition, 64 for items
+            of 1 KiB or more).
         max_in_flight: batches sent but not yet acknowledged before `append` waits.
+        max_delay: seconds an item may wait in a partial batch: an `append` that finds the
+            batch's first item older than this sends the batch (a slow explorer's items
+            are sampleable within about this long, however large the batch). None: only
+            full batches are sent, and `flush` and `close`.
+        timeout: server-side wait of each insert for the rate limiter (None: forever).
+        keep_keys: collect the keys of confirmed items (see `keys`).
     """
 
     # A subclass whose batches are append_steps requests sets this and implements
     # _submit_staged: its staging slots then hold an episode-id column.
     _STAGES_APPENDS = False
 
-    def __init__(self, client: ClientLike, table: str, batch: int = 64, *,
+    def __init__(self, client: ClientLike, table: str, batch: Optional[int] = None, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
-                 keep_keys: bool = False) -> None:
-        if batch < 1:
+                 keep_keys: bool = False, max_delay: Optional[float] = 0.05) -> None:
+        if batch is not None and batch < 1:
             raise InvalidArgument(f"batch must be >= 1, got {batch}")
         if max_in_flight < 1:
             raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if max_delay is not None and not max_delay >= 0:
+            raise InvalidArgument(f"max_delay must be >= 0 or None, got {max_delay}")
         # Any, not ClientLike: a subclass may use the client it was given as that type
         # (replayd.cpprb's StepWriter passes its Client on); this class calls only the
         # ClientLike methods (send_insert, table_info through wait_notice).
         self._client: Any = client
         self._table = table
         self._schema = client.schema(table)
-        self._batch = int(batch)
+        self._batch = int(batch) if batch is not None else default_batch(self._schema.fields)
+        self._max_delay = max_delay
+        self._first_at = 0.0  # when the batch being filled got its first item
         self._max_in_flight = int(max_in_flight)
         self._timeout = timeout
         self._staging: Optional[BatchSlots] = None
@@ -103,6 +134,11 @@ class Writer:
     def _row_writer_of(self, columns: List[np.ndarray[Any, Any]]) -> RowWriter:
         """The fast path of append for a batch in `columns` (see replayd.row_writer)."""
         return compile_row_writer(self._schema.fields, columns)
+
+    @property
+    def batch(self) -> int:
+        """Items per insert request (the `batch` given, or `default_batch`'s)."""
+        return self._batch
 
     @property
     def staged(self) -> bool:
@@ -174,6 +210,10 @@ class Writer:
             self._priorities[row] = priority
         self._count = row + 1
         if self._count == self._batch:
+            self._send()
+        elif row == 0:
+            self._first_at = _monotonic()
+        elif self._max_delay is not None and _monotonic() - self._first_at > self._max_delay:
             self._send()
 
     def flush(self) -> None:
