@@ -54,7 +54,8 @@ class ReplaydEndpoint(Endpoint):
 
     def append(self, item: Dict[str, Any]) -> None:
         if self.writer is None:
-            self.writer = self.client.writer(TABLE, batch=64, max_in_flight=MAX_IN_FLIGHT)
+            # The client's default batch (about 64 KiB: 1024 W1 items, 64 W2 ones).
+            self.writer = self.client.writer(TABLE, max_in_flight=MAX_IN_FLIGHT)
         self.writer.append(item)
 
     def insert_pipelined(self, batch: Dict[str, np.ndarray]) -> None:
