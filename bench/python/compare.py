@@ -12,6 +12,9 @@ manager (multiprocessing.managers proxy to a buffer in a server process), redis
 over repetitions with min-max, ratios of replayd to the best networked alternative, to shm
 and to replayd-socket; single-core memcpy measured in the same run (--memcpy); JSON
 written to --json. --pin puts the replayd server on CPU 0 and every worker on CPU 1.
+--interleave keeps every system's store up and runs each repetition on all of them in turn,
+so that the machine's drift (on a shared host, 30-50% between minutes) moves every system
+alike and the ratios hold; without it, each system's repetitions run in a row.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -73,6 +76,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--memcpy", action="store_true",
                    help="measure single-core memcpy (on the workers' CPU) in every repetition")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--interleave", action="store_true",
+                   help="keep every system's store up and run each repetition on all of "
+                        "them in turn (the machine's drift then moves every system alike)")
     p.add_argument("--from-json", default="",
                    help="print the table of an earlier run's JSON instead of running")
     args = p.parse_args(argv)
@@ -109,58 +115,88 @@ def run(args: argparse.Namespace) -> Dict:
     memcpy: List[float] = []
     raw: Dict[str, Dict[str, Dict[str, List[float]]]] = {}  # workload/measure/system
     substituted: Dict[str, Dict[str, Dict[str, str]]] = {}
+    def run_rep(sname: str, system_cls: Any, handle: Any, workload: Any, keys: List[str],
+                rep: int) -> None:
+        """One repetition of every measure in `keys` on one system's store."""
+        for key in keys:
+            if key == "mixed":
+                result = run_mixed(system_cls, handle, workload, args.mixed_duration,
+                                   args.warmup)
+                for side, value in result.items():
+                    raw.setdefault(workload.name, {}).setdefault(
+                        f"mixed_{side}", {}).setdefault(sname, []).append(value)
+                log(f"{workload.name} {sname} rep {rep + 1}: mixed "
+                    f"explorer {result['explorer']:,.0f}/s learner "
+                    f"{result['learner']:,.0f}/s")
+                continue
+            measure = MEASURES[key]
+            native = system_cls.endpoint_type.native
+            run_key = key
+            if measure.mode and measure.mode not in native:
+                substituted.setdefault(workload.name, {}).setdefault(key, {})[
+                    sname] = measure.fallback
+                if measure.fallback in keys:
+                    continue  # its number is copied below
+                run_key = measure.fallback
+            value = run_measure(system_cls, handle, workload, run_key, args.duration,
+                                args.warmup)
+            raw.setdefault(workload.name, {}).setdefault(run_key, {}).setdefault(
+                sname, []).append(value)
+            log(f"{workload.name} {sname} rep {rep + 1}: {run_key} {value:,.0f}/s")
+
+    def measure_memcpy() -> None:
+        if args.memcpy:
+            memcpy.append(memcpy_gb_per_s())
+            log(f"memcpy, one core: {memcpy[-1]:.2f} GB/s")
+
     with tempfile.TemporaryDirectory(prefix="replayd-bench-") as tmp:
         for wname in args.workloads:
             workload = WORKLOADS[wname]
             if args.capacity:
                 workload = dataclasses.replace(workload, capacity=args.capacity)
-            for sname in args.systems:
-                system_cls = load_system(sname)
-                for prioritized in (False, True):
-                    keys = [m for m in args.measures if m == "mixed" and not prioritized
-                            or m in MEASURES and MEASURES[m].prioritized == prioritized]
-                    if not keys:
-                        continue
+            for prioritized in (False, True):
+                keys = [m for m in args.measures if m == "mixed" and not prioritized
+                        or m in MEASURES and MEASURES[m].prioritized == prioritized]
+                if not keys:
+                    continue
+                # Each store: (name, class, system, handle). With --interleave every
+                # system's store is up at once and each repetition runs on all of them in
+                # turn; otherwise one store at a time, all its repetitions in a row.
+                stores: List[Tuple[str, Any, Any, Any]] = []
+
+                def open_store(sname: str) -> Tuple[str, Any, Any, Any]:
+                    system_cls = load_system(sname)
                     system = system_cls()
                     workdir = Path(tmp) / f"{sname}-{wname}-{int(prioritized)}"
                     workdir.mkdir()
-                    log(f"{wname} {sname}: starting a {'prioritized' if prioritized else 'uniform'} store")
+                    log(f"{wname} {sname}: starting a "
+                        f"{'prioritized' if prioritized else 'uniform'} store")
                     handle = system.create_store(workload, prioritized, workdir)
-                    try:
-                        started = time.monotonic()
-                        fill(system_cls, handle, workload)
-                        log(f"{wname} {sname}: filled {workload.capacity} items in "
-                            f"{time.monotonic() - started:.1f} s")
+                    stores.append((sname, system_cls, system, handle))
+                    started = time.monotonic()
+                    fill(system_cls, handle, workload)
+                    log(f"{wname} {sname}: filled {workload.capacity} items in "
+                        f"{time.monotonic() - started:.1f} s")
+                    return stores[-1]
+
+                try:
+                    if args.interleave:
+                        for sname in args.systems:
+                            open_store(sname)
                         for rep in range(args.reps):
-                            if args.memcpy:
-                                memcpy.append(memcpy_gb_per_s())
-                                log(f"memcpy, one core: {memcpy[-1]:.2f} GB/s")
-                            for key in keys:
-                                if key == "mixed":
-                                    result = run_mixed(system_cls, handle, workload,
-                                                       args.mixed_duration, args.warmup)
-                                    for side, value in result.items():
-                                        raw.setdefault(wname, {}).setdefault(
-                                            f"mixed_{side}", {}).setdefault(sname, []).append(value)
-                                    log(f"{wname} {sname} rep {rep + 1}: mixed "
-                                        f"explorer {result['explorer']:,.0f}/s learner "
-                                        f"{result['learner']:,.0f}/s")
-                                    continue
-                                measure = MEASURES[key]
-                                native = system_cls.endpoint_type.native
-                                run_key = key
-                                if measure.mode and measure.mode not in native:
-                                    substituted.setdefault(wname, {}).setdefault(key, {})[
-                                        sname] = measure.fallback
-                                    if measure.fallback in keys:
-                                        continue  # its number is copied below
-                                    run_key = measure.fallback
-                                value = run_measure(system_cls, handle, workload, run_key,
-                                                    args.duration, args.warmup)
-                                raw.setdefault(wname, {}).setdefault(run_key, {}).setdefault(
-                                    sname, []).append(value)
-                                log(f"{wname} {sname} rep {rep + 1}: {run_key} {value:,.0f}/s")
-                    finally:
+                            measure_memcpy()
+                            for sname, system_cls, _, handle in stores:
+                                run_rep(sname, system_cls, handle, workload, keys, rep)
+                    else:
+                        for sname in args.systems:
+                            _, system_cls, system, handle = open_store(sname)
+                            for rep in range(args.reps):
+                                measure_memcpy()
+                                run_rep(sname, system_cls, handle, workload, keys, rep)
+                            stores.pop()
+                            system.destroy_store()
+                finally:
+                    for _, _, system, _ in stores:
                         system.destroy_store()
     # A mode a system does not have is reported with its synchronous number (measured
     # for it when the synchronous row itself was not asked for).
@@ -190,7 +226,7 @@ def run(args: argparse.Namespace) -> Dict:
             "reps": args.reps, "duration_s": args.duration, "warmup_s": args.warmup,
             "capacity_override": args.capacity or None, "client_path": args.client,
             "mixed_duration_s": args.mixed_duration, "results": results,
-            "pinned": bool(args.pin),
+            "pinned": bool(args.pin), "interleaved": bool(args.interleave),
             "memcpy_gb_per_s": ({"median": statistics.median(memcpy), "runs": memcpy}
                                 if memcpy else None)}
 
