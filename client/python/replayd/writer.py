@@ -1,9 +1,11 @@
 """Writer: buffers single items and inserts them a batch at a time, without waiting for
 replies.
 
-Items are copied into preallocated column arrays of `batch` rows; a full batch is sent at
-once (handed to the kernel, so the arrays are reused immediately) and its reply is
-collected later. Up to `max_in_flight` batches await their replies; beyond that `append`
+Items are copied into preallocated column arrays of `batch` rows (by default about 64 KiB
+of items: `default_batch`); a full batch is sent at once (handed to the kernel, so the
+arrays are reused immediately), and so is a partial one by the append that finds its first
+item `max_delay` old (no timer: a writer that stops appending keeps its partial batch until
+`flush` or `close`); its reply is collected later. Up to `max_in_flight` batches await their replies; beyond that `append`
 waits for the oldest, which is how a server-side rate limiter slows an explorer down.
 
 Errors: each item is validated when appended (InvalidArgument naming the field). An error
@@ -203,7 +205,8 @@ class Writer:
         return True
 
     def _commit(self, row: int, priority: Optional[float]) -> None:
-        """Counts the `row` just written; sends the batch when it is full."""
+        """Counts the `row` just written; sends the batch when it is full, or when its
+        first item is older than max_delay."""
         with_priority = priority is not None
         self._with_priorities = with_priority
         if with_priority:
