@@ -158,13 +158,21 @@ def test_writer_batches_and_flushes_on_close(client, table_name):
 def test_writer_batch_defaults_to_about_64_kib_of_items(client, table_name):
     """Small transitions go 1024 to a request (a request's fixed cost would otherwise be
     as much as theirs), large ones 64, and in between as many as fill 64 KiB."""
-    sizes = {"tiny": (np.float32, 4), "mid": (np.uint8, 504), "large": (np.uint8, 56448)}
-    for suffix, (dtype, shape) in sizes.items():
-        client.create_table(f"{table_name}_{suffix}", {"x": (dtype, shape)}, 100)
+    sizes = {"tiny": (np.float32, 4, 2000), "mid": (np.uint8, 504, 2000),
+             "large": (np.uint8, 56448, 100)}
+    for suffix, (dtype, shape, capacity) in sizes.items():
+        client.create_table(f"{table_name}_{suffix}", {"x": (dtype, shape)}, capacity)
     batches = {suffix: client.writer(f"{table_name}_{suffix}").batch for suffix in sizes}
     assert batches == {"tiny": 1024, "mid": 128, "large": 64}  # mid: 512 bytes with priority
     with client.writer(f"{table_name}_tiny", batch=10) as writer:
         assert writer.batch == 10
+    # Never more than the table holds: an insert larger than the table is refused.
+    client.create_table(f"{table_name}_small", {"x": (np.float32, 4)}, 300)
+    with client.writer(f"{table_name}_small") as writer:
+        assert writer.batch == 300
+        for i in range(1000):
+            writer.append(x=np.full(4, i, np.float32))
+    assert writer.items_written == 1000 and client.size(f"{table_name}_small") == 300
 
 
 def test_writer_sends_a_partial_batch_whose_first_item_is_max_delay_old(client, table_name):

@@ -93,11 +93,13 @@ class Field:
 @dataclass(frozen=True)
 class TableSchema:
     """The ordered fields of a table, as the server reported or accepted them; `reward`
-    names an episodic table's reward field (None for a table of items)."""
+    names an episodic table's reward field (None for a table of items); `capacity` the
+    items (steps) it holds, when known."""
 
     table: str
     fields: Tuple[Field, ...]
     reward: Optional[str] = None
+    capacity: Optional[int] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.fields})
@@ -129,7 +131,9 @@ class TableSchema:
                              int(f.get("compression_level", 3)))
                        for f in description["fields"])
         reward = description.get("reward") if description.get("episodic") else None
-        return cls(str(description["name"]), fields, None if reward is None else str(reward))
+        capacity = description.get("capacity")
+        return cls(str(description["name"]), fields, None if reward is None else str(reward),
+                   None if capacity is None else int(capacity))
 
 
 def normalize_fields(fields: FieldsLike) -> Tuple[Field, ...]:

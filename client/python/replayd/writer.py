@@ -53,11 +53,13 @@ AUTO_BATCH_BYTES = 64 << 10
 AUTO_BATCH_ROWS = (64, 1024)
 
 
-def default_batch(fields: Sequence[Field]) -> int:
-    """The rows of a batch of `fields` when the writer is not told (see Writer)."""
+def default_batch(fields: Sequence[Field], capacity: Optional[int] = None) -> int:
+    """The rows of a batch of `fields` when the writer is not told (see Writer); never more
+    than the table's `capacity` (an insert larger than the table is refused)."""
     item_bytes = sum(f.item_bytes for f in fields) + 8  # and its priority
     low, high = AUTO_BATCH_ROWS
-    return max(low, min(high, -(-AUTO_BATCH_BYTES // item_bytes)))
+    rows = max(low, min(high, -(-AUTO_BATCH_BYTES // item_bytes)))
+    return rows if capacity is None else max(1, min(rows, capacity))
 
 
 class Writer:
@@ -68,7 +70,7 @@ class Writer:
         table: the table (its schema is fetched once).
         batch: items per insert request; None: as many as fill about 64 KiB, at least 64
             and at most 1024 (`default_batch`: 1024 for a 45-byte transition, 64 for items
-            of 1 KiB or more).
+            of 1 KiB or more), and never more than the table's capacity.
         max_in_flight: batches sent but not yet acknowledged before `append` waits.
         max_delay: seconds an item may wait in a partial batch: an `append` that finds the
             batch's first item older than this sends the batch (a slow explorer's items
@@ -97,7 +99,8 @@ class Writer:
         self._client: Any = client
         self._table = table
         self._schema = client.schema(table)
-        self._batch = int(batch) if batch is not None else default_batch(self._schema.fields)
+        self._batch = (int(batch) if batch is not None
+                       else default_batch(self._schema.fields, self._schema.capacity))
         self._max_delay = max_delay
         self._first_at = 0.0  # when the batch being filled got its first item
         self._max_in_flight = int(max_in_flight)
