@@ -45,6 +45,9 @@ __all__ = ["Writer", "default_batch"]
 
 _monotonic = time.monotonic
 
+#: `max_delay`'s default, seconds (Writer and Client.writer).
+DEFAULT_MAX_DELAY = 0.05
+
 #: A batch's default size (`batch=None`): about this many bytes of items...
 AUTO_BATCH_BYTES = 64 << 10
 #: ...and between these many rows. 64 rows of W2 (56 KB) transitions; 1024 of W1 (45 B),
@@ -86,7 +89,8 @@ class Writer:
 
     def __init__(self, client: ClientLike, table: str, batch: Optional[int] = None, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
-                 keep_keys: bool = False, max_delay: Optional[float] = 0.05) -> None:
+                 keep_keys: bool = False,
+                 max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> None:
         if batch is not None and batch < 1:
             raise InvalidArgument(f"batch must be >= 1, got {batch}")
         if max_in_flight < 1:
