@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/storage/copy_cell.h"
+#include "core/storage/stream_cell.h"
 #include "core/storage/zstd_value.h"
 
 namespace replayd {
@@ -221,7 +222,7 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
       continue;
     }
     const std::uint64_t bytes = storage_.item_bytes(f);
-    copy_cell(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
+    stream_cell(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
   }
   storage_.publish(slot);  // readers of the shared columns may take the row from now on
   double priority = max_priority_;

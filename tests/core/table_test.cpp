@@ -561,10 +561,13 @@ TEST_CASE("malformed sample requests are refused and change nothing") {
 }
 
 TEST_CASE("a sample copies exactly the inserted bytes of multi-dimensional fields of many dtypes") {
-  auto schema =
-      Schema::create({Field{"pixels", DType::uint8, {2, 3, 5}}, Field{"pos", DType::float64, {3}},
-                      Field{"idx", DType::int16, {2, 2}}, Field{"flag", DType::boolean, {}},
-                      Field{"half", DType::float16, {3}}, Field{"big", DType::uint64, {2, 1}}});
+  // "stack" and "odd" are large enough to be stored with streaming stores (stream_cell);
+  // "odd" (4,103 bytes) also puts its rows at every alignment.
+  auto schema = Schema::create(
+      {Field{"pixels", DType::uint8, {2, 3, 5}}, Field{"pos", DType::float64, {3}},
+       Field{"idx", DType::int16, {2, 2}}, Field{"flag", DType::boolean, {}},
+       Field{"half", DType::float16, {3}}, Field{"big", DType::uint64, {2, 1}},
+       Field{"stack", DType::uint8, {4, 84, 84}}, Field{"odd", DType::uint8, {4103}}});
   REQUIRE(schema.ok());
   TableConfig config;
   config.name = "bytes";

@@ -1,6 +1,6 @@
 """replayd through its Python client: a replayd server started on a temporary Unix socket.
 
-Modes: the Writer (1-item appends sent 64 at a time, 8 batches in flight), insert_async
+Modes: the Writer (1-item appends, its default batch, 8 batches in flight), insert_async
 (pipelined batches), the prefetching Sampler, and update_priorities_async (updates never
 wait for their reply; `flush` collects them).
 
