@@ -112,10 +112,18 @@ def test_plane_and_socket_draw_identical_samples_under_the_same_seed(server, tab
     same(a, b)
     assert np.shares_memory(a.data["wide"], buffers[0])
     np.testing.assert_array_equal(buffers[0], buffers[1])  # laid out as the socket reply
-    with plane.sampler(names[0], 16, prefetch=4) as left, \
-            socket.sampler(names[1], 16, prefetch=4) as right:
-        for _ in range(10):
-            same(next(left), next(right))
+    # Samplers draw ahead by different amounts, so each pair samples tables of its own.
+    # Batches of 16 are gathered one by one when taken; batches of 4 (a reply of 8 comes
+    # to 130 KiB) a reply at a time, on its arrival (shm/prefetch.py).
+    for batch in (16, 4):
+        pair = [f"{name}-{batch}" for name in names]
+        for client, name in zip((plane, socket), pair):
+            create(client, name, 300, sampler=sampler, seed=12)
+            client.insert(name, rows(np.arange(300)))
+        with plane.sampler(pair[0], batch, prefetch=4) as left, \
+                socket.sampler(pair[1], batch, prefetch=4) as right:
+            for _ in range(20):
+                same(next(left), next(right))
     plane.close()
     socket.close()
 
@@ -142,10 +150,13 @@ def _learn(address: str, table: str, seconds: float) -> Tuple[int, int]:
         plane = c.plane_table(table)
         assert plane is not None
         end = time.monotonic() + seconds
-        with c.sampler(table, 32, prefetch=4) as batches:
+        # Batches of 32 are gathered when taken, batches of 4 a reply (of 8) at a time.
+        with c.sampler(table, 32, prefetch=4) as batches, \
+                c.sampler(table, 4, prefetch=4) as small_batches:
             while time.monotonic() < end:
                 assert_whole(next(batches).data)
-                checked += 32
+                assert_whole(next(small_batches).data)
+                checked += 36
         while time.monotonic() < end + seconds / 4:  # synchronous samples too
             assert_whole(c.sample(table, 32).data)
             checked += 32

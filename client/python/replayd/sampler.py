@@ -15,7 +15,8 @@ no background thread (replayd.shm.prefetch): one request of 2 x `prefetch` batch
 in flight (with `allocate`, two of one batch), and `next` gathers each batch's rows from the
 table's mapping (into `allocate`'s buffer when given) and applies `transform` in the
 consumer's thread. Only the keys are drawn ahead (at most 4 x `prefetch` batches); the rows
-are copied when a batch is taken.
+are copied when a batch is taken, or for small rows (a reply of at most 256 KiB) when the
+reply arrives.
 
 Shutdown: `close` closes the private connection, so the server drops the requests still
 waiting for its rate limiter; requests it already executed count as sampled. Iteration ends

@@ -101,6 +101,7 @@ class PlaneTable:
                                     f"{field.name!r} does not match the table's field")
         self.mapping = mapping
         self.fields = fields
+        self.row_bytes = sum(field.item_bytes for field in fields)  # one item's, all fields
         #: Rows that changed under the copy and were drawn again, since the table was
         #: mapped (a statistic: threads sharing the table may undercount it).
         self.changed_rows = 0
