@@ -61,6 +61,22 @@ def test_dataset_through_a_dataloader_yields_batch_dicts(client, table):
         np.testing.assert_array_equal(batch["obs"].numpy(), data["obs"][rows])
 
 
+def test_a_dataset_whose_batches_are_dropped_gathers_each_into_the_same_memory(server,
+                                                                               table_name):
+    """Over the plane, a batch is gathered when taken: once the consumer has dropped a
+    batch, the dataset holds it no longer either, and the next one reuses its memory.
+    (A ``for batch in dataset`` loop still holds the previous batch while the next is
+    gathered: two blocks in turn.)"""
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, {"frame": ("uint8", (64, 64))}, 100)
+        c.insert(table_name, {"frame": np.zeros((100, 64, 64), np.uint8)})
+        assert c.plane_table(table_name) is not None
+        dataset = rt.ReplayDataset(c, table_name, 32, num_batches=6)
+        batches = iter(dataset)
+        addresses = [next(batches)["frame"].data_ptr() for _ in range(6)]
+    assert len(addresses) == 6 and len(set(addresses)) == 1
+
+
 def test_dataloader_workers_each_sample_on_their_own_connection(client, table):
     name, _, _ = table
     dataset = rt.ReplayDataset(client, name, 8, num_batches=2)

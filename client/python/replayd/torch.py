@@ -309,13 +309,18 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                 produced += 1
                 if stager is None:
                     yield item
+                    # Not kept while the next batch is gathered: a batch nobody holds
+                    # lets the sampler reuse its memory, still in cache, for the next.
+                    del item
                     continue
                 batch, event = item
+                del item
                 stream: Any = _cuda.current_stream(self.device)
                 stream.wait_event(event)
                 for tensor in batch.values():
                     tensor.record_stream(stream)
                 yield batch
+                del batch
 
     def update_priorities(self, keys: Any, priorities: Any) -> int:
         """Sets the priorities of the items with `keys` (a batch's ``keys``) from tensors on
