@@ -152,3 +152,16 @@ def test_the_fast_path_refuses_what_an_int_field_cannot_take_as_is(value):
     write = compile_row_writer(schema.fields, [column])
     assert not write({"a": value}, 0)
     assert write({"a": 255}, 1) and column[1] == 255
+
+
+def test_writers_of_one_layout_write_only_into_their_own_columns():
+    """A Writer's staging slots share one compiled source, each bound to its own columns:
+    a row written through one slot's function lands in that slot's columns alone."""
+    slots = [columns() for _ in range(3)]
+    writers = [compile_row_writer(SCHEMA.fields, slot) for slot in slots]
+    item = {f.name: (np.full(f.shape, 1, f.dtype) if f.shape
+                     else True if f.dtype.kind == "b" else 1) for f in SCHEMA.fields}
+    assert writers[1](item, 5)
+    for k, slot in enumerate(slots):
+        written = [bool(column[5].any()) for column in slot]
+        assert written == [k == 1] * len(slot), f"slot {k}"

@@ -42,7 +42,7 @@ from .shm.staging import map_staging
 from .shm.sampling import KeysReply, allocated_buffer, auto_decoder, decode_keys_reply
 from .tables import queue_options, stack_options
 from .wire import Allocator
-from .writer import DEFAULT_MAX_DELAY, Writer
+from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer
 
 __all__ = ["Client"]
 
@@ -412,8 +412,9 @@ class Client:
         future.add_done_callback(self._schema_check(table))
         return conn, request_id, future
 
-    def writer(self, table: str, batch: Optional[int] = None, *, max_in_flight: int = 8,
-               timeout: Any = DEFAULT, keep_keys: bool = False,
+    def writer(self, table: str, batch: Optional[int] = None, *,
+               max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, timeout: Any = DEFAULT,
+               keep_keys: bool = False,
                max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> "Writer":
         """A Writer that buffers single items and inserts them `batch` at a time (None:
         about 64 KiB, 64 to 1024 items), keeping up to `max_in_flight` batches awaiting

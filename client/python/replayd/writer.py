@@ -48,6 +48,9 @@ _monotonic = time.monotonic
 #: `max_delay`'s default, seconds (Writer and Client.writer).
 DEFAULT_MAX_DELAY = 0.05
 
+#: `max_in_flight`'s default: batches awaiting replies (Writer and Client.writer).
+DEFAULT_MAX_IN_FLIGHT = 8
+
 #: A batch's default size (`batch=None`): about this many bytes of items...
 AUTO_BATCH_BYTES = 64 << 10
 #: ...and between these many rows. 64 rows of W2 (56 KB) transitions; 1024 of W1 (45 B),
@@ -88,7 +91,7 @@ class Writer:
     _STAGES_APPENDS = False
 
     def __init__(self, client: ClientLike, table: str, batch: Optional[int] = None, *,
-                 max_in_flight: int = 8, timeout: Optional[float] = None,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, timeout: Optional[float] = None,
                  keep_keys: bool = False,
                  max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> None:
         if batch is not None and batch < 1:
