@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import subprocess
 from typing import Any, Dict, List, Optional
 
@@ -117,6 +118,10 @@ def format_table(doc: Dict[str, Any], systems: List[str], markdown: bool = False
                              f"{gb / memcpy['median']:.2f} of memcpy")
     if doc.get("pinned"):
         lines += ["", "pinned: replayd's server on CPU 0, every worker process on CPU 1"]
+    paired = _paired_ratios(index, workloads, measures, systems) if doc.get("interleaved") else []
+    if paired:
+        lines += ["", "per-repetition ratios (interleaved: repetition i ran on every system in "
+                      "turn), median (min-max):"] + paired
     mixed = _mixed_share(index, workloads, systems)
     if mixed:
         lines += ["", "(e) mixed, each side as a share of its own solo rate "
@@ -140,4 +145,29 @@ def _mixed_share(index: Dict[tuple, Dict[str, Any]], workloads: List[str],
                 parts.append(f"{s} {shares[0]}/{shares[1]}")
         if parts:
             out.append(f"  {w}: " + ", ".join(parts))
+    return out
+
+
+def _paired_ratios(index: Dict[tuple, Dict[str, Any]], workloads: List[str],
+                   measures: List[str], systems: List[str]) -> List[str]:
+    """replayd over shm and over replayd-socket, repetition by repetition: a drift of the
+    machine between repetitions moves both sides of each ratio alike."""
+    out = []
+    others = [s for s in ("shm", "replayd-socket") if s in systems]
+    for w in workloads:
+        for m in measures:
+            mine = index.get((w, m, "replayd"))
+            parts = []
+            for other in others:
+                theirs = index.get((w, m, other))
+                if not mine or not theirs:
+                    continue
+                ratios = sorted(a / b for a, b in zip(mine["transitions_per_s"]["runs"],
+                                                      theirs["transitions_per_s"]["runs"]) if b)
+                if ratios:
+                    median = statistics.median(ratios)
+                    label = "shm" if other == "shm" else "socket"
+                    parts.append(f"replayd/{label} {median:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+            if parts:
+                out.append(f"  {w} {ROW_TITLES[m]}: " + ", ".join(parts))
     return out
