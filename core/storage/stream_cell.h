@@ -3,8 +3,9 @@
 // once and not read back by the server; ordinary stores would first read every destination
 // line from memory and then leave the lines in the server core's cache for whoever reads
 // them next (a learner's gather on another core). Non-temporal stores skip both: on x86-64
-// they copy a 28 KiB cell into a cold table about 1.6x as fast, with half the memory
-// traffic (docs/BENCHMARKS.md). Cells under kStreamCellBytes take copy_cell. Pure.
+// they copy a 28 KiB cell into a cold column 1.4-1.9x as fast (bench/core_bench.cpp,
+// BM_StoreLargeCells; docs/BENCHMARKS.md). Cells under kStreamCellBytes take copy_cell; so
+// does every cell elsewhere than x86-64. Pure.
 #pragma once
 
 #include <cstddef>
