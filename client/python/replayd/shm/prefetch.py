@@ -166,16 +166,12 @@ class PlanePrefetch:
             for part in split_sample(reply, max(1, len(reply) // self._batch_size)):
                 self._batches.append((part, None, None, None))
             return
+        plane: PlaneTable = self._client._plane_of(self._table, reply.region)
         if buffer is None and reply.batches > 1 and \
-                len(reply.draws) * self._row_bytes(reply.region) <= GATHER_REPLY_BYTES:
+                len(reply.draws) * plane.row_bytes <= GATHER_REPLY_BYTES:
             whole = self._gather(reply.draws, reply.slots, reply.region, None)
             for part in split_sample(whole, reply.batches):
                 self._batches.append((part, None, None, None))
             return
         for draws, slots in split_draws(reply):
             self._batches.append((draws, slots, reply.region, buffer))
-
-    def _row_bytes(self, region: int) -> int:
-        """Bytes of one row of the table mapped as `region`."""
-        plane: PlaneTable = self._client._plane_of(self._table, region)
-        return plane.row_bytes
