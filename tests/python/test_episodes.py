@@ -204,13 +204,43 @@ def test_snapshot_and_restart_keep_episodes_and_end_the_open_ones_truncated(
 
 def test_an_episode_writer_pickles_as_its_client_table_and_options(client, table_name):
     make_table(client, table_name)
-    writer = client.episode_writer(table_name, envs=3, batch=5)
+    writer = client.episode_writer(table_name, envs=3, batch=5, max_delay=None)
     clone = pickle.loads(pickle.dumps(writer))
+    options = {k: v for k, v in clone.__getstate__().items() if k != "client"}
+    assert options == {"table": table_name, "envs": 3, "batch": 5, "max_in_flight": 8,
+                       "timeout": writer.__getstate__()["timeout"], "keep_keys": False,
+                       "max_delay": None}
     with clone:
         clone.append(env=2, **step(1))
         clone.end_episode(env=2, terminated=False)
     assert client.size(table_name) == 1
     writer.close()
+
+
+def test_an_episode_writer_sends_a_partial_batch_whose_first_step_is_max_delay_old(
+        client, table_name):
+    """A slow environment's steps become sampleable within about max_delay of being
+    appended, however large the batch; with max_delay=None they wait for a full batch,
+    end_episode or flush."""
+    make_table(client, table_name)
+    with client.episode_writer(table_name, envs=2, batch=64, max_delay=0.05) as writer:
+        writer.append(env=0, **step(0))
+        time.sleep(0.1)
+        assert client.size(table_name) == 0  # an append sends it, not a timer
+        writer.append(env=1, **step(1))  # finds step 0 older than max_delay: sends both
+        deadline = time.monotonic() + 5
+        while client.size(table_name) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert client.size(table_name) == 2
+    with client.episode_writer(table_name, batch=64, max_delay=None) as writer:
+        writer.append(**step(2))
+        time.sleep(0.1)
+        writer.append(**step(3))
+        time.sleep(0.1)
+        assert client.size(table_name) == 2
+    assert client.size(table_name) == 4  # closing sent them
+    with pytest.raises(replayd.InvalidArgument, match="max_delay"):
+        client.episode_writer(table_name, max_delay=-1)
 
 
 def test_an_end_episode_pipelined_behind_held_appends_ends_the_whole_episode(client, table_name):

@@ -651,13 +651,16 @@ class Client:
 
     def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
                        max_in_flight: int = 8, timeout: Any = DEFAULT,
-                       keep_keys: bool = False) -> "EpisodeWriter":
+                       keep_keys: bool = False,
+                       max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> "EpisodeWriter":
         """An EpisodeWriter that appends steps of `envs` concurrent episodes of an episodic
         table, `batch` steps per request, up to `max_in_flight` requests unacknowledged
         (see replayd.episodes). ``keep_keys=True`` collects the written steps' keys
-        (`EpisodeWriter.keys`); off by default, as they would grow without bound."""
+        (`EpisodeWriter.keys`); off by default, as they would grow without bound.
+        `max_delay`: as the Writer's, seconds a step may wait in a partial batch."""
         return EpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
-                             timeout=self._timeout_of(timeout), keep_keys=keep_keys)
+                             timeout=self._timeout_of(timeout), keep_keys=keep_keys,
+                             max_delay=max_delay)
 
     def sample_sequences(self, table: str, batch: int, length: int, *, stride: int = 1,
                          burn_in: int = 0, pad: bool = False, beta: float = 0.4,

@@ -29,7 +29,7 @@ from .columns import InsertBatch, convert_value, decode_keys
 from .errors import ConnectionLost, InvalidArgument, PermissionDenied, ProtocolError
 from .pixel_frame_fields import compress_column
 from .shm.staging import BatchSlots
-from .writer import Writer
+from .writer import DEFAULT_MAX_DELAY, Writer
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -53,9 +53,10 @@ class _StepBatches(Writer):
     the socket."""
 
     def __init__(self, owner: "EpisodeWriter", client: ClientLike, table: str, batch: int,
-                 max_in_flight: int, timeout: Optional[float], keep_keys: bool) -> None:
+                 max_in_flight: int, timeout: Optional[float], keep_keys: bool,
+                 max_delay: Optional[float]) -> None:
         super().__init__(client, table, batch, max_in_flight=max_in_flight, timeout=timeout,
-                         keep_keys=keep_keys, max_delay=None)
+                         keep_keys=keep_keys, max_delay=max_delay)
         self._owner = owner
         self.row_episodes: List[int] = []  # episode id of each buffered row
         # End requests sent after the buffered rows; with next_of fields, each may carry its
@@ -203,6 +204,10 @@ class EpisodeWriter:
         keep_keys: collect the keys of the written steps (`keys`, 8 bytes per step, never
             freed while the writer lives). Off by default: a long-lived explorer writing
             without end would hold every key it ever wrote.
+        max_delay: seconds a step may wait in a partial batch, as the Writer's: an `append`
+            (of any env) that finds the batch's first step older than this sends the batch,
+            so a slow environment's steps are sampleable within about this long. None: only
+            full batches, `end_episode` and `flush` send.
 
     ``append(env=i, **step)`` buffers one step of env i's current episode (a new episode
     starts at the first step after `end_episode`); ``end_episode(env=i, terminated=...)``
@@ -213,17 +218,19 @@ class EpisodeWriter:
 
     def __init__(self, client: ClientLike, table: str, envs: int = 1, batch: int = 64, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
-                 keep_keys: bool = False) -> None:
+                 keep_keys: bool = False,
+                 max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> None:
         if envs < 1:
             raise InvalidArgument(f"envs must be >= 1, got {envs}")
         self._client = client
         self._table = table
         self._envs = int(envs)
         self._options = {"batch": int(batch), "max_in_flight": int(max_in_flight),
-                         "timeout": timeout, "keep_keys": bool(keep_keys)}
+                         "timeout": timeout, "keep_keys": bool(keep_keys),
+                         "max_delay": max_delay}
         self._conn: Optional["Connection"] = None
         self._steps = _StepBatches(self, client, table, int(batch), int(max_in_flight),
-                                   timeout, bool(keep_keys))
+                                   timeout, bool(keep_keys), max_delay)
         self._episode: List[Optional[int]] = [None] * self._envs
         self._has_steps = [False] * self._envs
         self._spare_episodes: List[int] = []  # opened, not yet given to an env
@@ -239,7 +246,8 @@ class EpisodeWriter:
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.__init__(state["client"], state["table"], state["envs"],  # type: ignore[misc]
                       state["batch"], max_in_flight=state["max_in_flight"],
-                      timeout=state["timeout"], keep_keys=state["keep_keys"])
+                      timeout=state["timeout"], keep_keys=state["keep_keys"],
+                      max_delay=state.get("max_delay", DEFAULT_MAX_DELAY))
 
     def __enter__(self) -> "EpisodeWriter":
         return self
@@ -376,9 +384,7 @@ class EpisodeWriter:
         # one call per environment step); anything else goes through Writer.append.
         if (steps._with_priorities is False and not steps._failed and not steps._closed
                 and steps._write_row(values, row)):
-            steps._count = row + 1
-            if steps._count == steps._batch:
-                steps._send()
+            steps._commit(row, None)  # counts it; sends a full or max_delay-old batch
             return
         try:
             self._add_step(values)  # InvalidArgument naming the field, nothing buffered
