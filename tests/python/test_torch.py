@@ -77,6 +77,25 @@ def test_a_dataset_whose_batches_are_dropped_gathers_each_into_the_same_memory(s
     assert len(addresses) == 6 and len(set(addresses)) == 1
 
 
+def test_a_view_kept_of_a_dropped_batch_keeps_its_values_while_later_batches_come(server,
+                                                                                table_name):
+    """A pooled block is reused only when nothing refers to it: a view of one tensor
+    (not the tensor, not the dict) is enough to keep the batch's memory out of the pool."""
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, {"frame": ("uint8", (64, 64))}, 100)
+        c.insert(table_name, {"frame": np.repeat(np.arange(100, dtype=np.uint8), 64 * 64)
+                              .reshape(100, 64, 64)})
+        assert c.plane_table(table_name) is not None
+        batches = iter(rt.ReplayDataset(c, table_name, 32, num_batches=8))
+        batch = next(batches)
+        kept = batch["frame"][:, 0]  # a view: the tensor and the dict are dropped
+        expected = kept.clone()
+        del batch
+        for later in batches:
+            assert later["frame"].data_ptr() != kept.data_ptr()
+        assert torch.equal(kept, expected)
+
+
 def test_dataloader_workers_each_sample_on_their_own_connection(client, table):
     name, _, _ = table
     dataset = rt.ReplayDataset(client, name, 8, num_batches=2)

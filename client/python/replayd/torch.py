@@ -23,6 +23,12 @@ named ``mask`` is then refused). Stacked frame fields (docs/PIXELS.md) become te
 the received frames, whose rows overlap in memory: read them, or ``clone()`` before writing
 in place.
 
+Memory (CPU): over the shared-memory plane a large batch (W2: 1.8 MB) is gathered into a
+pooled block, reused once no tensor or view of the batch is left. A ``for batch in
+dataset`` loop still holds the last batch while the next is gathered, so two blocks take
+turns; ``del batch`` at the end of the step lets each batch reuse the last one's block,
+still in the cache.
+
 On a CUDA `device`, replies are received straight into pinned host buffers (no staging
 copy, see `Client.sample`), copied with non-blocking copies on a side CUDA stream while
 the learner computes, and handed over with an event the learner's stream waits for: with
