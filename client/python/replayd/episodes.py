@@ -366,8 +366,9 @@ class EpisodeWriter:
                **step: Any) -> None:
         """Buffers one step of env's current episode, given as keyword arguments or as a
         dict `item` (every field of the table, without a batch dimension; fields named
-        `env` or `item` go in the dict); sends a batch when `batch` steps are buffered
-        (waiting only while `max_in_flight` requests await their replies). Cost: well
+        `env` or `item` go in the dict); sends a batch when `batch` steps are buffered, or
+        when the batch's first step is `max_delay` old (waiting only while `max_in_flight`
+        requests await their replies). Cost: well
         under 1 us over Writer.append (see there)."""
         if type(env) is not int or not 0 <= env < self._envs:
             env = self._check_env(env)
