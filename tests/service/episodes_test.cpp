@@ -5,12 +5,14 @@
 // window, the mask of a sequence), and the errors a user gets for bad requests.
 #include <array>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <future>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "replayd_client/episodes/episode_writer.h"
 #include "replayd_client/episodes/episodic_table.h"
@@ -404,6 +406,45 @@ TEST_CASE("the episode writer keeps max_in_flight appends waiting on the server 
   writer.flush();
   CHECK(table_size(client, kTable) == 6);
   CHECK(writer.keys().size() == 6);
+}
+
+TEST_CASE("the episode writer sends a partial batch whose first step is max_delay old",
+          "[episodes]") {
+  using namespace std::chrono_literals;
+  ServerProcess server;
+  rc::Client client(server.unix_address());
+  client.create_table(steps_table());
+  rc::EpisodeWriterOptions options = writer_options(2);
+  options.batch = 64;
+  options.max_delay = 50ms;
+  std::int64_t act = 0;
+  const double rew = 1;
+  const std::vector<float> pair{0, 0};
+  const auto step = [&](rc::EpisodeWriter& writer, std::size_t env) {
+    ++act;
+    writer.append(env, {rc::step_value("obs", pair), rc::step_value("act", act),
+                        rc::step_value("reward", rew), rc::step_value("next_obs", pair)});
+  };
+  rc::EpisodeWriter writer(server.unix_address(), kTable, options);
+  step(writer, 0);
+  std::this_thread::sleep_for(100ms);
+  CHECK(table_size(client, kTable) == 0);  // an append sends it, not a timer
+  step(writer, 1);                         // finds step 0 older than max_delay: sends both
+  CHECK(writer.buffered() == 0);
+  CHECK(eventually([&] { return table_size(client, kTable) == 2; }));
+
+  options.max_delay = std::nullopt;  // only full batches (and end_episode, flush, close)
+  rc::EpisodeWriter patient(server.unix_address(), kTable, options);
+  step(patient, 0);
+  std::this_thread::sleep_for(100ms);
+  step(patient, 0);
+  CHECK(patient.buffered() == 2);
+  patient.flush();
+  CHECK(table_size(client, kTable) == 4);
+
+  options.max_delay = -1ms;
+  CHECK_THROWS_WITH(rc::EpisodeWriter(server.unix_address(), kTable, options),
+                    Catch::Contains("max_delay must be >= 0"));
 }
 
 TEST_CASE("bad episodic requests fail with an Error naming the problem", "[episodes]") {

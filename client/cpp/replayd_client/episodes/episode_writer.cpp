@@ -28,6 +28,10 @@ EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
   if (options_.envs == 0) invalid("EpisodeWriter: envs must be >= 1, got 0");
   if (options_.batch == 0) invalid("EpisodeWriter: batch must be >= 1, got 0");
   if (options_.max_in_flight == 0) invalid("EpisodeWriter: max_in_flight must be >= 1, got 0");
+  if (options_.max_delay && options_.max_delay->count() < 0) {
+    invalid("EpisodeWriter: max_delay must be >= 0 ms or nullopt, got " +
+            std::to_string(options_.max_delay->count()) + " ms");
+  }
   client_ = std::make_unique<Client>(address, options_.client);
   const json::object description = table_description(*client_, table_);
   const json::value* episodic = description.if_contains("episodic");
@@ -107,7 +111,14 @@ void EpisodeWriter::append(std::size_t env, std::span<const StepValue> step) {
   for (std::size_t f = 0; f < fields_.size(); ++f)
     buffer_value(fields_[f], *by_field[f], fields_[f].rows, fields_[f].frame_sizes);
   row_episodes_[rows_++] = episode;
-  if (rows_ == options_.batch) send_buffered();
+  if (rows_ == options_.batch) {
+    send_buffered();
+  } else if (rows_ == 1) {
+    first_row_at_ = std::chrono::steady_clock::now();
+  } else if (options_.max_delay &&
+             std::chrono::steady_clock::now() - first_row_at_ > *options_.max_delay) {
+    send_buffered();
+  }
 }
 
 std::vector<const StepValue*> EpisodeWriter::match_values(std::span<const StepValue> values,

@@ -32,6 +32,7 @@
 // Threading: one thread uses a writer at a time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <future>
@@ -94,6 +95,11 @@ struct EpisodeWriterOptions {
   std::optional<std::uint64_t> timeout_ms;
   // Keep the keys of the written steps (keys()); off by default, as they grow without bound.
   bool keep_keys = false;
+  // Longest a step waits in a partial batch: an append (of any env) that finds the batch's
+  // first step older than this sends the batch, so a slow environment's steps are sampleable
+  // within about this long (no timer: a writer that stops appending keeps its partial batch
+  // until end_episode, flush or close). nullopt: only full batches are sent.
+  std::optional<std::chrono::milliseconds> max_delay = std::chrono::milliseconds(50);
   ClientOptions client;  // of the writer's own connection
 };
 
@@ -101,7 +107,7 @@ class EpisodeWriter {
  public:
   // Connects to `address` and reads the table's fields (one info round trip). Throws Error:
   // as Client's constructor; not_found (no such table); invalid_argument (a table that is
-  // not episodic, envs, batch or max_in_flight 0).
+  // not episodic, envs, batch or max_in_flight 0, a negative max_delay).
   EpisodeWriter(std::string_view address, std::string table, EpisodeWriterOptions options = {});
   // close(), its errors swallowed (call close() to see them).
   ~EpisodeWriter();
@@ -110,9 +116,10 @@ class EpisodeWriter {
 
   // Buffers one step of env's current episode (a new episode starts at the first step after
   // end_episode): one value for every field of the table, in any order. The values are
-  // copied; sends a batch once `batch` steps are buffered. Throws Error(invalid_argument)
-  // naming the env or the field (missing, unknown, given twice, dtype or size mismatch),
-  // buffering nothing. O(fields + bytes of the step).
+  // copied; sends a batch once `batch` steps are buffered, or once the batch's first step is
+  // `max_delay` old. Throws Error(invalid_argument) naming the env or the field (missing,
+  // unknown, given twice, dtype or size mismatch), buffering nothing. O(fields + bytes of the
+  // step).
   void append(std::size_t env, std::span<const StepValue> step);
   void append(std::size_t env, std::initializer_list<StepValue> step) {
     append(env, std::span<const StepValue>(step.begin(), step.size()));
@@ -215,12 +222,13 @@ class EpisodeWriter {
   std::vector<Field> fields_;
   std::vector<std::size_t> next_of_;  // indexes of the next_of fields, in table order
   ZstdCompressor compressor_;
-  std::size_t rows_ = 0;                     // steps buffered in fields_[*].rows
-  std::vector<std::uint64_t> row_episodes_;  // episode of each buffered step
-  std::vector<EpisodeEnding> ends_;          // sent with the buffered steps
-  bool ends_have_finals_ = false;            // ends_ carry final observations (all of them or none)
-  InsertBatch final_request_;                // final observations of one request
-  InsertBatch request_;                      // reused for every append_steps
+  std::size_t rows_ = 0;                                // steps buffered in fields_[*].rows
+  std::chrono::steady_clock::time_point first_row_at_;  // when the first of them was buffered
+  std::vector<std::uint64_t> row_episodes_;             // episode of each buffered step
+  std::vector<EpisodeEnding> ends_;                     // sent with the buffered steps
+  bool ends_have_finals_ = false;  // ends_ carry final observations (all of them or none)
+  InsertBatch final_request_;      // final observations of one request
+  InsertBatch request_;            // reused for every append_steps
   std::vector<std::optional<std::uint64_t>> episodes_;  // per env
   std::vector<std::uint64_t> spare_ids_;                // opened, not yet used
   std::deque<Pending> pending_;
