@@ -3,25 +3,16 @@
 and `sample_sequences_async`, against the real server."""
 from __future__ import annotations
 
-import time
 from typing import Dict, List
 
 import numpy as np
 import pytest
 
 import replayd
+from waiting import wait_until
 
 FIELDS = {"obs": (np.float32, (2,)), "rew": (np.float32, ()), "next_obs": (np.float32, (2,))}
 LENGTHS = [5, 3, 7]  # episode e has LENGTHS[e] steps; episode 1 is truncated, the others end
-
-
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def step(episode: int, position: int) -> Dict[str, np.ndarray]:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import replayd
+from waiting import wait_until
 
 FIELDS = {"obs": (np.float32, (2,)), "rew": (np.float32, ()), "next_obs": (np.float32, (2,))}
 
@@ -228,10 +229,7 @@ def test_an_episode_writer_sends_a_partial_batch_whose_first_step_is_max_delay_o
         time.sleep(0.1)
         assert client.size(table_name) == 0  # an append sends it, not a timer
         writer.append(env=1, **step(1))  # finds step 0 older than max_delay: sends both
-        deadline = time.monotonic() + 5
-        while client.size(table_name) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert client.size(table_name) == 2
+        assert wait_until(lambda: client.size(table_name) == 2)
     with client.episode_writer(table_name, batch=64, max_delay=None) as writer:
         writer.append(**step(2))
         time.sleep(0.1)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import replayd
+from waiting import wait_until
 
 
 def make_queue(client, name, capacity=1000):
@@ -20,15 +21,6 @@ def make_queue(client, name, capacity=1000):
 def ids_of(n, start=0):
     ids = np.arange(start, start + n)
     return {"id": ids, "obs": np.repeat(ids[:, None], 3, axis=1).astype(np.float32)}
-
-
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_sampler_yields_batches_in_request_order(client, table_name):
