@@ -337,6 +337,37 @@ def test_staging_arenas_are_bounded_per_connection_and_sealed(make_server):
         c.staging_arena(600_000)  # room again
 
 
+@pytest.mark.parametrize("limits", [
+    {"max_staging_bytes_per_connection": 256},  # no arena fits: every writer is refused
+    {"max_staging_bytes": 256 << 10},  # the first writer's arena fits, the next ones not
+])
+def test_writers_whose_arena_the_server_refuses_write_through_the_socket(make_server, limits):
+    server = make_server(extra_args=["--config", _config(make_server, {"limits": limits})])
+    name = "refused"
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        create(c, name, 1000)
+        c.create_table("steps", {"obs": ("float32", (3,)), "rew": ("float32", ())}, 1000,
+                       episodic=True, reward="rew")
+        first = c.writer(name, batch=8, max_in_flight=2)  # 3 slots of 8 rows: about 100 KB
+        episodes = c.episode_writer("steps", batch=64, max_in_flight=1024)  # about 2 MB
+        second = c.writer(name, batch=512, max_in_flight=64)  # about 140 MB
+        assert first.staged == ("max_staging_bytes" in limits)
+        assert not second.staged and episodes._steps._slots is None
+        for writer, ids in ((first, range(0, 30)), (second, range(100, 130))):
+            with writer:
+                for i in ids:
+                    writer.append({k: v[0] for k, v in rows(np.array([i])).items()})
+        with episodes:
+            for t in range(70):
+                episodes.append(0, obs=np.full(3, t, np.float32), rew=float(t))
+        stored = c.sample(name, 2000)
+        assert_whole(stored.data)
+        assert set(stored.data["id"].tolist()) == set(range(0, 30)) | set(range(100, 130))
+        steps = c.read_episodes("steps")
+        assert steps["rew"].tolist() == [float(t) for t in range(70)]
+        np.testing.assert_array_equal(steps["obs"], np.repeat(steps["rew"][:, None], 3, 1))
+
+
 def _config(make_server: Any, config: Dict[str, Any]) -> str:
     import tempfile
     path = Path(tempfile.mkdtemp(prefix="replayd-config-")) / "config.json"

@@ -26,9 +26,9 @@ import numpy as np
 from . import requests
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_value, decode_keys
-from .errors import ConnectionLost, InvalidArgument, PermissionDenied, ProtocolError
+from .errors import ConnectionLost, InvalidArgument, ProtocolError
 from .pixel_frame_fields import compress_column
-from .shm.staging import BatchSlots
+from .shm.staging import ARENA_REFUSED, BatchSlots
 from .writer import DEFAULT_MAX_DELAY, Writer
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ class _StepBatches(Writer):
 
     def stage_on(self, conn: "Connection") -> None:
         """The writer's new connection: its batches go to a staging arena on it when the
-        plane is offered there (else, and for tables with frame fields, through the
-        socket). Called with no step buffered."""
+        plane is offered there and the server grants the arena (else, and for tables with
+        frame fields, through the socket). Called with no step buffered."""
         self.unstage()
         if (not conn.shm_offered or any(f.is_frame for f in self._schema.fields)
                 or not self._client.shm_enabled()):
@@ -82,7 +82,7 @@ class _StepBatches(Writer):
             self._slots = BatchSlots.on_connection(conn, self._schema.fields, self._batch,
                                                    self._max_in_flight + 1, True,
                                                    self._timeout)
-        except PermissionDenied:
+        except ARENA_REFUSED:
             return
         self._columns, self._priorities = self._slots.slot(0)
         self._write_row = self._row_writer_of(self._columns)

@@ -13,11 +13,20 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import PermissionDenied, ProtocolError, ReplayError
+from ..errors import (InvalidArgument, PermissionDenied, ProtocolError, ReplayError,
+                      ResourceExhausted)
 from ..schema import Field
 from ..wire import padded
 
-__all__ = ["BatchSlots", "StagingArena", "batch_layout", "map_staging", "staged_meta"]
+__all__ = ["ARENA_REFUSED", "BatchSlots", "StagingArena", "batch_layout", "map_staging",
+           "staged_meta"]
+
+#: How the server refuses a writer's arena (a ``map_staging`` of a well-formed size): no
+#: plane on the connection (PermissionDenied), an arena over
+#: ``max_staging_bytes_per_connection`` (InvalidArgument), or the arenas held already at
+#: the staging limits (ResourceExhausted). A writer then sends its batches through the
+#: socket.
+ARENA_REFUSED = (PermissionDenied, InvalidArgument, ResourceExhausted)
 
 
 def batch_layout(fields: Sequence[Field], rows: int, *, episodes: bool = False,
@@ -74,7 +83,7 @@ class StagingArena:
 
 def map_staging(conn: Any, nbytes: int, timeout: Optional[float]) -> StagingArena:
     """A new staging arena of `nbytes` on `conn` (a connection offered the plane, which
-    reads descriptors). Raises PermissionDenied, ResourceExhausted (the server's limits)."""
+    reads descriptors). Raises one of ARENA_REFUSED when the server refuses it."""
     request_id, future = conn.submit({"op": "map_staging", "bytes": int(nbytes)},
                                      caller_waits=True)
     meta = conn.wait(request_id, future, timeout)
@@ -121,15 +130,15 @@ class BatchSlots:
     def open(cls, client: Any, fields: Sequence[Field], rows: int, slots: int,
              episodes: bool = False) -> "Optional[BatchSlots]":
         """A new arena on the client's connection, or None when the client has no plane
-        (shm=False, not offered, or a client without staging). `episodes`: the slots hold
-        an append's episode-id column."""
+        (shm=False, not offered, or a client without staging) or the server refuses the
+        arena (ARENA_REFUSED). `episodes`: the slots hold an append's episode-id column."""
         opener = getattr(client, "staging_arena", None)
         if opener is None or not getattr(client, "shm_enabled", lambda: False)():
             return None
         _, slot_bytes = batch_layout(fields, rows, episodes=episodes, priorities=True)
         try:
             conn, arena = opener((-(-slot_bytes // 64) * 64) * slots)
-        except PermissionDenied:
+        except ARENA_REFUSED:
             return None
         return cls(conn, arena, fields, rows, slots, episodes)
 
