@@ -87,6 +87,7 @@ TEST_CASE(
   rc::EpisodeWriterOptions options;
   options.batch = 4;
   rc::EpisodeWriter writer(server.unix_address(), kTable, options);
+  CHECK(writer.staged());        // a Unix socket of the same uid: through a staging arena
   for (float t = 0; t < 8; ++t)  // two batches of 4, sent and confirmed
     append_step(writer, t);
   writer.flush();
@@ -114,6 +115,7 @@ TEST_CASE(
   // The writer goes on: its next steps are a new episode, ended as the user says.
   for (float t = 100; t < 103; ++t)
     append_step(writer, t);
+  CHECK(writer.staged());  // a staging arena of the new connection
   const std::uint64_t second_episode = *writer.episode(0);
   CHECK(second_episode != first_episode);
   writer.end_episode(0, /*terminated=*/true);

@@ -291,6 +291,7 @@ TEST_CASE("n-step samples of a written episode stream match the reference exactl
   rc::Client client(server.address(transport));
   client.create_table(steps_table());
   rc::EpisodeWriter writer(server.address(transport), kTable, writer_options(3));
+  CHECK(writer.staged() == (transport == "unix"));  // the plane: Unix sockets only
   Reference ref = write_stream(writer, 3, 40, 11);
   REQUIRE(table_size(client, kTable) == ref.steps.size());
 
@@ -307,6 +308,44 @@ TEST_CASE("n-step samples of a written episode stream match the reference exactl
   for (auto& [id, episode] : ref.episodes)
     if (episode.end == End::open) episode.end = End::truncated;
   check_all_nstep(client, ref, 5, 0.9);
+}
+
+TEST_CASE("the episode writer stores the same steps through a staging arena or the socket",
+          "[episodes][shm]") {
+  // staged: the plane; not asked: shared_memory off; refused: the server's staging limit
+  // below one arena, so the writer falls back to the socket.
+  const std::string path = GENERATE("staged", "not asked", "refused");
+  INFO("path " << path);
+  ServerOptions server_options;
+  if (path == "refused")
+    server_options.config_json = R"({"limits": {"max_staging_bytes_per_connection": 256}})";
+  ServerProcess server(server_options);
+  rc::Client client(server.unix_address());
+  client.create_table(steps_table());
+  rc::EpisodeWriterOptions options = writer_options(3);
+  options.client.shared_memory = path != "not asked";
+  rc::EpisodeWriter writer(server.unix_address(), kTable, options);
+  CHECK(writer.staged() == (path == "staged"));
+  const Reference ref = write_stream(writer, 3, 40, 5);
+  writer.close();
+  std::size_t stored = 0;
+  client.read_all_steps(kTable, [&](const rc::StepPage& page) {
+    const auto obs = page.field("obs").as<float>();
+    const auto act = page.field("act").as<std::int64_t>();
+    const auto rew = page.field("reward").as<double>();
+    const auto next_obs = page.field("next_obs").as<float>();
+    for (std::size_t i = 0; i < page.size(); ++i, ++stored) {
+      const RefStep& step = ref.step_of_obs(obs[2 * i]);
+      INFO("step " << obs[2 * i]);
+      CHECK(page.episodes()[i] == step.episode);
+      CHECK(obs[2 * i + 1] == step.obs[1]);
+      CHECK(act[i] == step.act);
+      CHECK(rew[i] == step.rew);
+      CHECK(next_obs[2 * i] == step.next_obs[0]);
+      CHECK(next_obs[2 * i + 1] == step.next_obs[1]);
+    }
+  });
+  CHECK(stored == ref.steps.size());
 }
 
 TEST_CASE("sequence samples hold consecutive steps of one episode with the right mask",
@@ -379,6 +418,8 @@ TEST_CASE("the episode writer keeps max_in_flight appends waiting on the server 
   options.max_in_flight = 3;
   options.timeout_ms = 60000;  // a writer that waited for each reply would fail, not hang
   rc::EpisodeWriter writer(server.unix_address(), kTable, options);
+  // Staged: the waiting appends' rows stay in their arena slots until admitted.
+  REQUIRE(writer.staged());
   std::int64_t act = 0;
   const double rew = 1;
   const std::vector<float> pair{0, 0};
@@ -406,6 +447,13 @@ TEST_CASE("the episode writer keeps max_in_flight appends waiting on the server 
   writer.flush();
   CHECK(table_size(client, kTable) == 6);
   CHECK(writer.keys().size() == 6);
+  // Each waiting append stored its own step: no slot was written again before its reply.
+  std::vector<std::int64_t> stored;
+  client.read_all_steps(kTable, [&](const rc::StepPage& page) {
+    const auto acts = page.field("act").as<std::int64_t>();
+    stored.insert(stored.end(), acts.begin(), acts.end());
+  });
+  CHECK(stored == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
 }
 
 TEST_CASE("the episode writer sends a partial batch whose first step is max_delay old",

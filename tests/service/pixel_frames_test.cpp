@@ -194,6 +194,7 @@ TEST_CASE("the episode writer compresses frame fields and samples return exact s
   CHECK(writer.fields()[0].compression == rc::Compression::zstd);
   CHECK(writer.fields()[0].compression_level == 5);
   CHECK_FALSE(writer.fields()[1].is_frame());
+  CHECK_FALSE(writer.staged());  // frame fields go through the socket
   const Reference ref = write_episodes(writer, 40, 11);
   // A value that is not one zstd frame of the field's size is refused, nothing buffered.
   const auto small = std::vector<std::byte>(10, std::byte{1});

@@ -283,6 +283,15 @@ class Client {
   // limiter admits the insert: they must not change before the reply). Returns their keys.
   std::future<Keys> insert_staged_async(std::string_view table, const InsertBatch& batch,
                                         const StagedInsert& staged, InsertOptions options = {});
+  // append_steps of the steps `staged` names: the fields' columns, then the steps' episode
+  // ids (uint64), laid out in the arena as an append_steps payload of `staged.rows` rows
+  // (docs/PROTOCOL.md, "Episodic tables"); `batch` describes the columns. The server copies
+  // them when the rate limiter admits the request: they must not change before the reply.
+  // Ends `ends` after the steps, as append_steps; final observations go with append_steps.
+  std::future<Keys> append_steps_staged_async(std::string_view table, const InsertBatch& batch,
+                                              const StagedInsert& staged,
+                                              InsertOptions options = {},
+                                              std::span<const EpisodeEnding> ends = {});
 
   // Any request, as metadata text and payload pieces; the reply as received. For
   // operations this API does not wrap. An error reply completes the future with Error.

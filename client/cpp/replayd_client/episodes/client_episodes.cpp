@@ -1,5 +1,6 @@
 // The Client's operations on episodic tables (docs/PROTOCOL.md, "Episodic tables").
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "replayd_client/client.h"
@@ -7,6 +8,22 @@
 #include "replayd_client/wire/request_meta.h"
 
 namespace replayd::client {
+namespace {
+
+// Adds `"end": [...]` to the closed request object `meta` (nothing when `ends` is empty).
+void append_ends(std::string& meta, std::span<const EpisodeEnding> ends) {
+  if (ends.empty()) return;
+  meta.pop_back();  // the object's closing brace
+  meta.append(",\"end\":[");
+  for (std::size_t i = 0; i < ends.size(); ++i) {
+    meta.append(i == 0 ? "{\"episode\":" : ",{\"episode\":");
+    append_json_uint(meta, ends[i].episode);
+    meta.append(ends[i].terminated ? ",\"terminated\":true}" : ",\"terminated\":false}");
+  }
+  meta.append("]}");
+}
+
+}  // namespace
 
 std::future<SampleBatch> Client::sample_nstep_async(std::string_view table, std::uint64_t n,
                                                     NStepOptions options) {
@@ -58,16 +75,7 @@ std::future<Keys> Client::append_steps_async(std::string_view table, const Inser
   }
   std::string& meta = scratch_meta();
   batch.append_meta(meta, table, options.timeout_ms, "append_steps");
-  if (!ends.empty()) {
-    meta.pop_back();  // the object's closing brace
-    meta.append(",\"end\":[");
-    for (std::size_t i = 0; i < ends.size(); ++i) {
-      meta.append(i == 0 ? "{\"episode\":" : ",{\"episode\":");
-      append_json_uint(meta, ends[i].episode);
-      meta.append(ends[i].terminated ? ",\"terminated\":true}" : ",\"terminated\":false}");
-    }
-    meta.append("]}");
-  }
+  append_ends(meta, ends);
   if (final_columns) {
     meta.pop_back();
     meta.append(",\"final_columns\":");
@@ -88,6 +96,24 @@ std::future<Keys> Client::append_steps_async(std::string_view table, const Inser
     payload.insert(payload.end(), finals.begin(), finals.end());
   }
   return connection_->call<Keys, decode_keys>(meta, payload);
+}
+
+std::future<Keys> Client::append_steps_staged_async(std::string_view table,
+                                                    const InsertBatch& batch,
+                                                    const StagedInsert& staged,
+                                                    InsertOptions options,
+                                                    std::span<const EpisodeEnding> ends) {
+  if (staged.arena == nullptr) {
+    throw Error(ErrorCode::invalid_argument, "append_steps_staged: no staging arena");
+  }
+  std::string& meta = scratch_meta();
+  batch.append_meta(meta, table, options.timeout_ms, "append_steps");
+  append_ends(meta, ends);
+  meta.pop_back();  // the closing brace: the staged member goes in
+  append_staged_member(meta, staged.arena->id(), staged.offset,
+                       staged.rows == 0 ? batch.size() : staged.rows);
+  meta.push_back('}');
+  return connection_->call<Keys, decode_keys>(meta, {});
 }
 
 std::future<std::uint64_t> Client::end_episode_async(std::string_view table, std::uint64_t episode,

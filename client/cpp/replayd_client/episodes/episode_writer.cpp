@@ -53,6 +53,17 @@ EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
   }
   row_episodes_.resize(options_.batch);
   episodes_.resize(options_.envs);
+  stage_on_connection();
+}
+
+void EpisodeWriter::stage_on_connection() {
+  slots_.reset();
+  for (const FieldDescription& field : descriptions_)
+    if (field.is_frame()) return;  // the server takes frame fields through the socket only
+  std::vector<std::size_t> item_bytes;
+  for (const Field& field : fields_)
+    item_bytes.push_back(field.item_bytes);
+  slots_ = StepSlots::open(*client_, item_bytes, options_.batch, options_.max_in_flight + 1);
 }
 
 EpisodeWriter::~EpisodeWriter() {
@@ -77,7 +88,15 @@ std::optional<std::uint64_t> EpisodeWriter::episode(std::size_t env) const {
 Client& EpisodeWriter::client() {
   // A new connection is a new writer to the server: every env starts a new episode on it
   // (lost() forgot the old ones).
-  if (!client_) client_ = std::make_unique<Client>(address_, options_.client);
+  if (!client_) {
+    client_ = std::make_unique<Client>(address_, options_.client);
+    try {
+      stage_on_connection();
+    } catch (...) {
+      client_.reset();  // nothing was sent on it: the next call connects again
+      throw;
+    }
+  }
   return *client_;
 }
 
@@ -90,6 +109,7 @@ std::uint64_t EpisodeWriter::open_episode(std::size_t env) {
       } catch (const Error& e) {
         if (!is_lost(e)) throw;
         if (!reconnects) lost(e);
+        slots_.reset();
         client_.reset();  // nothing was sent on it: the next append connects again
         throw;
       }
@@ -108,8 +128,16 @@ void EpisodeWriter::append(std::size_t env, std::span<const StepValue> step) {
   // Check every value before copying any, so that a bad step buffers nothing.
   const std::vector<const StepValue*> by_field = match_values(step, /*finals_only=*/false);
   const std::uint64_t episode = open_episode(env);
-  for (std::size_t f = 0; f < fields_.size(); ++f)
-    buffer_value(fields_[f], *by_field[f], fields_[f].rows, fields_[f].frame_sizes);
+  if (slots_) {
+    // The slot is free once the reply of the request that last named it arrived (with
+    // max_in_flight + 1 slots it always has: this collects nothing).
+    if (rows_ == 0) collect_through(slots_->busy_until());
+    for (std::size_t f = 0; f < fields_.size(); ++f)
+      std::memcpy(slots_->cell(f, rows_), by_field[f]->bytes.data(), fields_[f].item_bytes);
+  } else {
+    for (std::size_t f = 0; f < fields_.size(); ++f)
+      buffer_value(fields_[f], *by_field[f], fields_[f].rows, fields_[f].frame_sizes);
+  }
   row_episodes_[rows_++] = episode;
   if (rows_ == options_.batch) {
     send_buffered();
@@ -201,19 +229,34 @@ const InsertBatch* EpisodeWriter::final_batch() {
 void EpisodeWriter::send_buffered() {
   if (rows_ == 0) return;
   request_.clear(rows_);
-  for (const Field& field : fields_)
-    add_column(request_, field, field.rows, field.frame_sizes, rows_);
-  // The request is written before append_steps_async returns: the buffers are free again.
+  for (std::size_t f = 0; f < fields_.size(); ++f) {
+    const Field& field = fields_[f];
+    if (slots_) {
+      request_.add(field.name, field.dtype, field.shape, slots_->column(f, rows_));
+    } else {
+      add_column(request_, field, field.rows, field.frame_sizes, rows_);
+    }
+  }
+  // The request is written before the call returns: the writer's own buffers are free
+  // again; a staged request's slot is not, until its reply.
   Pending pending;
   const std::span<const std::uint64_t> row_episodes = std::span(row_episodes_).first(rows_);
+  const InsertOptions options{.timeout_ms = options_.timeout_ms};
   try {
-    pending.append = client().append_steps_async(
-        table_, request_, row_episodes, {.timeout_ms = options_.timeout_ms}, ends_, final_batch());
+    if (slots_) {  // no final observations: only frame tables (never staged) have them
+      std::copy(row_episodes.begin(), row_episodes.end(), slots_->episode_ids().begin());
+      pending.append =
+          client().append_steps_staged_async(table_, request_, slots_->staged(), options, ends_);
+    } else {
+      pending.append = client().append_steps_async(table_, request_, row_episodes, options, ends_,
+                                                   final_batch());
+    }
   } catch (const Error& e) {
     if (is_lost(e)) lost(e);  // the buffered steps and ends were not sent
     throw;
   }
   pending.carries = WriterRequest::of(row_episodes, ends_);
+  if (slots_) slots_->advance(next_sequence_);  // the sequence push() gives this request
   clear_buffered();
   push(std::move(pending));
 }
@@ -294,6 +337,7 @@ void EpisodeWriter::lost(const Error& error, std::span<const EpisodeEnding> unse
   for (Pending& pending : pending_)
     account_for(pending, error, report);
   if (client_) client_->close();
+  slots_.reset();  // the arena went with the connection
   client_.reset();
   pending_.clear();
   clear_buffered();

@@ -26,6 +26,12 @@
 // flush() and close() until every reply arrived. A pipelined request's error (Error with the
 // server's code and message) is thrown by the call that collects its reply: a later append,
 // end_episode, flush or close.
+// Shared memory (docs/SHM.md): on a connection offered the plane (a Unix socket to a
+// server of the same uid, ClientOptions::shared_memory) and a table without frame fields,
+// the writer copies each step straight into a staging arena of its connection
+// (max_in_flight + 1 batches) and its append_steps name the rows there instead of carrying
+// them. Without the plane, with frame fields, or when the server's staging limits refuse
+// the arena, the steps go through the socket. Both store the same steps.
 // Frame fields (docs/PROTOCOL.md, "Frame fields"): a field with "compression": "zstd" is
 // compressed here, one zstd frame per value (its level, a content checksum), in append()
 // and end_episode(); the server stores the frames as sent.
@@ -49,6 +55,7 @@
 #include "replayd_client/columns.h"
 #include "replayd_client/dtype.h"
 #include "replayd_client/episodes/lost_steps.h"
+#include "replayd_client/episodes/step_slots.h"
 #include "replayd_client/pixels/zstd_codec.h"
 #include "replayd_client/table_fields.h"
 
@@ -155,6 +162,9 @@ class EpisodeWriter {
   const std::vector<std::uint64_t>& keys() const { return keys_; }
   // Steps buffered but not sent yet.
   std::size_t buffered() const { return rows_; }
+  // Whether the steps go through a staging arena (see "Shared memory" above) on the
+  // current connection.
+  bool staged() const { return slots_ != nullptr; }
   const std::string& table() const { return table_; }
   // The table's fields as the server described them, with their frame options.
   const std::vector<FieldDescription>& fields() const { return descriptions_; }
@@ -196,8 +206,11 @@ class EpisodeWriter {
                          std::span<const std::uint32_t> sizes, std::size_t count);
   // The final observations of ends_ as final_request_ (one row per end).
   const InsertBatch* final_batch();
-  // The writer's connection; a new one (a new writer to the server) after a loss.
+  // The writer's connection; a new one (a new writer to the server) after a loss, with
+  // its staging arena when the plane is offered.
   Client& client();
+  // A staging arena on client_ for the steps, or none (see "Shared memory" above).
+  void stage_on_connection();
   std::uint64_t open_episode(std::size_t env);
   // The connection was lost (`error`, connection_lost): forgets the connection, its
   // episodes, the buffered steps, the pending ends and requests, and throws
@@ -215,7 +228,8 @@ class EpisodeWriter {
   void collect_through(std::uint64_t sequence);
 
   std::string address_;
-  std::unique_ptr<Client> client_;  // null after a lost connection, until the next append
+  std::unique_ptr<Client> client_;    // null after a lost connection, until the next append
+  std::unique_ptr<StepSlots> slots_;  // client_'s staging arena; null: through the socket
   std::string table_;
   EpisodeWriterOptions options_;
   std::vector<FieldDescription> descriptions_;

@@ -58,13 +58,9 @@ std::future<Keys> Client::insert_staged_async(std::string_view table, const Inse
   std::string& meta = scratch_meta();
   batch.append_meta(meta, table, options.timeout_ms);
   meta.pop_back();  // the closing brace: the staged member goes in
-  meta.append(",\"staged\":{\"arena\":");
-  append_json_uint(meta, staged.arena->id());
-  meta.append(",\"offset\":");
-  append_json_uint(meta, staged.offset);
-  meta.append(",\"rows\":");
-  append_json_uint(meta, staged.rows == 0 ? batch.size() : staged.rows);
-  meta.append("}}");
+  append_staged_member(meta, staged.arena->id(), staged.offset,
+                       staged.rows == 0 ? batch.size() : staged.rows);
+  meta.push_back('}');
   return connection_->call<Keys, decode_keys>(meta, {});
 }
 

@@ -41,4 +41,17 @@ inline std::string& sample_request(std::string_view table, std::uint64_t n, doub
   return meta;
 }
 
+// `,"staged":{"arena":A,"offset":O,"rows":R}`: the member of a request whose columns lie in
+// staging arena A (docs/SHM.md, docs/PROTOCOL.md "insert").
+inline void append_staged_member(std::string& meta, std::uint64_t arena, std::uint64_t offset,
+                                 std::uint64_t rows) {
+  meta.append(",\"staged\":{\"arena\":");
+  append_json_uint(meta, arena);
+  meta.append(",\"offset\":");
+  append_json_uint(meta, offset);
+  meta.append(",\"rows\":");
+  append_json_uint(meta, rows);
+  meta.push_back('}');
+}
+
 }  // namespace replayd::client
