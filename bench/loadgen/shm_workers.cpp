@@ -9,6 +9,7 @@
 
 #include "in_flight.h"
 #include "replayd_client/client.h"
+#include "replayd_client/shm/plane_sampler.h"
 
 namespace replayd::loadgen {
 namespace {
@@ -92,44 +93,17 @@ WorkerResult run_shm_explorer(const WorkerPlan& plan, void (*wait_for_start)(voi
 WorkerResult run_shm_learner(const WorkerPlan& plan, void (*wait_for_start)(void*), void* context) {
   const auto connected = connect(plan, "replayd_loadgen learner (shm)");
   client::Client& client = *connected;
-  const auto mapping = client.map_table(plan.table);
+  client::PlaneSampler sampler(client, plan.table);
   const std::uint64_t n = plan.sample_batch_items;
-  // The learner's batch: one array per field, refilled for each sample.
-  std::vector<std::vector<std::byte>> arrays;
-  std::vector<std::byte*> out;
-  for (const auto& column : mapping->columns()) {
-    arrays.emplace_back(n * column.item_bytes);
-    out.push_back(arrays.back().data());
-  }
-  std::vector<std::vector<std::byte>> redraw_arrays(arrays.size());
   wait_for_start(context);
 
   WorkerResult result;
-  std::deque<InFlight<client::SampleBatch>> in_flight;
+  std::deque<InFlight<client::DrawnKeys>> in_flight;
   auto take = [&] {
-    auto batch = finish_oldest(in_flight, result.sample, n, result);
-    if (!batch) return;
+    auto drawn = finish_oldest(in_flight, result.sample, n, result);
+    if (!drawn) return;
     try {
-      std::vector<std::uint64_t> keys(batch->keys().begin(), batch->keys().end());
-      auto changed = mapping->gather(keys, out);
-      while (!changed.empty()) {  // rows overwritten under the copy: drawn again
-        client::SampleBatch more = client.sample_keys_async(plan.table, changed.size()).get();
-        std::vector<std::byte*> redraw_out;
-        for (std::size_t f = 0; f < arrays.size(); ++f) {
-          redraw_arrays[f].resize(changed.size() * mapping->columns()[f].item_bytes);
-          redraw_out.push_back(redraw_arrays[f].data());
-        }
-        const auto again = mapping->gather(more.keys(), redraw_out);
-        for (std::size_t f = 0; f < arrays.size(); ++f) {
-          const std::uint64_t bytes = mapping->columns()[f].item_bytes;
-          for (std::size_t i = 0; i < changed.size(); ++i)
-            std::memcpy(out[f] + changed[i] * bytes, redraw_out[f] + i * bytes, bytes);
-        }
-        std::vector<std::size_t> left;
-        for (std::size_t i : again)
-          left.push_back(changed[i]);
-        changed = std::move(left);
-      }
+      sampler.complete(std::move(*drawn));  // the rows gathered, changed ones drawn again
     } catch (const client::Error& e) {
       count_error(result, e);
     }

@@ -122,7 +122,7 @@ def test_quickstart_builds_with_pkg_config_and_runs(prefix, server, tmp_path):
 def test_readme_cpp_programs_each_compile_and_run_as_written(prefix, server, tmp_path):
     """Each ```cpp block of client/cpp/README.md alone: includes, main, its own table."""
     blocks = readme_blocks(CPP_README, "cpp")
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     outputs = []
     for number, block in enumerate(blocks):
         source = tmp_path / f"readme_{number}.cpp"
@@ -143,6 +143,7 @@ def test_readme_cpp_programs_each_compile_and_run_as_written(prefix, server, tmp
         assert float(discount) in (0.0, pytest.approx(0.99 ** int(h), rel=1e-5))
     assert text.count("sequences: obs 120 steps each") == 2
     assert text.count("zstd frames; newest frame of draw 0") == 2
+    assert text.count("obs 84x84, act 3") == 2  # gathered from the mapping: the plane's
 
 
 @pytest.mark.parametrize("cpp_first", [True, False], ids=["cpp-first", "python-first"])

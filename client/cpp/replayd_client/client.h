@@ -271,11 +271,12 @@ class Client {
   // Maps `table`'s column block read-only (one round trip). Throws Error(permission_denied)
   // without the plane, Error(invalid_argument) for a table with frame fields.
   std::unique_ptr<TableMapping> map_table(std::string_view table);
-  // A keys-only sample ("rows": "keys"): keys, probabilities, weights, times sampled; the
-  // rows are gathered by the caller from the table's mapping (TableMapping::gather), and
-  // drawn again where they changed under the copy. May wait like sample.
-  std::future<SampleBatch> sample_keys_async(std::string_view table, std::uint64_t n,
-                                             SampleOptions options = {});
+  // A keys-only sample ("rows": "keys"): keys, probabilities, weights, times sampled and
+  // the region; the rows are gathered by the caller from the table's mapping
+  // (PlaneSampler, or TableMapping::gather and drawn again where they changed under the
+  // copy). May wait like sample.
+  std::future<DrawnKeys> sample_keys_async(std::string_view table, std::uint64_t n,
+                                           SampleOptions options = {});
   // A new staging arena of `bytes` on this connection. Throws Error(permission_denied)
   // without the plane, Error(resource_exhausted) over the server's staging limits.
   std::unique_ptr<StagingArena> map_staging(std::uint64_t bytes);

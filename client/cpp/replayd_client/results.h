@@ -187,6 +187,14 @@ class SampleBatch {
   std::shared_ptr<const std::vector<DecodedFrames>> frames_;  // null without frame fields
 };
 
+// A keys-only sample reply (Client::sample_keys_async): the draws (keys, probabilities,
+// weights, times sampled; no rows) and the table block their slots name (TableMapping::
+// region(): another block means the table was dropped or replaced since it was mapped).
+struct DrawnKeys {
+  SampleBatch draws;
+  std::uint64_t region = 0;
+};
+
 // The decoded frame field named `name` in `frames` (null: none); throws
 // Error(invalid_argument) when there is none.
 const DecodedFrames& frame_field_named(const std::vector<DecodedFrames>* frames,

@@ -10,6 +10,14 @@
 #include "replayd_client/wire/request_meta.h"
 
 namespace replayd::client {
+namespace {
+
+DrawnKeys decode_drawn_keys(Reply&& reply, ReplyDecoder& decoder) {
+  const std::uint64_t region = reply_uint(decoder.parse(reply), "region");
+  return {decode_sample(std::move(reply), decoder), region};
+}
+
+}  // namespace
 
 std::pair<boost::json::object, int> Client::call_with_descriptor(std::string_view meta) {
   std::lock_guard lock(map_mutex_);
@@ -32,14 +40,14 @@ std::unique_ptr<TableMapping> Client::map_table(std::string_view table) {
   return std::make_unique<TableMapping>(reply, fd);
 }
 
-std::future<SampleBatch> Client::sample_keys_async(std::string_view table, std::uint64_t n,
-                                                   SampleOptions options) {
+std::future<DrawnKeys> Client::sample_keys_async(std::string_view table, std::uint64_t n,
+                                                 SampleOptions options) {
   if (!std::isfinite(options.beta)) {
     throw Error(ErrorCode::invalid_argument, "sample: beta must be finite and >= 0");
   }
   std::string& meta = sample_request(table, n, options.beta, options.timeout_ms);
   meta.append(",\"rows\":\"keys\"}");
-  return connection_->call<SampleBatch, decode_sample>(meta, {});
+  return connection_->call<DrawnKeys, decode_drawn_keys>(meta, {});
 }
 
 std::unique_ptr<StagingArena> Client::map_staging(std::uint64_t bytes) {

@@ -65,7 +65,7 @@ class PendingCall {
                std::promise<ServerHello>, std::promise<Keys>, std::promise<SampleBatch>,
                std::promise<UpdateResult>, std::promise<DeleteResult>, std::promise<std::uint64_t>,
                std::promise<std::vector<std::uint64_t>>, std::promise<SequenceBatch>,
-               std::promise<StepPage>>
+               std::promise<StepPage>, std::promise<DrawnKeys>>
       promise_;
   Finish finish_ = nullptr;
 };
