@@ -45,7 +45,6 @@ EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
     field.dtype = described.dtype;
     field.shape = described.shape;
     field.item_bytes = described.item_bytes;
-    field.rows.reserve(options_.batch * field.item_bytes);
     field.zstd = described.compression == Compression::zstd;
     field.level = described.compression_level;
     if (described.next_of) next_of_.push_back(fields_.size());
@@ -58,12 +57,18 @@ EpisodeWriter::EpisodeWriter(std::string_view address, std::string table,
 
 void EpisodeWriter::stage_on_connection() {
   slots_.reset();
-  for (const FieldDescription& field : descriptions_)
-    if (field.is_frame()) return;  // the server takes frame fields through the socket only
-  std::vector<std::size_t> item_bytes;
-  for (const Field& field : fields_)
-    item_bytes.push_back(field.item_bytes);
-  slots_ = StepSlots::open(*client_, item_bytes, options_.batch, options_.max_in_flight + 1);
+  // The server takes frame fields through the socket only.
+  const bool frames = std::any_of(descriptions_.begin(), descriptions_.end(),
+                                  [](const FieldDescription& field) { return field.is_frame(); });
+  if (!frames) {
+    std::vector<std::size_t> item_bytes;
+    for (const Field& field : fields_)
+      item_bytes.push_back(field.item_bytes);
+    slots_ = StepSlots::open(*client_, item_bytes, options_.batch, options_.max_in_flight + 1);
+  }
+  if (slots_) return;
+  for (Field& field : fields_)  // the socket path buffers the steps in the writer's vectors
+    field.rows.reserve(options_.batch * field.item_bytes);
 }
 
 EpisodeWriter::~EpisodeWriter() {

@@ -2,12 +2,12 @@
 
 #include <utility>
 
+#include "replayd_client/wire/wire_frame_codec.h"
+
 namespace replayd::client {
 namespace {
 
-std::size_t padded(std::size_t bytes, std::size_t to) {
-  return (bytes + to - 1) / to * to;
-}
+constexpr std::size_t kSlotAlignment = 64;  // each slot starts on a cache line
 
 }  // namespace
 
@@ -16,12 +16,13 @@ std::unique_ptr<StepSlots> StepSlots::open(Client& client, std::span<const std::
   if (!client.shm_offered()) return nullptr;
   std::vector<std::size_t> offsets;
   std::size_t offset = 0;
-  for (const std::size_t bytes : item_bytes) {  // as a payload: each column 8-aligned
+  for (const std::size_t bytes : item_bytes) {  // as a payload: each column aligned
     offsets.push_back(offset);
-    offset += padded(rows * bytes, 8);
+    offset += rows * bytes + padding_after(rows * bytes);
   }
   offsets.push_back(offset);  // the episode ids
-  const std::size_t slot_bytes = padded(offset + rows * sizeof(std::uint64_t), 64);
+  const std::size_t used = offset + rows * sizeof(std::uint64_t);
+  const std::size_t slot_bytes = (used + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
   std::unique_ptr<StagingArena> arena;
   try {
     arena = client.map_staging(slot_bytes * slots);

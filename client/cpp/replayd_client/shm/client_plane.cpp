@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <boost/json/parse.hpp>
+#include <charconv>
 #include <cmath>
+#include <string_view>
 
 #include "replayd_client/client.h"
 #include "replayd_client/wire/json_text.h"
@@ -12,8 +14,24 @@
 namespace replayd::client {
 namespace {
 
+// The reply's "region", read off the metadata text, so that a keys reply costs no JSON
+// parse beyond decode_sample's cached layout: `,"region":` cannot occur inside a JSON string
+// (a quote there follows a backslash). A full parse when the text is spelled otherwise.
+std::uint64_t region_of(const Reply& reply, ReplyDecoder& decoder) {
+  constexpr std::string_view kKey = ",\"region\":";
+  const std::string_view meta = reply.meta;
+  if (const std::size_t at = meta.find(kKey); at != std::string_view::npos) {
+    const char* begin = meta.data() + at + kKey.size();
+    const char* end = meta.data() + meta.size();
+    std::uint64_t region = 0;
+    const auto [stop, error] = std::from_chars(begin, end, region);
+    if (error == std::errc() && stop != end && (*stop == ',' || *stop == '}')) return region;
+  }
+  return reply_uint(decoder.parse(reply), "region");
+}
+
 DrawnKeys decode_drawn_keys(Reply&& reply, ReplyDecoder& decoder) {
-  const std::uint64_t region = reply_uint(decoder.parse(reply), "region");
+  const std::uint64_t region = region_of(reply, decoder);
   return {decode_sample(std::move(reply), decoder), region};
 }
 

@@ -4,15 +4,12 @@
 #include <utility>
 
 #include "replayd_client/wire/buffer.h"
+#include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
 namespace {
 
 constexpr std::size_t kDrawColumns = 4;  // key, probability, weight, times_sampled
-
-std::uint64_t padded8(std::uint64_t bytes) {
-  return (bytes + 7) / 8 * 8;
-}
 
 }  // namespace
 
@@ -42,7 +39,7 @@ std::shared_ptr<const SampleLayout> PlaneSampler::layout_of(const SampleBatch& d
   const auto add = [&](ColumnSpec column, std::uint64_t item_bytes) {
     column.offset = offset;
     column.bytes = n * item_bytes;
-    offset += padded8(column.bytes);
+    offset += column.bytes + padding_after(column.bytes);
     layout->columns.push_back(std::move(column));
   };
   for (std::size_t c = 0; c < kDrawColumns; ++c)
