@@ -20,6 +20,7 @@ from .errors import (AlreadyExists, ConnectionLost, InvalidArgument, NotFound,
                      Unauthenticated, PermissionDenied,
                      TimeoutError)
 from .rate_limiters import Custom, MinSize, Queue, RateLimiter, SampleToInsertRatio
+from .mixed import MixedSample
 from .sample import Sample
 from .sampler import Sampler
 from .schema import Field, TableSchema
@@ -35,7 +36,7 @@ from . import pixel_frame_fields as frame_fields
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "ShardedClient", "Sample", "Sampler", "Writer", "EpisodeWriter",
+    "Client", "ShardedClient", "Sample", "MixedSample", "Sampler", "Writer", "EpisodeWriter",
     "ShardedEpisodeWriter", "Field", "TableSchema", "Address",
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter", "queue", "stack",

@@ -32,7 +32,9 @@ from .columns import InsertBatch, decode_keys, prepare_insert, sample_decoder, s
 from .connection import Connection
 from .episode_replies import decode_sequences, group_episodes, iterate_steps, ragged_episodes
 from .episodes import EpisodeWriter
-from .errors import InvalidArgument, NotFound, PermissionDenied, ProtocolError
+from .errors import InvalidArgument, NotFound, PermissionDenied, ProtocolError, ReplayError
+from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
+from .mixed_draw import DrawKind, MixedDraw, combine
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .sampler import Sampler
@@ -424,11 +426,18 @@ class Client:
                       timeout=self._timeout_of(timeout), keep_keys=keep_keys,
                       max_delay=max_delay)
 
-    def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
+    def sample(self, table: Union[str, MixLike], batch_size: int, *, beta: float = 0.4,
                nstep: Optional[int] = None, gamma: float = 1.0,
-               timeout: Any = DEFAULT, allocate: Optional[Allocator] = None) -> Sample:
+               timeout: Any = DEFAULT, allocate: Optional[Allocator] = None,
+               fields: Optional[Sequence[str]] = None) -> Sample:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
         most `timeout` seconds (server-side; TimeoutError after that).
+
+        `table` may be a dict of table -> fraction (``{"online": 0.5, "demos": 0.5}``): a
+        mixed batch (docs/MIXED.md), a MixedSample whose rows are grouped by table, each
+        table's share requested at once (one round trip) and drawn by its own selector
+        and rate limiter. `fields` names the fields it carries (None: every field, which
+        the tables must then share).
 
         `allocate(nbytes)`, when given, returns the writable contiguous buffer (at least
         `nbytes`, see `sample_nbytes`) that the reply is received into, so the Sample's
@@ -443,6 +452,12 @@ class Client:
         int64) (see Sample and docs/TRAJECTORIES.md for which steps are drawn). The server
         samples a table with frame fields (docs/PIXELS.md) as n-step transitions, k = 1
         unless given."""
+        if not isinstance(table, str):
+            return self._mixed_sample(table, batch_size, DrawKind(nstep, gamma), beta,
+                                      timeout, fields, allocate)
+        if fields is not None:
+            raise InvalidArgument(f"table '{table}': fields= selects the fields of a mixed "
+                                  "batch (a dict of table -> fraction)")
         if nstep is None and self.shm_enabled():
             return self._plane_sample(table, batch_size, beta, timeout, allocate)
         meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
@@ -604,6 +619,9 @@ class Client:
         ``sample_nbytes(table, batch_size)`` bytes: no allocation, no extra copy. The
         Sample's arrays view `out`; they change when `out` is reused.
         Raises InvalidArgument when `out` is too small or not writable and contiguous."""
+        if not isinstance(table, str):
+            raise InvalidArgument("sample_into takes one table: a mixed batch is assembled "
+                                  "from several replies (use sample)")
         need = self.sample_nbytes(table, batch_size)
         try:
             view = memoryview(out).cast("B")
@@ -622,12 +640,17 @@ class Client:
         and their padding, docs/PROTOCOL.md): the size of a buffer for `sample_into`."""
         return sample_nbytes(self.schema(table).fields, int(batch_size))
 
-    def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
+    def sample_async(self, table: Union[str, MixLike], batch_size: int, *, beta: float = 0.4,
                      nstep: Optional[int] = None, gamma: float = 1.0,
                      timeout: Any = DEFAULT,
-                     allocate: Optional[Allocator] = None) -> "Future[Sample]":
-        """Like `sample` (also with `nstep`) but returns a Future at once (with `nstep`,
-        after reading the table's schema the first time: one ``info`` round trip)."""
+                     allocate: Optional[Allocator] = None,
+                     fields: Optional[Sequence[str]] = None) -> "Future[Sample]":
+        """Like `sample` (also with `nstep`, and mixed batches) but returns a Future at
+        once (with `nstep`, after reading the table's schema the first time: one ``info``
+        round trip)."""
+        if not isinstance(table, str):
+            return self._mixed_async(table, batch_size, DrawKind(nstep, gamma), beta,
+                                     timeout, fields, allocate)
         seconds = self._timeout_of(timeout)
         plane = self.plane_table(table) if nstep is None and self.shm_enabled() else None
         if plane is not None:
@@ -637,15 +660,20 @@ class Client:
         return self.connection().submit(meta, (), self._sample_decoder(table, nstep),
                                         allocate=allocate)[1]
 
-    def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
+    def sampler(self, table: Union[str, MixLike, Schedule], batch_size: int, *,
+                prefetch: int = 4, beta: float = 0.4,
                 nstep: Optional[int] = None, gamma: float = 1.0,
                 timeout: Optional[float] = None,
                 transform: Optional[Callable[[Sample], Any]] = None,
-                allocate: Optional[Allocator] = None) -> "Sampler":
+                allocate: Optional[Allocator] = None,
+                fields: Optional[Sequence[str]] = None) -> "Sampler":
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
-        with `nstep`, over n-step samples of an episodic table (see `sample`)."""
+        with `nstep`, over n-step samples of an episodic table (see `sample`). `table`
+        may be a dict of table -> fraction or a schedule (batch index -> such a dict):
+        mixed batches (docs/MIXED.md)."""
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
-                       gamma=gamma, timeout=timeout, transform=transform, allocate=allocate)
+                       gamma=gamma, timeout=timeout, transform=transform, allocate=allocate,
+                       fields=fields)
 
     # -- episodes ----------------------------------------------------------------------
 
@@ -662,39 +690,52 @@ class Client:
                              timeout=self._timeout_of(timeout), keep_keys=keep_keys,
                              max_delay=max_delay)
 
-    def sample_sequences(self, table: str, batch: int, length: int, *, stride: int = 1,
-                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
-                         timeout: Any = DEFAULT) -> Sample:
+    def sample_sequences(self, table: Union[str, MixLike], batch: int, length: int, *,
+                         stride: int = 1, burn_in: int = 0, pad: bool = False,
+                         beta: float = 0.4, timeout: Any = DEFAULT,
+                         fields: Optional[Sequence[str]] = None) -> Sample:
         """Samples `batch` sequences of ``burn_in + length`` consecutive steps of one
         episode each. The Sample's data holds (batch, T, ...) arrays and its `mask` (batch,
         T) marks real steps; keys, probabilities and weights are those of the start steps
         (the first of the `length` steps). Starts are positions that are multiples of
         `stride`; burn-in rows before the episode's first step are masked out; with `pad`
         an ended episode may end a sequence early (the rest masked, zero-filled). Which
-        starts are drawn: docs/TRAJECTORIES.md."""
+        starts are drawn: docs/TRAJECTORIES.md. `table` may be a dict of table ->
+        fraction: a mixed batch of sequences (docs/MIXED.md)."""
+        if not isinstance(table, str):
+            shape = requests.SequenceShape(length, stride, burn_in, pad)
+            return self._mixed_sample(table, batch, DrawKind(sequence=shape), beta, timeout,
+                                      fields, None)
         meta = requests.sequence_meta(table, batch, length, stride, burn_in, pad, beta, None)
         sample: Sample = self._call(meta, decode=decode_sequences, timeout=timeout,
                                     server_timeout=True)
         return sample
 
-    def sample_sequences_async(self, table: str, batch: int, length: int, *,
-                               stride: int = 1, burn_in: int = 0, pad: bool = False,
+    def sample_sequences_async(self, table: Union[str, MixLike], batch: int, length: int,
+                               *, stride: int = 1, burn_in: int = 0, pad: bool = False,
                                beta: float = 0.4, timeout: Any = DEFAULT,
-                               allocate: Optional[Allocator] = None) -> "Future[Sample]":
-        """Like `sample_sequences` but returns a Future at once."""
+                               allocate: Optional[Allocator] = None,
+                               fields: Optional[Sequence[str]] = None) -> "Future[Sample]":
+        """Like `sample_sequences` (also mixed) but returns a Future at once."""
+        if not isinstance(table, str):
+            shape = requests.SequenceShape(length, stride, burn_in, pad)
+            return self._mixed_async(table, batch, DrawKind(sequence=shape), beta, timeout,
+                                     fields, allocate)
         meta = requests.sequence_meta(table, batch, length, stride, burn_in, pad, beta,
                                       self._timeout_of(timeout))
         return self.connection().submit(meta, (), decode_sequences, allocate=allocate)[1]
 
-    def sequence_sampler(self, table: str, batch: int, length: int, *, stride: int = 1,
-                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
-                         prefetch: int = 4, timeout: Optional[float] = None,
+    def sequence_sampler(self, table: Union[str, MixLike, Schedule], batch: int, length: int,
+                         *, stride: int = 1, burn_in: int = 0, pad: bool = False,
+                         beta: float = 0.4, prefetch: int = 4,
+                         timeout: Optional[float] = None,
                          transform: Optional[Callable[[Sample], Any]] = None,
-                         allocate: Optional[Allocator] = None) -> "Sampler":
+                         allocate: Optional[Allocator] = None,
+                         fields: Optional[Sequence[str]] = None) -> "Sampler":
         """An iterator over `sample_sequences` samples that keeps `prefetch` requests in
-        flight (see Sampler)."""
+        flight (see Sampler); `table` as `sampler`'s (mixed batches too)."""
         return Sampler(self, table, batch, prefetch=prefetch, beta=beta, timeout=timeout,
-                       transform=transform, allocate=allocate,
+                       transform=transform, allocate=allocate, fields=fields,
                        sequence=requests.SequenceShape(length, stride, burn_in, pad))
 
     def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
@@ -736,6 +777,80 @@ class Client:
             done.set_result({"applied": 0, "stale": 0})
             return done
         return self.connection().submit(*request)[1]
+
+    def update_mixed_priorities(self, batch: Any, priorities: Any, *,
+                                tables: Optional[Sequence[str]] = None,
+                                timeout: Any = DEFAULT) -> int:
+        """Sets the priorities of a mixed batch's rows (docs/MIXED.md), each on its own
+        table's item: `batch` is the MixedSample (or a dict with "keys" and "table", e.g.
+        a replayd.torch batch, with `tables` naming the tables its "table" indexes) and
+        `priorities` one per row. One request per table, all sent before any reply is
+        read (one round trip). Returns how many keys were stale over all tables; a
+        table's error is raised after every reply arrived (the other tables' updates are
+        applied)."""
+        parts = priority_parts(batch, priorities, tables)
+        conn = self.connection()
+        sent = []
+        for table, keys, prio in parts:
+            request = requests.keyed_request("update_priorities", table, keys, prio)
+            if request is not None:
+                sent.append(conn.submit(*request, caller_waits=True))
+        seconds = self._timeout_of(timeout)
+        stale, error = 0, None
+        for request_id, future in sent:
+            try:
+                stale += int(conn.wait(request_id, future, seconds).get("stale", 0))
+            except ReplayError as exc:  # the others' replies are still read
+                error = error or exc
+        if error is not None:
+            raise error
+        return stale
+
+    # -- mixed batches (docs/MIXED.md) -------------------------------------------------
+
+    def _mixed_sample(self, table: Any, n: int, kind: DrawKind, beta: float, timeout: Any,
+                      fields: Optional[Sequence[str]],
+                      allocate: Optional[Allocator]) -> MixedSample:
+        """A mixed batch on this process's connection: every table's request written
+        before any reply is read (replayd.mixed_draw)."""
+        if allocate is not None:
+            raise InvalidArgument("allocate= receives one table's reply; a mixed batch is "
+                                  "assembled from several (leave it out)")
+        mix = Mix.of(table)
+        seconds = self._timeout_of(timeout)
+        conn = self.connection()
+        draw = MixedDraw(self, conn, mix, n, kind, beta, seconds, fields,
+                         plane=kind.plain and self.shm_enabled())
+        return draw.result(None if seconds is None else seconds + _GRACE_S,
+                           notice=self._mixed_notice)
+
+    def _mixed_notice(self, conn: Connection, future: "Future[Any]", table: str,
+                      n: int) -> None:
+        """A mixed batch's wait notice: a table's share still pending after WAIT_NOTICE_S
+        is logged with why its table holds it (replayd.wait_notice)."""
+        if not conn.wait_done(future, wait_notice.WAIT_NOTICE_S):
+            wait_notice.log_wait(self, "sample", table, n, wait_notice.WAIT_NOTICE_S)
+
+    def _mixed_async(self, table: Any, n: int, kind: DrawKind, beta: float, timeout: Any,
+                     fields: Optional[Sequence[str]],
+                     allocate: Optional[Allocator]) -> "Future[Sample]":
+        """A mixed batch's Future: the tables' one-table _async requests, combined."""
+        if allocate is not None:
+            raise InvalidArgument("allocate= receives one table's reply; a mixed batch is "
+                                  "assembled from several (leave it out)")
+        mix = Mix.of(table)
+
+        def request(name: str, count: int) -> "Future[Sample]":
+            if kind.sequence is not None:
+                shape = kind.sequence
+                return self.sample_sequences_async(name, count, shape.length,
+                                                   stride=shape.stride, burn_in=shape.burn_in,
+                                                   pad=shape.pad, beta=beta, timeout=timeout)
+            return self.sample_async(name, count, beta=beta, nstep=kind.nstep,
+                                     gamma=kind.gamma, timeout=timeout)
+
+        future: "Future[Any]" = combine(self, mix, mix.counts(n), request, fields)
+        return future
 
     def delete(self, table: str, keys: Any, *, timeout: Any = DEFAULT) -> int:
         """Deletes the items with `keys`; returns how many were deleted (stale keys are

@@ -6,6 +6,11 @@ fills a ready queue (at most `prefetch` entries) in request order, applying `tra
 there, so the consumer usually finds a batch waiting instead of paying a round trip. The
 connection has no reader thread of its own: the background thread reads its replies.
 
+Mixed batches (replayd.mixed, docs/MIXED.md): `table` may be a dict of table -> fraction or
+a schedule (batch index -> such a dict). Each batch in flight is then one request per table
+(replayd.mixed_draw), assembled in the background thread; the schedule is called when a
+batch is requested, up to `prefetch` batches ahead of the one the consumer takes.
+
 Threading: one thread consumes (iteration is not meant to be shared). `close` may be called
 from any thread. A Sampler belongs to the process that created it: do not use it across
 fork, and it does not pickle (pickle the Client instead).
@@ -29,13 +34,15 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Deque, Optional
+from typing import Any, Callable, Deque, Dict, Optional, Sequence, Tuple, Union
 
 from . import requests, wait_notice
 from .client_interface import ClientLike
 from .columns import decode_sample, sample_decoder
 from .episode_replies import decode_sequences
 from .errors import InvalidArgument, NotFound, TimeoutError
+from .mixed import MixLike, Schedule, is_mix, schedule_of, scheduled_mix
+from .mixed_draw import DrawKind, MixedDraw, check_schemas
 from .shm.prefetch import PlanePrefetch
 from .wire import Allocator, encode_meta
 from .sample import Sample
@@ -53,7 +60,9 @@ class Sampler:
 
     Args:
         client: where to sample from (a private connection is opened to its address).
-        table: the table.
+        table: the table; or a dict of table -> fraction, or a schedule (a callable from
+            the batch index, 0 for the first batch requested, to such a dict, naming the
+            same tables in the same order every time), for mixed batches (docs/MIXED.md).
         batch_size: items per sample.
         prefetch: sample requests kept in flight, and size of the ready queue (>= 1);
             over the shared-memory plane, one request of 2 x prefetch batches (above).
@@ -66,21 +75,46 @@ class Sampler:
         nstep, gamma: n-step samples of an episodic table (see Client.sample).
         sequence: sequences of an episodic table (see Client.sample_sequences); batch_size
             is then the number of sequences.
+        fields: of mixed batches, the fields each batch carries (None: every field; the
+            tables must then have the same ones).
     """
 
-    def __init__(self, client: ClientLike, table: str, batch_size: int, *, prefetch: int = 4,
+    def __init__(self, client: ClientLike, table: Union[str, MixLike, Schedule],
+                 batch_size: int, *, prefetch: int = 4,
                  beta: float = 0.4, timeout: Optional[float] = None,
                  transform: Optional[Callable[[Sample], Any]] = None,
                  allocate: Optional[Allocator] = None, nstep: Optional[int] = None,
                  gamma: float = 1.0,
-                 sequence: Optional[requests.SequenceShape] = None) -> None:
+                 sequence: Optional[requests.SequenceShape] = None,
+                 fields: Optional[Sequence[str]] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
         self._decode: Callable[..., Any] = decode_sample
         if nstep is not None and sequence is not None:
             raise InvalidArgument(f"table '{table}': a sampler draws n-step samples or "
                                   "sequences, not both")
-        if sequence is not None:
+        # Mixed batches: the schedule, its tables and what each table's request draws.
+        self._mixed: Optional[Tuple[Schedule, Tuple[str, ...], DrawKind]] = None
+        self._mixed_plane = False
+        self._batches_requested = 0
+        self._fields = None if fields is None else list(fields)
+        meta: Dict[str, Any] = {}
+        if not isinstance(table, str):
+            if not is_mix(table) and not callable(table):
+                raise InvalidArgument(f"a sampler takes a table name, a dict of table -> "
+                                      f"fraction or a schedule; got {table!r}")
+            if allocate is not None:
+                raise InvalidArgument("allocate= receives one table's reply; a mixed batch "
+                                      "is assembled from several (leave it out)")
+            schedule, tables = schedule_of(table)
+            self._mixed = (schedule, tables, DrawKind(nstep, float(gamma), sequence))
+            self._mixed_plane = nstep is None and sequence is None and client.shm_enabled()
+            check_schemas(client, tables, fields)  # a disagreement raised here, not later
+            table = "+".join(tables)
+        elif fields is not None:
+            raise InvalidArgument(f"table '{table}': fields= selects the fields of mixed "
+                                  "batches (a dict of table -> fraction)")
+        elif sequence is not None:
             self._decode = decode_sequences
             meta = requests.sequence_meta(table, batch_size, *sequence, beta, timeout)
         elif nstep is not None:
@@ -90,12 +124,12 @@ class Sampler:
             meta = requests.sample_meta(table, batch_size, beta, timeout)
         # Plain samples of a table the client maps: PlanePrefetch, no thread (see there).
         over_plane = False
-        if nstep is None and sequence is None:
+        if nstep is None and sequence is None and self._mixed is None:
             try:
                 over_plane = client.plane_table(table) is not None
             except NotFound:
                 pass  # the first request reports it, in its turn
-        self._meta = encode_meta(meta)
+        self._meta = encode_meta(meta) if self._mixed is None else b""
         self._client = client
         self._table = table
         self._batch_size = int(batch_size)
@@ -105,6 +139,8 @@ class Sampler:
         self._allocate = allocate
         self._ready: Deque[Any] = collections.deque()
         self._cond = threading.Condition()
+        self._beta = float(beta)
+        self._timeout = timeout
         self._closed = False
         self._finished = False  # the thread ended; nothing more will be queued
         # Only one thread (the background one, or the consumer's over the plane) uses the
@@ -231,10 +267,8 @@ class Sampler:
         try:
             while not self._closed:
                 while len(in_flight) < self._prefetch:
-                    in_flight.append(self._conn.submit(self._meta, (), self._decode,
-                                                       allocate=self._allocate))
-                request_id, future = in_flight.popleft()
-                sample = self._conn.wait(request_id, future, None)
+                    in_flight.append(self._request())
+                sample = self._receive(in_flight.popleft())
                 item = sample if self._transform is None else self._transform(sample)
                 if not self._put(item):
                     return
@@ -245,6 +279,24 @@ class Sampler:
             with self._cond:
                 self._finished = True
                 self._cond.notify_all()
+
+    def _request(self) -> Any:
+        """Sends the next batch's request (a mixed batch's: one per table)."""
+        if self._mixed is None:
+            return self._conn.submit(self._meta, (), self._decode, allocate=self._allocate)
+        schedule, tables, kind = self._mixed
+        mix = scheduled_mix(schedule, self._batches_requested, tables)
+        self._batches_requested += 1
+        return MixedDraw(self._client, self._conn, mix, self._batch_size, kind, self._beta,
+                         self._timeout, self._fields, plane=self._mixed_plane)
+
+    def _receive(self, request: Any) -> Sample:
+        """The sample of a request `_request` sent."""
+        if isinstance(request, MixedDraw):
+            return request.result(None)
+        request_id, future = request
+        sample: Sample = self._conn.wait(request_id, future, None)
+        return sample
 
     def _put(self, item: Any) -> bool:
         """Queues `item`, waiting for room; False if the sampler closed meanwhile."""

@@ -23,6 +23,12 @@ named ``mask`` is then refused). Stacked frame fields (docs/PIXELS.md) become te
 the received frames, whose rows overlap in memory: read them, or ``clone()`` before writing
 in place.
 
+Mixed batches (docs/MIXED.md): ``ReplayDataset(client, {"online": 0.5, "demos": 0.5}, 256)``
+(or a schedule: batch index -> such a dict) yields batches whose dict also holds ``table``
+(int64, the row's index into `dataset.tables`); ``dataset.update_priorities(batch["keys"],
+td, table=batch["table"])`` routes each row to its table in one round trip. A mixed batch
+is assembled in pageable memory: on a CUDA device its copy is not overlapped.
+
 Memory (CPU): over the shared-memory plane a large batch (W2: 1.8 MB) is gathered into a
 pooled block, reused once no tensor or view of the batch is left. A ``for batch in
 dataset`` loop still holds the last batch while the next is gathered, so two blocks take
@@ -46,7 +52,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -54,6 +60,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .client import Client
 from .errors import InvalidArgument
+from .mixed import MixedSample, MixLike, Schedule, schedule_of
 from .requests import SequenceShape
 from .sample import Sample
 from .sampler import Sampler
@@ -63,7 +70,8 @@ from .sampler import Sampler
 _cuda: Any = torch.cuda
 _get_worker_info: Any = get_worker_info
 
-__all__ = ["ReplayDataset", "as_tensors", "update_priorities", "RESERVED_NAMES"]
+__all__ = ["ReplayDataset", "as_tensors", "update_priorities", "update_mixed_priorities",
+           "RESERVED_NAMES"]
 
 #: Keys of a batch dict besides the fields.
 RESERVED_NAMES = ("keys", "weights", "probabilities", "times_sampled")
@@ -145,6 +153,11 @@ def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
                 ("times_sampled", sample.times_sampled)]
     if sample.mask is not None:
         columns.append(("mask", sample.mask))
+    if isinstance(sample, MixedSample):
+        if "table" in sample.data:
+            raise InvalidArgument("field 'table' has the name of a mixed batch's entry "
+                                  "(the row's table index); rename the field")
+        columns.append(("table", sample.table))
     return columns
 
 
@@ -172,6 +185,15 @@ def update_priorities(client: Client, table: str, keys: Any, priorities: Any) ->
     if key_array.dtype == np.int64:
         key_array = key_array.view(np.uint64)  # the int64 view of as_tensors, undone
     return client.update_priorities(table, key_array, _numpy(priorities))
+
+
+def update_mixed_priorities(client: Client, tables: Sequence[str], table: Any, keys: Any,
+                            priorities: Any) -> int:
+    """`Client.update_mixed_priorities` from a mixed batch dict's tensors (or arrays): its
+    ``table`` (the row's index into `tables`) and ``keys``, with `priorities` one per row.
+    One round trip for every table; returns how many keys were stale."""
+    return client.update_mixed_priorities({"keys": _numpy(keys), "table": _numpy(table)},
+                                          _numpy(priorities), tables=tables)
 
 
 class _PinnedPool:
@@ -234,7 +256,9 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
 
     Args:
         client: the server (pickled into DataLoader workers, each connecting on its own).
-        table: the table to sample.
+        table: the table to sample; or a dict of table -> fraction, or a schedule (batch
+            index -> such a dict; picklable for ``num_workers > 0``): mixed batches
+            (docs/MIXED.md), whose dict also holds ``table``.
         batch_size: items per batch (use ``DataLoader(dataset, batch_size=None)``).
         beta: importance-sampling exponent of each sample.
         prefetch: sample requests in flight and batches ready ahead of the consumer.
@@ -248,18 +272,21 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
         sequence_length, stride, burn_in, pad: sequences of an episodic table instead
             (see `Client.sample_sequences`): batch_size sequences of burn_in +
             sequence_length steps, with ``mask``.
+        fields: of mixed batches, the fields they carry (see `Client.sample`).
 
     Attributes:
         wait_seconds: seconds the consumer of this process spent waiting for a batch (the
             learner's replay-wait time); `batches` counts the batches it received.
     """
 
-    def __init__(self, client: Client, table: str, batch_size: int, *, beta: float = 0.4,
+    def __init__(self, client: Client, table: Union[str, MixLike, Schedule], batch_size: int,
+                 *, beta: float = 0.4,
                  prefetch: int = 4, timeout: Optional[float] = None,
                  device: Union[None, str, torch.device] = None,
                  num_batches: Optional[int] = None, nstep: Optional[int] = None,
                  gamma: float = 1.0, sequence_length: Optional[int] = None,
-                 stride: int = 1, burn_in: int = 0, pad: bool = False) -> None:
+                 stride: int = 1, burn_in: int = 0, pad: bool = False,
+                 fields: Optional[Sequence[str]] = None) -> None:
         super().__init__()
         if nstep is not None and sequence_length is not None:
             raise InvalidArgument("ReplayDataset draws n-step samples (nstep) or sequences "
@@ -271,6 +298,9 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                                        bool(pad)))
         self.client = client
         self.table = table
+        #: Of mixed batches, the tables a batch's ``table`` entry indexes (else None).
+        self.tables = None if isinstance(table, str) else schedule_of(table)[1]
+        self.fields = None if fields is None else list(fields)
         self.batch_size = int(batch_size)
         self.beta = float(beta)
         self.prefetch = int(prefetch)
@@ -300,8 +330,8 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
         sampler = Sampler(
             self.client, self.table, self.batch_size, prefetch=self.prefetch, beta=self.beta,
             timeout=self.timeout, transform=as_tensors if stager is None else stager,
-            allocate=None if stager is None else stager.pool.allocate, nstep=self.nstep,
-            gamma=self.gamma, sequence=self.sequence)
+            allocate=None if stager is None or self.tables is not None else stager.pool.allocate,
+            nstep=self.nstep, gamma=self.gamma, sequence=self.sequence, fields=self.fields)
         with sampler:
             produced = 0
             while self.num_batches is None or produced < self.num_batches:
@@ -328,7 +358,19 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                 yield batch
                 del batch
 
-    def update_priorities(self, keys: Any, priorities: Any) -> int:
+    def update_priorities(self, keys: Any, priorities: Any, *, table: Any = None) -> int:
         """Sets the priorities of the items with `keys` (a batch's ``keys``) from tensors on
-        any device; see the module function `update_priorities`."""
+        any device; see the module function `update_priorities`. Of a mixed dataset, also
+        give ``table=batch["table"]``: each row's priority goes to its own table (see
+        `update_mixed_priorities`)."""
+        if self.tables is not None:
+            if table is None:
+                raise InvalidArgument(f"a mixed ReplayDataset (tables {list(self.tables)}) "
+                                      f"routes each row by its table: pass "
+                                      f"table=batch['table']")
+            return update_mixed_priorities(self.client, self.tables, table, keys, priorities)
+        if table is not None:
+            raise InvalidArgument(f"table= routes the rows of mixed batches; this dataset "
+                                  f"samples the one table '{self.table}'")
+        assert isinstance(self.table, str)
         return update_priorities(self.client, self.table, keys, priorities)

@@ -18,6 +18,10 @@ What is exact and what is approximate:
   shard evicts its own oldest item, and each shard's limiter admits its own share.
 - FIFO and LIFO samplers are per-shard orders; the union is not one global order.
 
+Mixed batches (docs/MIXED.md): a sampling call given a dict of table -> fraction draws each
+table's share from that table's union over the shards, as above, all tables' requests sent
+at once; `update_mixed_priorities` routes each row to its table and shard.
+
 Episodic tables (replayd.sharded.episodes): `episode_writer` keeps each episode on one
 shard; ``sample(..., nstep=k)`` and `sample_sequences` draw windows from the union of a
 uniform episodic table's shards by the same split; `read_all` / `episodes` read every shard.
@@ -33,13 +37,15 @@ import math
 import threading
 from concurrent.futures import Future
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
-                    Sequence, Set, Tuple)
+                    Sequence, Set, Tuple, Union)
 
 import numpy as np
 
 from ..client import DEFAULT, Client
 from ..episode_replies import group_episodes
 from ..errors import InvalidArgument
+from ..mixed import Mix, MixLike, Schedule, priority_parts, schedule_of, scheduled_mix
+from ..mixed_draw import combine
 from ..sample import Sample
 from .episodes import ShardedEpisodeWriter, read_all, sample_windows_async
 from .union import (LOCAL_MASK, MAX_SHARDS, SHARD_BITS, draw_shares, global_keys, split_keys,
@@ -159,6 +165,21 @@ class ShardedClient:
         self._forget(table)
         return stale
 
+    def update_mixed_priorities(self, batch: Any, priorities: Any, *,
+                                tables: Optional[Sequence[str]] = None) -> int:
+        """A mixed batch's priorities (see Client.update_mixed_priorities), each row's on
+        its table's item on its shard, all requests sent before any reply is awaited;
+        returns how many keys were stale."""
+        futures = []
+        for table, keys, prio in priority_parts(batch, priorities, tables):
+            for s, at in split_keys(keys, len(self.shards)).items():
+                futures.append(self.shards[s].update_priorities_async(
+                    table, keys[at] & LOCAL_MASK, prio[at]))
+        stale = sum(int(f.result().get("stale", 0)) for f in futures)
+        for table in set(table for table, _, _ in priority_parts(batch, priorities, tables)):
+            self._forget(table)
+        return stale
+
     def delete(self, table: str, keys: Any) -> int:
         """Routes each key to its shard; returns how many items were deleted."""
         keys = np.asarray(keys, np.uint64).reshape(-1)
@@ -196,17 +217,34 @@ class ShardedClient:
             known = self._masses.setdefault(table, [None] * len(self.shards))
             known[shard] = (int(state["size"]), float(state["mass"]), float(state["min_mass"]))
 
-    def sample_async(self, table: str, batch_size: int, *, beta: float = 0.4,
+    def _mixed(self, table: Any, batch_size: int,
+                request: Callable[[str, int], "Future[Sample]"],
+                fields: Optional[Sequence[str]]) -> "Future[Sample]":
+        """A mixed batch: each table's share drawn from its union by `request`."""
+        mix = Mix.of(table)
+        future: "Future[Any]" = combine(self.shards[0], mix, mix.counts(batch_size), request,
+                                        fields)
+        return future
+
+    def sample_async(self, table: Union[str, MixLike], batch_size: int, *, beta: float = 0.4,
                      nstep: Optional[int] = None, gamma: float = 1.0,
-                     timeout: Any = DEFAULT) -> "Future[Sample]":
+                     timeout: Any = DEFAULT,
+                     fields: Optional[Sequence[str]] = None) -> "Future[Sample]":
         """Draws `batch_size` items from the union (see the module docstring): the draws are
         split among shards in proportion to their sampling mass and requested from all of
         them at once. The Future's Sample has global keys and union-wide probabilities and
         importance weights; its items are grouped by shard. With `nstep`: n-step samples
-        of a uniform episodic table (see replayd.sharded.episodes)."""
+        of a uniform episodic table (see replayd.sharded.episodes). `table` may be a dict
+        of table -> fraction: a mixed batch (docs/MIXED.md), `fields` as Client.sample's."""
+        if not isinstance(table, str):
+            return self._mixed(table, batch_size,
+                               lambda name, n: self.sample_async(name, n, beta=beta,
+                                                                 nstep=nstep, gamma=gamma,
+                                                                 timeout=timeout), fields)
+        name: str = table  # narrowed for the closures below
         if nstep is not None:
             return sample_windows_async(
-                self, table, batch_size, ("nstep", int(nstep)), beta,
+                self, name, batch_size, ("nstep", int(nstep)), beta,
                 lambda shard, n: shard.sample_async(table, n, beta=beta, nstep=nstep,
                                                     gamma=gamma, timeout=timeout))
         masses = self._known_masses(table)
@@ -215,7 +253,7 @@ class ShardedClient:
         def combine(samples: List[Tuple[int, Sample]]) -> Sample:
             states = {}
             for s, sample in samples:
-                self._remember(table, s, sample.state)
+                self._remember(name, s, sample.state)
                 if sample.state:
                     states[s] = (int(sample.state["size"]), float(sample.state["mass"]),
                                  float(sample.state["min_mass"]))
@@ -225,12 +263,12 @@ class ShardedClient:
                             lambda shard, n: shard.sample_async(table, n, beta=beta,
                                                                 timeout=timeout))
 
-    def sample(self, table: str, batch_size: int, *, beta: float = 0.4,
+    def sample(self, table: Union[str, MixLike], batch_size: int, *, beta: float = 0.4,
                nstep: Optional[int] = None, gamma: float = 1.0,
-               timeout: Any = DEFAULT) -> Sample:
+               timeout: Any = DEFAULT, fields: Optional[Sequence[str]] = None) -> Sample:
         """`sample_async(...).result()`."""
         return self.sample_async(table, batch_size, beta=beta, nstep=nstep, gamma=gamma,
-                                 timeout=timeout).result()
+                                 timeout=timeout, fields=fields).result()
 
     def _gather(self, batch_size: int, shares: np.ndarray[Any, Any],
                 combine: Callable[[List[Tuple[int, Sample]]], Sample],
@@ -260,13 +298,18 @@ class ShardedClient:
             future.add_done_callback(one_done)
         return result
 
-    def sampler(self, table: str, batch_size: int, *, prefetch: int = 4, beta: float = 0.4,
+    def sampler(self, table: Union[str, MixLike, Schedule], batch_size: int, *,
+                prefetch: int = 4, beta: float = 0.4,
                 nstep: Optional[int] = None, gamma: float = 1.0,
-                transform: Any = None) -> "ShardedSampler":
+                transform: Any = None,
+                fields: Optional[Sequence[str]] = None) -> "ShardedSampler":
         """An iterator over union samples (n-step ones with `nstep`) keeping `prefetch`
-        requests in flight."""
-        return ShardedSampler(lambda: self.sample_async(table, batch_size, beta=beta,
-                                                        nstep=nstep, gamma=gamma),
+        requests in flight; `table` may be a dict of table -> fraction or a schedule
+        (batch index -> such a dict), as Client.sampler's."""
+        tables = _tables_of(table)
+        return ShardedSampler(lambda: self.sample_async(tables(), batch_size, beta=beta,
+                                                        nstep=nstep, gamma=gamma,
+                                                        fields=fields),
                               prefetch=prefetch, transform=transform)
 
 
@@ -281,12 +324,20 @@ class ShardedClient:
         return ShardedEpisodeWriter(self, table, envs, batch, timeout=timeout,
                                     keep_keys=keep_keys)
 
-    def sample_sequences_async(self, table: str, batch: int, length: int, *,
-                               stride: int = 1, burn_in: int = 0, pad: bool = False,
-                               beta: float = 0.4,
-                               timeout: Any = DEFAULT) -> "Future[Sample]":
+    def sample_sequences_async(self, table: Union[str, MixLike], batch: int, length: int,
+                               *, stride: int = 1, burn_in: int = 0, pad: bool = False,
+                               beta: float = 0.4, timeout: Any = DEFAULT,
+                               fields: Optional[Sequence[str]] = None) -> "Future[Sample]":
         """`batch` sequences drawn from the union of a uniform episodic table's shards, as
-        `Client.sample_sequences` draws them from one (see replayd.sharded.episodes)."""
+        `Client.sample_sequences` draws them from one (see replayd.sharded.episodes); of
+        several tables for a dict of table -> fraction (docs/MIXED.md)."""
+        if not isinstance(table, str):
+            return self._mixed(
+                table, batch,
+                lambda name, n: self.sample_sequences_async(name, n, length, stride=stride,
+                                                            burn_in=burn_in, pad=pad,
+                                                            beta=beta, timeout=timeout),
+                fields)
         requirement = ("sequence", int(length), int(stride), int(burn_in), bool(pad))
         return sample_windows_async(
             self, table, batch, requirement, beta,
@@ -294,21 +345,26 @@ class ShardedClient:
                                                           burn_in=burn_in, pad=pad,
                                                           beta=beta, timeout=timeout))
 
-    def sample_sequences(self, table: str, batch: int, length: int, *, stride: int = 1,
-                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
-                         timeout: Any = DEFAULT) -> Sample:
+    def sample_sequences(self, table: Union[str, MixLike], batch: int, length: int, *,
+                         stride: int = 1, burn_in: int = 0, pad: bool = False,
+                         beta: float = 0.4, timeout: Any = DEFAULT,
+                         fields: Optional[Sequence[str]] = None) -> Sample:
         """`sample_sequences_async(...).result()`."""
         return self.sample_sequences_async(table, batch, length, stride=stride,
                                            burn_in=burn_in, pad=pad, beta=beta,
-                                           timeout=timeout).result()
+                                           timeout=timeout, fields=fields).result()
 
-    def sequence_sampler(self, table: str, batch: int, length: int, *, stride: int = 1,
-                         burn_in: int = 0, pad: bool = False, beta: float = 0.4,
-                         prefetch: int = 4, transform: Any = None) -> "ShardedSampler":
-        """An iterator over union sequence samples keeping `prefetch` requests in flight."""
+    def sequence_sampler(self, table: Union[str, MixLike, Schedule], batch: int, length: int,
+                         *, stride: int = 1, burn_in: int = 0, pad: bool = False,
+                         beta: float = 0.4, prefetch: int = 4, transform: Any = None,
+                         fields: Optional[Sequence[str]] = None) -> "ShardedSampler":
+        """An iterator over union sequence samples keeping `prefetch` requests in flight
+        (`table` as `sampler`'s)."""
+        tables = _tables_of(table)
         return ShardedSampler(
-            lambda: self.sample_sequences_async(table, batch, length, stride=stride,
-                                                burn_in=burn_in, pad=pad, beta=beta),
+            lambda: self.sample_sequences_async(tables(), batch, length, stride=stride,
+                                                burn_in=burn_in, pad=pad, beta=beta,
+                                                fields=fields),
             prefetch=prefetch, transform=transform)
 
     def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
@@ -320,6 +376,16 @@ class ShardedClient:
         """The stored episodes of every shard (global episode ids, see `read_all`), each a
         dict of arrays as `Client.episodes` gives it; holds the whole table in memory."""
         return group_episodes(self.read_all(table, page=page))
+
+
+def _tables_of(table: Any) -> Callable[[], Any]:
+    """A sampler's next table argument: the table name, or the next batch's Mix of a dict
+    of fractions or a schedule (called in request order, batch 0 first)."""
+    if isinstance(table, str):
+        return lambda: table
+    schedule, tables = schedule_of(table)
+    batches = itertools.count()
+    return lambda: scheduled_mix(schedule, next(batches), tables)
 
 
 def _chain(future: Future[Any], convert: Any) -> Future[Any]:

@@ -87,11 +87,12 @@ class TableMapping:
 
     def gather(self, keys: np.ndarray[Any, Any], out: Mapping[str, np.ndarray[Any, Any]],
                first: int = 0, slots: Any = None) -> np.ndarray[Any, Any]:
-        """Copies the rows of `keys` into rows ``first...`` of each field's array in `out`
-        (shape ``(>= first + n, *field_shape)``, the field's dtype), then checks each slot's
-        stamp. `slots`: the keys' slots as int64 when known (a keys reply carries them),
-        else computed. Returns the positions (0-based in `keys`) of the rows that changed
-        under the copy: their rows in `out` are not the items' and must be drawn again.
+        """Copies the rows of `keys` into rows ``first...`` of each array in `out` (every
+        field's, or those of the fields a caller wants; shape ``(>= first + n,
+        *field_shape)``, the field's dtype), then checks each slot's stamp. `slots`: the
+        keys' slots as int64 when known (a keys reply carries them), else computed.
+        Returns the positions (0-based in `keys`) of the rows that changed under the
+        copy: their rows in `out` are not the items' and must be drawn again.
         Raises ProtocolError when a key names a slot beyond the capacity.
         Cost: a numpy call per field and two for the stamps (their fixed cost, some
         thousands of instructions each, dominates small batches), plus the bytes."""
@@ -104,8 +105,8 @@ class TableMapping:
         # mode="clip" once the slots are known to be in range: numpy buffers the output of
         # a take in the default "raise" mode (twice the cost for small rows, a second copy
         # of large ones).
-        for name, column in self.columns.items():
-            target = out[name]
+        for name, target in out.items():  # every field, or those a caller selected
+            column = self.columns[name]
             if first == 0 and target.shape[0] == n:
                 column.take(slots, 0, target, mode="clip")
             else:

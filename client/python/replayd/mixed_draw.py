@@ -1,0 +1,287 @@
+"""The requests of a mixed batch (replayd.mixed, docs/MIXED.md): one sample request per
+table with rows, all written to the connection before any reply is read (one round trip
+for the batch, not one per table), and the replies assembled into one MixedSample.
+
+`MixedDraw` is one batch in flight on one connection: Client.sample waits for it on the
+client's connection, a Sampler's thread on its private one. `combine` builds the same
+batch from Futures of one-table samples (the _async calls, ShardedClient). `assemble`
+turns the replies into the batch: each table's rows copied once into the batch's arrays;
+over the shared-memory plane, gathered straight from the table's mapping into them (a row
+that changed under the copy is drawn again from its own table).
+
+A failure of any table's request fails the batch; the other tables' requests were sent and
+count as sampled on their tables (their rate limiters, times_sampled), as docs/MIXED.md
+says. Not thread-safe: one thread waits for a MixedDraw.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
+
+import numpy as np
+
+from . import requests, wait_notice
+from .client_interface import ClientLike
+from .columns import sample_decoder
+from .connection import Connection
+from .episode_replies import decode_sequences
+from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
+from .sample import Sample
+from .shm.sampling import KeysReply, auto_decoder, decode_keys_reply, keys_request
+
+__all__ = ["DrawKind", "MixedDraw", "assemble", "combine", "check_schemas"]
+
+Reply = Union[Sample, KeysReply]
+#: Draws `count` more keys of `table` (a keys-only reply), for rows that changed under the
+#: copy from the mapping.
+Redraw = Callable[[str, int], KeysReply]
+#: A sampling call's wait notice: (connection, future, table, rows) -> None, called before
+#: waiting for a table's reply (see Client._notice_wait).
+Notice = Callable[[Connection, "Future[Any]", str, int], None]
+
+
+class DrawKind(NamedTuple):
+    """What each table's request draws: plain samples, n-step samples (`nstep`) or
+    sequences (`sequence`)."""
+
+    nstep: Optional[int] = None
+    gamma: float = 1.0
+    sequence: Optional[requests.SequenceShape] = None
+
+    @property
+    def plain(self) -> bool:
+        return self.nstep is None and self.sequence is None
+
+    def meta(self, table: str, n: int, beta: float, seconds: Optional[float],
+             plane: bool) -> Dict[str, Any]:
+        """The request of n rows of `table`; `plane`: keys only where the server can leave
+        the rows to the table's mapping (plain samples only)."""
+        if self.sequence is not None:
+            return requests.sequence_meta(table, n, *self.sequence, beta, seconds)
+        if self.nstep is not None:
+            return requests.nstep_meta(table, n, self.nstep, self.gamma, beta, seconds)
+        if plane:
+            return keys_request(table, n, beta, seconds, rows="auto")
+        return requests.sample_meta(table, n, beta, seconds)
+
+    def decoder(self, client: ClientLike, table: str,
+                plane: bool) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Any]:
+        if self.sequence is not None:
+            return decode_sequences
+        decode = sample_decoder(client.schema(table))
+        return auto_decoder(decode) if plane and self.plain else decode
+
+
+# Tables whose fields were checked up front, with the fields asked for: a learner asks
+# for the same mix every batch. Bounded; the check at assembly still runs every time.
+_CHECKED: Dict[Tuple[Tuple[str, ...], Optional[Tuple[str, ...]]], bool] = {}
+_CHECKED_LOCK = threading.Lock()
+
+
+def check_schemas(client: ClientLike, tables: Sequence[str],
+                  fields: Optional[Sequence[str]]) -> None:
+    """Before anything is drawn: InvalidArgument when the tables' fields disagree (see
+    replayd.mixed.check_fields), from their schemas (one ``info`` round trip per table the
+    first time, then cached). Tables with frame fields (docs/PIXELS.md) are left to the
+    check at assembly: their samples' fields are not their stored ones."""
+    key = (tuple(tables), None if fields is None else tuple(fields))
+    if key in _CHECKED:
+        return
+    schemas = [client.schema(table) for table in tables]
+    if not any(f.is_frame for schema in schemas for f in schema.fields):
+        check_fields([(table, {f.name: (f.dtype, f.shape) for f in schema.fields})
+                      for table, schema in zip(tables, schemas)], fields)
+    with _CHECKED_LOCK:
+        if len(_CHECKED) >= 64:
+            _CHECKED.clear()
+        _CHECKED[key] = True
+
+
+class _Part(NamedTuple):
+    table: str
+    rows: int
+    request_id: int
+    future: "Future[Any]"
+
+
+class MixedDraw:
+    """One mixed batch in flight on `conn`: every table's request sent on construction
+    (before any reply is read), `result` waits for all of them and assembles the batch.
+
+    `plane`: ask for keys only where the server can leave the rows to the mapping (plain
+    samples over a Unix socket of the server's uid). `caller_waits`: the caller will wait
+    at once (no reader thread needed)."""
+
+    def __init__(self, client: ClientLike, conn: Connection, mix: Mix, n: int,
+                 kind: DrawKind, beta: float, seconds: Optional[float],
+                 fields: Optional[Sequence[str]], *, plane: bool,
+                 caller_waits: bool = True) -> None:
+        self._client = client
+        self._conn = conn
+        self._mix = mix
+        self._counts = mix.counts(n)
+        self._kind = kind
+        self._beta = beta
+        self._seconds = seconds
+        self._fields = fields
+        self._plane = plane and kind.plain
+        self._parts: List[_Part] = []
+        check_schemas(client, mix.tables, fields)
+        try:
+            for table, count in zip(mix.tables, self._counts):
+                if count == 0:
+                    continue  # not requested: nothing drawn, nothing counted
+                meta = kind.meta(table, count, beta, seconds, self._plane)
+                request_id, future = conn.submit(meta, (), kind.decoder(client, table,
+                                                                        self._plane),
+                                                 caller_waits=caller_waits)
+                self._parts.append(_Part(table, count, request_id, future))
+        except BaseException:
+            self._forget(0)
+            raise
+
+    def result(self, local: Optional[float], notice: Optional[Notice] = None) -> MixedSample:
+        """The batch, once every table's share arrived (at most `local` seconds from now;
+        None: no limit). Raises the first failed table's error (the others' requests are
+        forgotten; what they drew stays drawn)."""
+        deadline = None if local is None else time.monotonic() + local
+        replies: List[Tuple[str, int, Reply]] = []
+        for i, part in enumerate(self._parts):
+            try:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if notice is not None and not part.future.done() and \
+                        (remaining is None or remaining > wait_notice.WAIT_NOTICE_S):
+                    notice(self._conn, part.future, part.table, part.rows)
+                    remaining = (None if deadline is None else
+                                 max(0.0, deadline - time.monotonic()))
+                replies.append((part.table, part.rows,
+                                self._conn.wait(part.request_id, part.future, remaining)))
+            except BaseException:
+                self._forget(i + 1)
+                raise
+        return assemble(self._client, self._mix.tables, self._counts, replies, self._fields,
+                        self._redraw)
+
+    def _forget(self, first: int) -> None:
+        for part in self._parts[first:]:
+            self._conn.forget(part.request_id)
+
+    def _redraw(self, table: str, count: int) -> KeysReply:
+        request_id, future = self._conn.submit(
+            keys_request(table, count, self._beta, self._seconds), (), decode_keys_reply,
+            caller_waits=True)
+        reply: KeysReply = self._conn.wait(request_id, future, None)
+        return reply
+
+
+def combine(client: ClientLike, mix: Mix, counts: Sequence[int],
+            request: Callable[[str, int], "Future[Sample]"],
+            fields: Optional[Sequence[str]]) -> "Future[MixedSample]":
+    """The Future of a mixed batch from one-table Futures: ``request(table, rows)`` is
+    called for each table with rows (all before any reply is awaited); the batch is
+    assembled in the thread that completes the last one. Fails with the first table's
+    error (in `mix` order)."""
+    check_schemas(client, mix.tables, fields)
+    parts = [(table, count, request(table, count))
+             for table, count in zip(mix.tables, counts) if count > 0]
+    result: "Future[MixedSample]" = Future()
+    result.set_running_or_notify_cancel()
+    remaining = [len(parts)]
+    guard = threading.Lock()
+
+    def one_done(_future: "Future[Any]") -> None:
+        with guard:
+            remaining[0] -= 1
+            if remaining[0]:
+                return
+        try:
+            replies: List[Tuple[str, int, Reply]] = [(t, c, f.result()) for t, c, f in parts]
+            result.set_result(assemble(client, mix.tables, counts, replies, fields, None))
+        except BaseException as exc:  # a table's error, or a disagreement of fields
+            result.set_exception(exc)
+
+    for _, _, future in parts:
+        future.add_done_callback(one_done)
+    return result  # (Mix.counts refused a batch of 0 rows: `parts` is never empty)
+
+
+def assemble(client: ClientLike, tables: Tuple[str, ...], counts: Sequence[int],
+             replies: Sequence[Tuple[str, int, Reply]], fields: Optional[Sequence[str]],
+             redraw: Optional[Redraw]) -> MixedSample:
+    """One MixedSample of the tables' replies (in `tables` order, `counts` rows each): a
+    Sample (rows copied by the server) or a KeysReply (rows gathered here from the
+    mapping, into the batch's arrays; `redraw` draws the rows that changed meanwhile
+    again). Raises InvalidArgument when the tables disagree on a field."""
+    specs: List[Tuple[str, Mapping[str, FieldSpec]]] = []
+    for table, _, reply in replies:
+        if isinstance(reply, KeysReply):
+            plane = client._plane_of(table, reply.region)
+            specs.append((table, {f.name: (f.dtype, f.shape) for f in plane.fields}))
+        else:
+            specs.append((table, {name: (a.dtype, a.shape[1:])
+                                  for name, a in leaves(reply).items()}))
+    if not replies:  # a batch of 0 rows
+        return mixed_sample(tables, counts, {}, np.zeros(0, np.uint64), np.zeros(0),
+                            np.zeros(0), np.zeros(0, np.uint32))
+    wanted = None if fields is None else list(selected(fields, specs[0][1]))
+    names = check_fields(specs, wanted)
+    draws = [reply.draws if isinstance(reply, KeysReply) else reply for _, _, reply in replies]
+    masks = [d.mask for d in draws if d.mask is not None]
+    mask = None if not masks else (masks[0] if len(draws) == 1 else np.concatenate(masks))
+    if len(replies) == 1 and not isinstance(replies[0][2], KeysReply):  # one table: no copy
+        only = draws[0]
+        return mixed_sample(tables, counts, {name: leaves(only)[name] for name in names},
+                            only.keys, only.probabilities, only.weights, only.times_sampled,
+                            mask)
+    keys = np.concatenate([d.keys for d in draws])
+    probabilities = np.concatenate([d.probabilities for d in draws])
+    weights = np.concatenate([d.weights for d in draws])
+    times_sampled = np.concatenate([d.times_sampled for d in draws])
+    if not any(isinstance(reply, KeysReply) for _, _, reply in replies):
+        data = {name: np.concatenate([leaves(d)[name] for d in draws]) for name in names}
+        return mixed_sample(tables, counts, data, keys, probabilities, weights,
+                            times_sampled, mask)
+    total = len(keys)
+    first = specs[0][1]
+    data = {name: np.empty((total, *first[name][1]), first[name][0]) for name in names}
+    offset = 0
+    for (table, count, reply), draw in zip(replies, draws):
+        rows = slice(offset, offset + count)
+        if isinstance(reply, KeysReply):
+            plane = client._plane_of(table, reply.region)
+            bad = plane.mapping.gather(draw.keys, data, offset, slots=reply.slots)
+            plane.changed_rows += len(bad)
+            if bad.size:
+                if redraw is None:
+                    raise AssertionError("a keys reply without a way to draw again")
+                _repair(client, table, redraw, data, bad + offset,
+                        (keys, probabilities, weights, times_sampled))
+        else:
+            for name, values in ((name, leaves(draw)[name]) for name in names):
+                data[name][rows] = values
+        offset += count
+    return mixed_sample(tables, counts, data, keys, probabilities, weights, times_sampled,
+                        mask)
+
+
+def _repair(client: ClientLike, table: str, redraw: Redraw,
+            data: Dict[str, np.ndarray[Any, Any]], bad: np.ndarray[Any, Any],
+            info: Tuple[np.ndarray[Any, Any], ...]) -> None:
+    """Rows `bad` of the batch (of `table`) changed under the copy: draws as many again
+    from `table` and gathers them in their place, until none changed."""
+    while bad.size:
+        more = redraw(table, len(bad))
+        plane = client._plane_of(table, more.region)
+        rows = {name: np.empty((len(bad), *array.shape[1:]), array.dtype)
+                for name, array in data.items()}
+        again = plane.mapping.gather(more.draws.keys, rows)
+        plane.changed_rows += len(again)
+        for name, values in rows.items():
+            data[name][bad] = values
+        for target, source in zip(info, (more.draws.keys, more.draws.probabilities,
+                                         more.draws.weights, more.draws.times_sampled)):
+            target[bad] = source
+        bad = bad[again]
