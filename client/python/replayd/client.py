@@ -30,7 +30,8 @@ from . import requests, wait_notice
 from .address import Address, parse_address
 from .columns import InsertBatch, decode_keys, prepare_insert, sample_decoder, sample_nbytes
 from .connection import Connection
-from .episode_replies import decode_sequences, group_episodes, iterate_steps, ragged_episodes
+from .episode_replies import (decode_sequences, group_episodes, iterate_steps, nest_page,
+                              ragged_episodes)
 from .episodes import EpisodeWriter
 from .errors import InvalidArgument, NotFound, PermissionDenied, ProtocolError, ReplayError
 from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
@@ -246,7 +247,7 @@ class Client:
                      next_of: Sequence[str] = (), stack: Optional[Mapping[str, int]] = None,
                      compression: Optional[Mapping[str, Any]] = None,
                      max_compressed_bytes: Optional[int] = None,
-                     pad_history: bool = True,
+                     pad_history: bool = True, metadata: Any = None,
                      timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Creates a table and returns its INFO object.
 
@@ -277,6 +278,14 @@ class Client:
                 compressed by the writer; samples return ``obs`` and ``next_obs`` stacked.
             pad_history: False: no window looks back before its episode's first step (an
                 episode's first stack - 1 steps hold history only, never drawn).
+            metadata: any JSON value (at most 1 MiB serialized), kept with the table (and
+                in snapshots) and returned unchanged by ``table_info(name)["description"]
+                ["metadata"]``; replayd.datasets keeps a dataset's spaces there.
+        Fields may be nested: ``{"obs": {"camera": (np.uint8, (32, 32, 3)), "state":
+        (np.float32, 7)}}`` makes the leaves ``obs/camera`` and ``obs/state``, and inserts,
+        writers, samples and read-backs take and give ``obs`` as a dict (a tuple of specs:
+        a tuple, leaves ``obs/0``, ...; replayd.nesting). Frame options and `bootstrap`
+        naming a nested field apply to each of its leaves.
         Raises AlreadyExists, InvalidArgument (with the server's message).
         """
         description = table_description(name, fields, capacity, sampler=sampler,
@@ -288,7 +297,7 @@ class Client:
                                          bootstrap=bootstrap, next_of=next_of, stack=stack,
                                          compression=compression,
                                          max_compressed_bytes=max_compressed_bytes,
-                                         pad_history=pad_history)
+                                         pad_history=pad_history, metadata=metadata)
         reply = self._call({"op": "create_table", "table": description,
                             "exist_ok": bool(exist_ok)}, timeout=timeout)
         info = reply.get("table")
@@ -740,23 +749,38 @@ class Client:
 
     def read_all(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
         """Every stored step of an episodic table in insertion order, as pages (dicts of
-        arrays: key, episode, position, sequence and the fields) of at most `page` steps,
-        each one ``read_steps`` round trip (the server also bounds a page by
-        max_frame_bytes). Steps stored meanwhile appear in later pages."""
-        return iterate_steps(self, table, page)
+        arrays: key, episode, position, sequence, ``end`` (uint8: 1 on the last row of an
+        episode that ended terminated, 2 truncated, 0 otherwise; from servers that send
+        it) and the fields, nested ones as dicts) of at most `page` steps, each one
+        ``read_steps`` round trip (the server also bounds a page by max_frame_bytes).
+        Steps stored meanwhile appear in later pages."""
+        return (nest_page(columns) for columns in iterate_steps(self, table, page))
+
+    def read_items(self, table: str, *, page: int = 4096,
+                   after: int = 0) -> Iterator[Dict[str, Any]]:
+        """The items of a plain (non-episodic) table in insertion (key) order, as pages of
+        at most `page` items: dicts of arrays ``key`` (uint64), ``priority`` (float64)
+        and the fields (nested ones as dicts); each page one ``read_steps`` round trip,
+        bounded in memory whatever the table's size. Items inserted meanwhile appear in
+        later pages; `after` starts after that key. The server keeps serving meanwhile."""
+        return (nest_page(columns) for columns in iterate_steps(self, table, page, after))
 
     def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:
         """The stored episodes of an episodic table in id order, each a dict of arrays
-        (its steps in position order: key, episode, position, sequence, fields). Reads
-        the whole table first (`read_all`), so it holds all of it in memory."""
-        return group_episodes(self.read_all(table, page=page))
+        (its steps in position order: key, episode, position, sequence, end, fields).
+        Reads the whole table first (`read_all`), so it holds all of it in memory; see
+        replayd.datasets.ended_episodes for a bounded reader."""
+        return (nest_page(episode) for episode in
+                group_episodes(iterate_steps(self, table, page)))
 
     def read_episodes(self, table: str, *, page: int = 4096) -> Dict[str, Any]:
         """Every stored episode of an episodic table at once, ragged: each field's steps
         concatenated in (episode id, position) order, with ``key``, ``episode``,
         ``position``, ``sequence`` and ``offsets`` (episode i is rows
-        ``offsets[i]:offsets[i + 1]``). Reads the whole table (`read_all`)."""
-        return ragged_episodes(self.read_all(table, page=page))
+        ``offsets[i]:offsets[i + 1]``); from servers that send ``end``, also
+        ``terminated`` and ``truncated``: one bool per episode, how it ended (both False:
+        still open). Reads the whole table (`read_all`)."""
+        return nest_page(ragged_episodes(iterate_steps(self, table, page)))
 
     def update_priorities(self, table: str, keys: Any, priorities: Any, *,
                           timeout: Any = DEFAULT) -> int:

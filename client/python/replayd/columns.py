@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .nesting import flatten_values
 from .errors import InvalidArgument, ProtocolError
 from .pixel_frame_fields import add_nstep_frames, frame_specs, split_frame_columns
 from .wire import padded
@@ -206,6 +207,8 @@ def prepare_insert(schema: TableSchema, data: Mapping[str, Any],
                               f"name -> array, got {type(data).__name__}")
     if not data:
         raise InvalidArgument(f"table '{schema.table}': insert data has no fields")
+    if schema.nested:  # nested fields given as dicts/tuples: their leaves by path
+        data = flatten_values(data, schema.by_name)
     known = [f.name for f in schema.fields if f.name in data]
     unknown = [name for name in data if schema.get(name) is None]
     columns: List[Dict[str, Any]] = []
@@ -257,6 +260,8 @@ def convert_item(schema: TableSchema, item: Mapping[str, Any]) -> List[Any]:
     if not isinstance(item, abc.Mapping):
         raise InvalidArgument(f"table '{schema.table}': an item must be a dict of field "
                               f"name -> value, got {type(item).__name__}")
+    if schema.nested:  # nested fields given as dicts/tuples: their leaves by path
+        item = flatten_values(item, schema.by_name)
     out: List[Any] = []
     for field in schema.fields:
         try:

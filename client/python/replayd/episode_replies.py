@@ -12,12 +12,18 @@ import numpy as np
 
 from .client_interface import ClientLike
 from .errors import ProtocolError
+from .nesting import nest
 from .pixel_frame_fields import (add_row_frames, add_sequence_frames, frame_specs,
                                  split_frame_columns, view_column)
 from .sample import Sample
 
 __all__ = ["decode_columns", "decode_sequences", "decode_page", "iterate_steps",
-           "ragged_episodes", "group_episodes"]
+           "ragged_episodes", "group_episodes", "nest_page", "END_TERMINATED",
+           "END_TRUNCATED"]
+
+#: ``end`` of a read_steps row: the last row of an episode that ended terminated / truncated
+END_TERMINATED = 1
+END_TRUNCATED = 2
 
 
 def decode_columns(meta: Mapping[str, Any],
@@ -66,9 +72,16 @@ def decode_page(meta: Mapping[str, Any],
     return columns, int(meta["next"])
 
 
-def iterate_steps(client: ClientLike, table: str, page: int) -> Iterator[Dict[str, Any]]:
-    """Pages of ``read_steps`` from the start until an empty page."""
-    after = 0
+def nest_page(columns: Dict[str, Any]) -> Dict[str, Any]:
+    """A page's (or an episode's) columns with nested fields' leaves as dicts and tuples
+    (replayd.nesting); the arrays are not copied."""
+    return nest(columns)
+
+
+def iterate_steps(client: ClientLike, table: str, page: int,
+                  after: int = 0) -> Iterator[Dict[str, Any]]:
+    """Pages of ``read_steps`` from after `after` (0: the start) until an empty page (flat
+    columns)."""
     while True:
         columns, after = client._call({"op": "read_steps", "table": table, "n": int(page),
                                        "after": after}, decode=decode_page)
@@ -89,6 +102,11 @@ def ragged_episodes(pages: Iterator[Dict[str, Any]]) -> Dict[str, np.ndarray[Any
     ragged = {name: array[order] for name, array in steps.items()}
     starts = np.flatnonzero(np.diff(ragged["episode"])) + 1
     ragged["offsets"] = np.concatenate([[0], starts, [len(order)]]).astype(np.int64)
+    if "end" in ragged:  # how each episode ended, from the end marks of its rows
+        ends = np.maximum.reduceat(ragged["end"], ragged["offsets"][:-1]) if len(order) \
+            else np.zeros(0, np.uint8)
+        ragged["terminated"] = ends == END_TERMINATED
+        ragged["truncated"] = ends == END_TRUNCATED
     return ragged
 
 
@@ -97,5 +115,7 @@ def group_episodes(pages: Iterator[Dict[str, Any]]) -> Iterator[Dict[str, Any]]:
     its rows in position order."""
     ragged = ragged_episodes(pages)
     offsets = ragged.pop("offsets")
+    ragged.pop("terminated", None)
+    ragged.pop("truncated", None)
     for begin, end in zip(offsets[:-1], offsets[1:]):
         yield {name: array[begin:end] for name, array in ragged.items()}

@@ -27,6 +27,7 @@ from . import requests
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_value, decode_keys
 from .errors import ConnectionLost, InvalidArgument, ProtocolError
+from .nesting import flatten_values
 from .pixel_frame_fields import compress_column
 from .shm.staging import ARENA_REFUSED, BatchSlots
 from .writer import DEFAULT_MAX_DELAY, Writer
@@ -410,6 +411,8 @@ class EpisodeWriter:
         if episode is None or not self._has_steps[env]:
             raise InvalidArgument(f"table '{self._table}': env {env} has no open episode "
                                   "(append a step first)")
+        if final and self._steps._schema.nested:  # a nested final observation's leaves
+            final = flatten_values(final, self._steps._schema.by_name)
         if final:
             wanted = sorted(f.name for f in self._steps.next_of)
             if sorted(final) != wanted:

@@ -1,10 +1,12 @@
 """`Sample`: one sampled batch, as received."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
+
+from .nesting import flatten, nest
 
 __all__ = ["Sample"]
 
@@ -18,7 +20,11 @@ class Sample:
     modified freely.
 
     Attributes:
-        data: field name -> array of shape ``(n, *field_shape)``, in the table's field order.
+        data: field name -> array of shape ``(n, *field_shape)``, in the table's field order;
+            a nested field (leaves ``obs/camera``, ``obs/state``) as a dict (or tuple) of
+            such arrays: ``data["obs"]["camera"]`` (replayd.nesting). ``sample["obs/camera"]``
+            also finds a leaf by its path.
+        flat: leaf path -> array, the same arrays as `data` without the nesting.
         keys: uint64 keys of the items (pass them to update_priorities / delete).
         probabilities: float64 probability each item had of being drawn.
         weights: float64 importance weights ``(N*P)^-beta / max_j (N*P_j)^-beta``
@@ -41,12 +47,29 @@ class Sample:
     times_sampled: np.ndarray[Any, Any]
     state: Optional[Dict[str, Any]] = None
     mask: Optional[np.ndarray[Any, Any]] = None
+    flat: Dict[str, np.ndarray[Any, Any]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """`data` may be given flat (leaf paths) or nested; both views are kept."""
+        data = self.data
+        flat: Dict[str, Any] = data
+        for value in data.values():  # plain loops: this runs for every sample
+            if type(value) is not np.ndarray:
+                flat = {}
+                for name, each in data.items():
+                    flatten(name, each, flat)
+                break
+        object.__setattr__(self, "flat", flat)
+        for name in flat:
+            if "/" in name:
+                object.__setattr__(self, "data", nest(flat))
+                break
 
     def __repr__(self) -> str:
         """Short: the size, each field's dtype and item shape, and the first keys (never
         the data itself)."""
         fields = ", ".join(f"{name}: {array.dtype}{list(array.shape[1:])}"
-                           for name, array in self.data.items())
+                           for name, array in self.flat.items())
         keys = " ".join(str(k) for k in self.keys[:4].tolist())
         more = " ..." if len(self.keys) > 4 else ""
         return f"<replayd.Sample n={len(self)} {{{fields}}} keys=[{keys}{more}]>"
@@ -54,9 +77,11 @@ class Sample:
     def __len__(self) -> int:
         return int(self.keys.shape[0])
 
-    def __getitem__(self, field: str) -> np.ndarray[Any, Any]:
-        """``sample["obs"]`` is ``sample.data["obs"]``."""
-        return self.data[field]
+    def __getitem__(self, field: str) -> Any:
+        """``sample["obs"]`` is ``sample.data["obs"]``; a leaf path (``"obs/camera"``) finds
+        the leaf."""
+        found = self.data.get(field)
+        return self.flat[field] if found is None else found
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.data)

@@ -11,6 +11,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .nesting import flatten_spec
 from .rate_limiters import RateLimiter, rate_limiter_json
 
 __all__ = ["WIRE_DTYPES", "Field", "TableSchema", "wire_dtype", "normalize_shape",
@@ -100,9 +101,23 @@ class TableSchema:
     fields: Tuple[Field, ...]
     reward: Optional[str] = None
     capacity: Optional[int] = None
+    metadata: Any = None  # the table's metadata (any JSON value), None when it has none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.fields})
+        object.__setattr__(self, "_nested", any("/" in f.name for f in self.fields))
+
+    @property
+    def by_name(self) -> Dict[str, Field]:
+        """The fields by name."""
+        by_name: Dict[str, Field] = self._by_name  # type: ignore[attr-defined]
+        return by_name
+
+    @property
+    def nested(self) -> bool:
+        """Whether some field is a leaf of a nested one (its name holds '/')."""
+        nested: bool = self._nested  # type: ignore[attr-defined]
+        return nested
 
     def get(self, name: str) -> Optional[Field]:
         """The named field, or None."""
@@ -133,19 +148,24 @@ class TableSchema:
         reward = description.get("reward") if description.get("episodic") else None
         capacity = description.get("capacity")
         return cls(str(description["name"]), fields, None if reward is None else str(reward),
-                   None if capacity is None else int(capacity))
+                   None if capacity is None else int(capacity), description.get("metadata"))
 
 
 def normalize_fields(fields: FieldsLike) -> Tuple[Field, ...]:
     """Accepts ``{"obs": (np.float32, (4,)), "act": ("int64", ())}`` or
     ``[("obs", np.float32, 4), ...]`` (shape None or () means scalar) and returns Fields in
-    order. Raises TypeError/ValueError naming the field at fault."""
+    order. A dict's value may also be a dict or tuple of such specs (a nested field, e.g.
+    ``{"obs": {"camera": (np.uint8, (32, 32, 3)), "state": (np.float32, 7)}}``): its leaves
+    become fields named by their path (``obs/camera``; replayd.nesting). Raises
+    TypeError/ValueError naming the field at fault."""
     items: List[Tuple[Any, Any, Any]] = []
     if isinstance(fields, Mapping):
         for name, spec in fields.items():
-            if not isinstance(spec, (tuple, list)) or len(spec) != 2:
-                raise TypeError(f"field {name!r}: expected (dtype, shape), got {spec!r}")
-            items.append((name, spec[0], spec[1]))
+            if not isinstance(name, str):
+                raise TypeError(f"field name must be a string, got {name!r}")
+            # a dict or tuple of specs is a nested field: one leaf per path (replayd.nesting)
+            for path, leaf in flatten_spec(name, spec):
+                items.append((path, leaf[0], leaf[1]))
     else:
         for spec in fields:
             if not isinstance(spec, (tuple, list)) or len(spec) != 3:
@@ -176,7 +196,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       stack: Optional[Mapping[str, int]] = None,
                       compression: Optional[Mapping[str, Any]] = None,
                       max_compressed_bytes: Optional[int] = None,
-                      pad_history: bool = True) -> Dict[str, Any]:
+                      pad_history: bool = True,
+                      metadata: Any = None) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
 
     `episodic`, `reward` and `bootstrap` describe an episodic table (docs/TRAJECTORIES.md):
@@ -192,6 +213,10 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     values' bytes (default: their uncompressed size). ``pad_history=False``: no window looks
     back before its episode's first step, so an episode's first (largest stack - 1) steps
     only hold the history of later ones and are never drawn (docs/PIXELS.md).
+
+    `metadata`: any JSON value (at most 1 MiB serialized) the server keeps with the table
+    and returns in its description (``table_info(name)["description"]["metadata"]``), in
+    snapshots too; None sends none.
 
     `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
     ``"max_heap"``, ``"min_heap"``) or
@@ -223,13 +248,19 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     if reward is not None:
         description["reward"] = reward
     if bootstrap is not None:
-        description["bootstrap"] = list(bootstrap)
+        leaves = [f["name"] for f in description["fields"]]
+        description["bootstrap"] = [leaf for name in bootstrap
+                                    for leaf in ([name] if name in leaves else
+                                                 [x for x in leaves if x.startswith(name + "/")]
+                                                 or [name])]
     if seed is not None:
         description["seed"] = int(seed)
     if max_compressed_bytes is not None:
         description["max_compressed_bytes"] = int(max_compressed_bytes)
     if not pad_history:
         description["pad_history"] = False
+    if metadata is not None:
+        description["metadata"] = metadata
     return description
 
 
@@ -241,19 +272,31 @@ def with_frame_options(fields: Tuple[Field, ...], next_of: Sequence[str],
     if isinstance(next_of, str):
         next_of = [next_of]
     names = {f.name for f in fields}
+
+    def leaves(name: str) -> List[str]:
+        """`name`, or the leaves under it when it names a nested field."""
+        if name in names:
+            return [name]
+        under = [f.name for f in fields if f.name.startswith(name + "/")]
+        return under or [name]
+
     options: Dict[str, Dict[str, Any]] = {}
     for name in next_of:
-        options.setdefault(name, {})["next_of"] = True
+        for leaf in leaves(name):
+            options.setdefault(leaf, {})["next_of"] = True
     for name, k in (stack or {}).items():
-        options.setdefault(name, {})["stack"] = int(k)
+        for leaf in leaves(name):
+            options.setdefault(leaf, {})["stack"] = int(k)
     for name, codec in (compression or {}).items():
         level = 3
         if isinstance(codec, (tuple, list)):
             codec, level = codec
         if codec not in ("zstd", None, "none"):
             raise ValueError(f"field {name!r}: unknown compression {codec!r} (expected 'zstd')")
-        options.setdefault(name, {}).update(
-            compression=None if codec in (None, "none") else "zstd", compression_level=int(level))
+        for leaf in leaves(name):
+            options.setdefault(leaf, {}).update(
+                compression=None if codec in (None, "none") else "zstd",
+                compression_level=int(level))
     unknown = sorted(set(options) - names)
     if unknown:
         raise ValueError(f"frame options name field {unknown[0]!r}, which the table does not "

@@ -61,6 +61,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from .client import Client
 from .errors import InvalidArgument
 from .mixed import MixedSample, MixLike, Schedule, schedule_of
+from .nesting import nest
 from .requests import SequenceShape
 from .sample import Sample
 from .sampler import Sampler
@@ -147,7 +148,7 @@ def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
     float32, once here for the CPU and the device path; no copy when the reply carried
     float32 already), probabilities, times_sampled, and the mask of sequences."""
     _check_names(sample.data, sample.mask is not None)
-    columns = list(sample.data.items())
+    columns = list(sample.flat.items())  # leaf paths; as_tensors nests them again
     columns += [("keys", sample.keys), ("weights", sample.weights.astype(_FLOAT32, copy=False)),
                 ("probabilities", sample.probabilities),
                 ("times_sampled", sample.times_sampled)]
@@ -167,7 +168,8 @@ def as_tensors(sample: Sample) -> Dict[str, torch.Tensor]:
     Cost: a torch.from_numpy per entry (about 1 us each with warm caches; the first after a
     large gather has streamed megabytes through the cache costs about 10) and little else:
     the names are checked once per set of fields."""
-    return {name: _cpu_tensor(array) for name, array in _sample_columns(sample)}
+    out = {name: _cpu_tensor(array) for name, array in _sample_columns(sample)}
+    return nest(out) if sample.flat is not sample.data else out  # nested fields as dicts
 
 
 def _numpy(values: Any) -> np.ndarray[Any, Any]:
@@ -248,7 +250,7 @@ class _DeviceStager:
             event: Any = _cuda.Event()
             event.record(self._stream)
         self.pool.release_after(sample, event)
-        return out, event
+        return (nest(out) if sample.flat is not sample.data else out), event
 
 
 class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):

@@ -62,8 +62,8 @@ def union_sample(samples: List[Tuple[int, Sample]], shares: np.ndarray[Any, Any]
         weights = np.ones_like(probabilities)
     masks = [sample.mask for _, sample in samples if sample.mask is not None]
     return Sample(
-        data={name: np.concatenate([sample.data[name] for _, sample in samples])
-              for name in samples[0][1].data},
+        data={name: np.concatenate([sample.flat[name] for _, sample in samples])
+              for name in samples[0][1].flat},
         keys=np.concatenate([global_keys(s, sample.keys) for s, sample in samples]),
         probabilities=probabilities,
         weights=weights,

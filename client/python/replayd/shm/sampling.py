@@ -154,7 +154,7 @@ class PlaneTable:
         again = self.mapping.gather(redrawn.keys, rows)  # few rows: slots computed here
         self.changed_rows += len(again)
         for name, values in rows.items():
-            sample.data[name][bad] = values
+            sample.flat[name][bad] = values
         sample.keys[bad] = redrawn.keys
         sample.probabilities[bad] = redrawn.probabilities
         sample.weights[bad] = redrawn.weights
@@ -218,7 +218,7 @@ def split_sample(sample: Sample, batches: int) -> List[Sample]:
     parts = []
     for i in range(batches):
         rows = slice(i * n, (i + 1) * n)
-        parts.append(Sample({name: array[rows] for name, array in sample.data.items()},
+        parts.append(Sample({name: array[rows] for name, array in sample.flat.items()},
                             sample.keys[rows], sample.probabilities[rows], sample.weights[rows],
                             sample.times_sampled[rows], sample.state,
                             None if sample.mask is None else sample.mask[rows]))
