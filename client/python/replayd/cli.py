@@ -5,6 +5,8 @@
         --capacity N [--sampler prioritized] [--min-size K] [--rate-limiter JSON] ...
     replayd-cli drop-table ADDRESS NAME
     replayd-cli snapshot ADDRESS
+    replayd-cli load ADDRESS TABLE PATH         (replayd.cli_datasets: Minari, D4RL files)
+    replayd-cli export ADDRESS TABLE PATH --format minari|d4rl
 
 Exit codes: 0 done (also when the output's reader stopped reading, as ``| head`` does:
 the rest is dropped quietly); 1 the server refused the request (its error code and message
@@ -21,6 +23,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
+from .cli_datasets import add_dataset_commands
 from .client import Client
 from .errors import (ConnectionLost, InvalidArgument, ProtocolError, ReplayError,
                      TimeoutError, Unauthenticated)
@@ -223,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "data directory")
     snapshot.add_argument("address")
     snapshot.set_defaults(run=cmd_snapshot)
+    add_dataset_commands(commands)
     return parser
 
 
@@ -263,6 +267,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ReplayError as exc:
         print(f"replayd-cli: {args.command} refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    except KeyboardInterrupt:  # a load already said what it stored
+        return 130
+    except (ImportError, OSError) as exc:  # h5py missing, a dataset file not found
+        print(f"replayd-cli: {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (TypeError, ValueError) as exc:  # client-side checks of table descriptions
         print(f"replayd-cli: {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,143 @@
+"""Bulk episode writing for dataset loads: whole chunks of steps of many episodes per
+``append_steps`` request (docs/PROTOCOL.md), their ends and final observations in the same
+request, several requests in flight on a private connection (the episodes' writer).
+
+A chunk is columnar already (arrays of rows read from a file), so nothing is copied row by
+row as EpisodeWriter.append would: this is what lets a load run at a million steps a
+second. Memory: the chunks in flight (`max_in_flight`) and nothing else.
+
+One thread uses a StepSender. Errors of a request are raised by the next call; `stored`
+counts the episodes the server confirmed ended.
+"""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..client_interface import ClientLike
+from ..columns import decode_keys
+from ..errors import InvalidArgument
+from ..schema import Field
+
+__all__ = ["StepSender", "EpisodeEnd"]
+
+#: (episode id, terminated, final observation: next_of field -> value, or None)
+EpisodeEnd = Tuple[int, bool, Optional[Mapping[str, Any]]]
+
+
+def _no_keys(meta: Mapping[str, Any], payload: Any) -> np.ndarray[Any, Any]:
+    return np.zeros(0, np.uint64)
+
+
+class StepSender:
+    """Sends chunks of steps to one episodic table over a connection of its own."""
+
+    def __init__(self, client: ClientLike, table: str, *, max_in_flight: int = 4) -> None:
+        self._table = table
+        self._schema = client.schema(table)
+        self._fields: Tuple[Field, ...] = self._schema.fields
+        self._next_of = [f for f in self._fields if f.next_of]
+        self._conn = client.open_connection()
+        self._in_flight: Deque[Tuple[Future[Any], int]] = deque()  # (reply, ends it holds)
+        self._max_in_flight = max_in_flight
+        self.stored_episodes = 0  # episodes whose end the server confirmed
+        self.stored_steps = 0     # steps the server confirmed
+
+    def open_episodes(self, n: int) -> List[int]:
+        """n new episode ids of this sender's connection (one round trip)."""
+        if n <= 0:
+            return []
+        reply = self._conn.call({"op": "open_episodes", "table": self._table, "n": int(n)})
+        return [int(i) for i in reply["episodes"]]
+
+    def send(self, columns: Mapping[str, np.ndarray[Any, Any]],
+             episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd]) -> None:
+        """Appends the rows of `columns` (every field, n rows each, in any order) to the
+        episodes `episode_ids` (n uint64), then ends `ends` in order. Returns once the
+        request is sent, waiting only while `max_in_flight` requests await replies."""
+        n = int(len(episode_ids))
+        metas: List[Dict[str, Any]] = []
+        buffers: List[Any] = []
+        for field in self._fields:
+            try:
+                array = columns[field.name]
+            except KeyError:
+                raise InvalidArgument(f"table '{self._table}': no values for field "
+                                      f"'{field.name}'") from None
+            array = np.ascontiguousarray(array, dtype=field.dtype)
+            if array.shape != (n, *field.shape):
+                raise InvalidArgument(f"table '{self._table}': field '{field.name}': rows of "
+                                      f"shape {list(array.shape[1:])}, the table's "
+                                      f"{list(field.shape)}")
+            metas.append({"name": field.name, "dtype": field.dtype.name,
+                          "shape": [n, *field.shape]})
+            buffers.append(array)
+        buffers.append(np.ascontiguousarray(episode_ids, dtype="<u8"))
+        if not self._next_of:  # no final observations to send
+            ends = [(e, t, None) for e, t, _ in ends]
+        with_final = [end for end in ends if end[2] is not None]
+        without = [end for end in ends if end[2] is None]
+        meta: Dict[str, Any] = {"op": "append_steps", "table": self._table, "n": n,
+                                "priorities": False, "timeout_ms": None, "columns": metas}
+        # One request's ends carry final observations all or none: the ends with them are
+        # listed in the append, the others follow as end_episode requests (pipelined).
+        listed = with_final if with_final else without
+        if n == 0:
+            listed = []
+        if listed:
+            meta["end"] = [{"episode": int(e), "terminated": bool(t)} for e, t, _ in listed]
+            if listed is with_final:
+                final_metas, final_buffers = self._final_columns(listed)
+                meta["final_columns"] = final_metas
+                buffers += final_buffers
+        if n:
+            self._submit(meta, buffers, len(listed))
+        without = [end for end in ends if not any(end is x for x in listed)]
+        for episode, terminated, final in without:  # a request each, pipelined
+            end_meta: Dict[str, Any] = {"op": "end_episode", "table": self._table,
+                                        "episode": int(episode),
+                                        "terminated": bool(terminated)}
+            end_buffers: List[Any] = []
+            if final is not None and self._next_of:
+                end_meta["columns"], end_buffers = self._final_columns([(episode, terminated,
+                                                                         final)])
+            self._submit(end_meta, end_buffers, 1, decode=_no_keys)
+
+    def _final_columns(self, ends: Sequence[EpisodeEnd]
+                       ) -> Tuple[List[Dict[str, Any]], List[Any]]:
+        metas, arrays = [], []
+        for field in self._next_of:
+            values = np.empty((len(ends), *field.shape), field.dtype)
+            for i, (_, _, final) in enumerate(ends):
+                assert final is not None
+                values[i] = final[field.name]
+            metas.append({"name": field.name, "dtype": field.dtype.name,
+                          "shape": [len(ends), *field.shape]})
+            arrays.append(values)
+        return metas, arrays
+
+    def _submit(self, meta: Dict[str, Any], buffers: List[Any], ends: int,
+                decode: Any = decode_keys) -> None:
+        while len(self._in_flight) >= self._max_in_flight:
+            self._reap()
+        _, future = self._conn.submit(meta, buffers, decode)
+        self._in_flight.append((future, ends))
+
+    def _reap(self) -> None:
+        """Waits for the oldest request; raises its error."""
+        future, ends = self._in_flight.popleft()
+        keys = future.result()
+        self.stored_steps += len(keys)
+        self.stored_episodes += ends
+
+    def flush(self) -> None:
+        """Waits until every request sent is confirmed; raises the first error."""
+        while self._in_flight:
+            self._reap()
+
+    def close(self) -> None:
+        """Closes the connection: the server ends its still-open episodes as truncated."""
+        self._conn.close()
