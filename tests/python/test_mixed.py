@@ -426,18 +426,20 @@ def test_replay_dataset_mixes_with_a_schedule_and_routes_its_updates(client, mak
 
 # -- one round trip ---------------------------------------------------------------------------
 
-def test_every_tables_request_is_sent_before_any_reply_is_read(client, make_table,
-                                                                  monkeypatch):
+def test_every_tables_request_is_sent_in_one_write_before_any_reply_is_read(
+        client, make_table, monkeypatch):
     tables = [make_table(client, np.ones(20), sampler="prioritized") for _ in range(3)]
     mix = dict(zip(tables, (0.5, 0.25, 0.25)))
     batch = client.sample(mix, 64)                  # schemas read, tables mapped: warm
     conn = client.connection()
     events = []
-    submit, wait = conn.submit, conn.wait
+    submit, submit_all, wait = conn.submit, conn.submit_all, conn.wait
     monkeypatch.setattr(conn, "submit", lambda *a, **k: events.append("send") or submit(*a, **k))
+    monkeypatch.setattr(conn, "submit_all", lambda requests, **k: events.append(
+        f"send {len(requests)}") or submit_all(requests, **k))
     monkeypatch.setattr(conn, "wait", lambda *a, **k: events.append("read") or wait(*a, **k))
     batch = client.sample(mix, 64)
-    assert events == ["send"] * 3 + ["read"] * 3 and batch.counts == (32, 16, 16)
+    assert events == ["send 3"] + ["read"] * 3 and batch.counts == (32, 16, 16)
     events.clear()
     client.update_mixed_priorities(batch, np.full(64, 2.0))
-    assert events == ["send"] * 3 + ["read"] * 3
+    assert events == ["send 3"] + ["read"] * 3

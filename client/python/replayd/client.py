@@ -814,11 +814,10 @@ class Client:
         applied)."""
         parts = priority_parts(batch, priorities, tables)
         conn = self.connection()
-        sent = []
-        for table, keys, prio in parts:
-            request = requests.keyed_request("update_priorities", table, keys, prio)
-            if request is not None:
-                sent.append(conn.submit(*request, caller_waits=True))
+        wanted = [requests.keyed_request("update_priorities", table, keys, prio)
+                  for table, keys, prio in parts]
+        sent = conn.submit_all([(meta, buffers, None) for meta, buffers in filter(None, wanted)],
+                               caller_waits=True)
         seconds = self._timeout_of(timeout)
         stale, error = 0, None
         for request_id, future in sent:

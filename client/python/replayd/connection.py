@@ -190,6 +190,44 @@ class Connection:
             raise ConnectionLost(self._dead_message()) from None
         return request_id, future
 
+    def submit_all(self, requests: Sequence[Tuple[Union[Dict[str, Any], bytes], Sequence[Any],
+                                                  Optional[Decoder]]], *,
+                   caller_waits: bool = False) -> List[Tuple[int, Future[Any]]]:
+        """Sends several requests (metadata, buffers, decoder each) in one write, so the
+        server reads them together (a mixed batch's, one per table); returns (request id,
+        future) of each, in order. As `submit` otherwise; when it raises, none of them
+        was sent."""
+        sent: List[Tuple[int, Future[Any]]] = []
+        with self._lock:
+            if self._dead is not None:
+                raise ConnectionLost(self._dead_message())
+            if not caller_waits and self._reader is None and self._may_start_reader:
+                self._start_reader()
+            for _, _, decode in requests:
+                future: Future[Any] = Future()
+                future.set_running_or_notify_cancel()
+                self._pending[self._next_id] = (future, decode)
+                sent.append((self._next_id, future))
+                self._next_id += 1
+        try:
+            pieces: List[Any] = []
+            for (request_id, _), (meta, buffers, _) in zip(sent, requests):
+                frame = encode_frame(request_id, meta, buffers)
+                self._check_limits(frame)
+                pieces += frame
+        except BaseException:
+            with self._lock:
+                for request_id, _ in sent:
+                    self._pending.pop(request_id, None)
+            raise
+        try:
+            with self._send_lock:
+                _send_all(self._sock, pieces)
+        except OSError as exc:
+            self._kill(f"sending to {self.address} failed: {exc}")
+            raise ConnectionLost(self._dead_message()) from None
+        return sent
+
     def wait(self, request_id: int, future: Future[Any], timeout: Optional[float]) -> Any:
         """The result of a submitted request, waiting at most `timeout` seconds (None:
         forever). On expiry the request is forgotten (a late reply is dropped) and

@@ -1,13 +1,15 @@
 """The requests of a mixed batch (replayd.mixed, docs/MIXED.md): one sample request per
-table with rows, all written to the connection before any reply is read (one round trip
-for the batch, not one per table), and the replies assembled into one MixedSample.
+table with rows, all written to the connection in one write before any reply is read (one
+round trip for the batch, not one per table), and the replies assembled into one
+MixedSample.
 
 `MixedDraw` is one batch in flight on one connection: Client.sample waits for it on the
 client's connection, a Sampler's thread on its private one. `combine` builds the same
 batch from Futures of one-table samples (the _async calls, ShardedClient). `assemble`
-turns the replies into the batch: each table's rows copied once into the batch's arrays;
-over the shared-memory plane, gathered straight from the table's mapping into them (a row
-that changed under the copy is drawn again from its own table).
+turns the replies into the batch: each table's rows copied once into the batch's arrays
+(large ones reused, as a reply's payload is); over the shared-memory plane, gathered
+straight from the table's mapping into them (a row that changed under the copy is drawn
+again from its own table).
 
 A failure of any table's request fails the batch; the other tables' requests were sent and
 count as sampled on their tables (their rate limiters, times_sampled), as docs/MIXED.md
@@ -15,6 +17,7 @@ says. Not thread-safe: one thread waits for a MixedDraw.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from concurrent.futures import Future
@@ -31,6 +34,7 @@ from .episode_replies import decode_sequences
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
 from .sample import Sample
 from .shm.sampling import KeysReply, auto_decoder, decode_keys_reply, keys_request
+from .wire import PayloadPool
 
 __all__ = ["DrawKind", "MixedDraw", "assemble", "combine", "check_schemas"]
 
@@ -130,18 +134,13 @@ class MixedDraw:
         self._plane = plane and kind.plain
         self._parts: List[_Part] = []
         check_schemas(client, mix.tables, fields)
-        try:
-            for table, count in zip(mix.tables, self._counts):
-                if count == 0:
-                    continue  # not requested: nothing drawn, nothing counted
-                meta = kind.meta(table, count, beta, seconds, self._plane)
-                request_id, future = conn.submit(meta, (), kind.decoder(client, table,
-                                                                        self._plane),
-                                                 caller_waits=caller_waits)
-                self._parts.append(_Part(table, count, request_id, future))
-        except BaseException:
-            self._forget(0)
-            raise
+        wanted = [(table, count) for table, count in zip(mix.tables, self._counts)
+                  if count > 0]  # a table of 0 rows is not requested: nothing drawn
+        sent = conn.submit_all([(kind.meta(table, count, beta, seconds, self._plane), (),
+                                 kind.decoder(client, table, self._plane))
+                                for table, count in wanted], caller_waits=caller_waits)
+        self._parts = [_Part(table, count, request_id, future)
+                       for (table, count), (request_id, future) in zip(wanted, sent)]
 
     def result(self, local: Optional[float], notice: Optional[Notice] = None) -> MixedSample:
         """The batch, once every table's share arrived (at most `local` seconds from now;
@@ -240,13 +239,8 @@ def assemble(client: ClientLike, tables: Tuple[str, ...], counts: Sequence[int],
     probabilities = np.concatenate([d.probabilities for d in draws])
     weights = np.concatenate([d.weights for d in draws])
     times_sampled = np.concatenate([d.times_sampled for d in draws])
-    if not any(isinstance(reply, KeysReply) for _, _, reply in replies):
-        data = {name: np.concatenate([leaves(d)[name] for d in draws]) for name in names}
-        return mixed_sample(tables, counts, data, keys, probabilities, weights,
-                            times_sampled, mask)
-    total = len(keys)
     first = specs[0][1]
-    data = {name: np.empty((total, *first[name][1]), first[name][0]) for name in names}
+    data = _batch_arrays([(name, *first[name]) for name in names], len(keys))
     offset = 0
     for (table, count, reply), draw in zip(replies, draws):
         rows = slice(offset, offset + count)
@@ -265,6 +259,27 @@ def assemble(client: ClientLike, tables: Tuple[str, ...], counts: Sequence[int],
         offset += count
     return mixed_sample(tables, counts, data, keys, probabilities, weights, times_sampled,
                         mask)
+
+
+# Large batches' rows go into blocks reused once no batch refers to them any more (a fresh
+# allocation of megabytes costs a page fault per page, more than the copy): see
+# wire.PayloadPool. The lock: several threads may assemble batches.
+_POOL = PayloadPool()
+_POOL_LOCK = threading.Lock()
+
+
+def _batch_arrays(specs: Sequence[Tuple[str, np.dtype[Any], Tuple[int, ...]]],
+                  n: int) -> Dict[str, np.ndarray[Any, Any]]:
+    """Uninitialised arrays of n rows for fields (name, dtype, item shape), views of one
+    block (each 64-byte aligned): from the pool when large."""
+    offsets, total = [], 0
+    for _, dtype, shape in specs:
+        offsets.append(total)
+        total += -(-n * math.prod(shape) * dtype.itemsize // 64) * 64
+    with _POOL_LOCK:
+        block = _POOL.take(total)
+    return {name: np.ndarray((n, *shape), dtype, block, offset)
+            for (name, dtype, shape), offset in zip(specs, offsets)}
 
 
 def _repair(client: ClientLike, table: str, redraw: Redraw,
