@@ -2,6 +2,7 @@
 leaves the connection usable."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -118,13 +119,17 @@ def test_batches_beyond_the_server_limit_are_resource_exhausted(client, table):
     check_usable(client, table)
 
 
-def test_frames_beyond_the_server_limit_are_refused_before_sending(client, table):
-    limit = client.server["limits"]["max_frame_bytes"]
-    n = limit // 16 + 1
-    data = {"obs": np.broadcast_to(np.float32(0), (n, 4)), "act": np.zeros(n, np.int64)}
-    with pytest.raises(replayd.ResourceExhausted, match="max_frame_bytes"):
-        client.insert(table, data)
-    check_usable(client, table)
+def test_frames_beyond_the_server_limit_are_refused_before_sending(make_server, tmp_path):
+    """(An insert that large goes in parts instead: tests/python/test_insert_parts.py.)"""
+    config = tmp_path / "limits.json"
+    config.write_text(json.dumps({"limits": {"max_frame_bytes": 4096}}))
+    server = make_server(tcp=False, extra_args=["--config", str(config)])
+    with replayd.Client(server.unix_address, timeout=30) as client:
+        client.create_table("t", {"obs": (np.float32, 4)}, 1000, sampler="prioritized")
+        keys = client.insert("t", {"obs": np.zeros((300, 4), np.float32)})
+        with pytest.raises(replayd.ResourceExhausted, match="max_frame_bytes"):
+            client.update_priorities("t", keys, np.ones(300))  # 4.8 KB of keys and priorities
+        assert client.update_priorities("t", keys[:100], np.ones(100)) == 0  # still usable
 
 
 def test_create_table_conflicts(client, table):

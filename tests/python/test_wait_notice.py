@@ -36,12 +36,42 @@ def test_sample_waiting_for_min_size_logs_once_why(client, address, table_name, 
     timer = later(0.6, lambda: replayd.Client(address).insert(
         table_name, {"x": np.zeros(60, np.float32)}))
     with caplog.at_level(logging.WARNING, logger="replayd"):
-        sample = client.sample(table_name, 4)
+        sample = replayd.Client(address).sample(table_name, 4)  # without a timeout
     timer.join()
     assert len(sample) == 4
     assert notices(caplog) == [
         f"replayd: sample of 4 items from table '{table_name}' has waited {NOTICE_S:g} s: "
         f"the table holds 3 items and its rate limiter samples from 50 (min_size_to_sample)"]
+
+
+def test_a_sample_with_a_timeout_logs_nothing_and_its_timeout_says_why(client, table_name,
+                                                                       caplog):
+    client.create_table(table_name, {"x": (np.float32, ())}, 100,
+                        rate_limiter=replayd.MinSize(50))
+    client.insert(table_name, {"x": np.zeros(3, np.float32)})
+    with caplog.at_level(logging.WARNING, logger="replayd"):
+        with pytest.raises(replayd.TimeoutError) as failure:
+            client.sample(table_name, 4, timeout=NOTICE_S * 3)
+    assert notices(caplog) == []
+    assert failure.value.message.endswith(
+        "; at the timeout: the table holds 3 items and its rate limiter samples from 50 "
+        "(min_size_to_sample)"), failure.value.message
+
+
+def test_an_insert_and_a_sampler_that_time_out_say_why(client, table_name):
+    client.create_queue(table_name, {"x": (np.float32, ())}, size=5)
+    client.insert(table_name, {"x": np.zeros(5, np.float32)})
+    with pytest.raises(replayd.TimeoutError,
+                       match="at the timeout: inserts are ahead of samples \\(5 inserted, "
+                             "0 sampled"):
+        client.insert(table_name, {"x": np.zeros(1, np.float32)}, timeout=0.3)
+    with pytest.raises(replayd.TimeoutError, match="at the timeout: inserts are ahead"):
+        with client.writer(table_name, batch=1, timeout=0.3) as writer:
+            writer.append(x=1.0)
+    client.sample(table_name, 5)  # empties the queue
+    with pytest.raises(replayd.TimeoutError, match="at the timeout: .*sampl"):
+        with client.sampler(table_name, 2, timeout=0.3) as batches:
+            next(batches)
 
 
 def test_a_quick_call_logs_nothing(client, table_name, caplog):
@@ -59,7 +89,7 @@ def test_writer_held_by_a_queue_limiter_logs_once_why(client, address, table_nam
                         rate_limiter=replayd.Queue(5))
     timer = later(0.6, lambda: replayd.Client(address).sample(table_name, 5))
     with caplog.at_level(logging.WARNING, logger="replayd"):
-        with client.writer(table_name, batch=5, max_in_flight=1) as writer:
+        with replayd.Client(address).writer(table_name, batch=5, max_in_flight=1) as writer:
             for _ in range(10):  # the second batch waits until 5 are sampled
                 writer.append(x=1.0)
     timer.join()

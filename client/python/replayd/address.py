@@ -10,7 +10,7 @@ from typing import Any, Optional, Tuple, Union
 
 SEND_BUFFER_BYTES = 4 << 20  # SO_SNDBUF of client sockets, bytes
 
-__all__ = ["Address", "parse_address"]
+__all__ = ["Address", "parse_address", "DEFAULT_ADDRESS", "unreachable_hint"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,29 @@ def parse_address(address: Union[str, Address]) -> Address:
             raise ValueError(f"address {address!r}: port {port} out of range 1..65535")
         return Address("tcp", host=host, port=port)
     raise ValueError(f"address {address!r}: expected unix:///path or tcp://host:port")
+
+
+#: Where `./scripts/run` (config/replayd.json) and the client's examples expect a server.
+DEFAULT_ADDRESS = "unix:///tmp/replayd.sock"
+
+
+def unreachable_hint(address: Address, error: OSError) -> str:
+    """What a failed connect to `address` means and how to start a server there, as a
+    sentence to append to the error (empty for failures it cannot explain)."""
+    if isinstance(error, FileNotFoundError) and address.scheme == "unix":
+        what = f": no server listens there (no socket file {address.path})"
+    elif isinstance(error, ConnectionRefusedError):
+        what = (f": no server listens there (the socket file {address.path} is left from "
+                f"one that stopped)" if address.scheme == "unix" else
+                f": no server listens on port {address.port} of {address.host}")
+    else:
+        return ""
+    if str(address) == DEFAULT_ADDRESS:
+        where = "with no flags (it listens there by default)"
+    elif address.scheme == "unix":
+        where = f"with --unix {address.path} --tcp ''"
+    else:
+        where = f"with --tcp {address.host}:{address.port} --unix ''"
+    return (f"{what}. Start one: `./scripts/run` in a replayd checkout builds the server and "
+            f"starts it on {DEFAULT_ADDRESS} and tcp://127.0.0.1:7700; or run the binary "
+            f"(build/service/replayd, `replayd` once installed) {where}")

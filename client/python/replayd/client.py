@@ -33,7 +33,9 @@ from .connection import Connection
 from .episode_replies import (decode_sequences, group_episodes, iterate_steps, nest_page,
                               ragged_episodes)
 from .episodes import EpisodeWriter
-from .errors import InvalidArgument, NotFound, PermissionDenied, ProtocolError, ReplayError
+from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError, ReplayError,
+                     TimeoutError)
+from .insert_parts import gathered_keys, insert_parts, split_insert
 from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
 from .mixed_draw import DrawKind, MixedDraw, combine
 from .rate_limiters import RateLimiter
@@ -200,25 +202,26 @@ class Client:
         request_id, future = conn.submit(meta, buffers, decode, caller_waits=True,
                                          allocate=allocate)
         local = None if seconds is None else (seconds + _GRACE_S if server_timeout else seconds)
-        if server_timeout:  # may wait for the rate limiter: say why when it is long
-            local = self._notice_wait(conn, future, local, meta["op"], meta["table"],
-                                      int(meta["n"]))
-        elif local is None or local > wait_notice.WAIT_NOTICE_S:  # say so when it is long
-            if not conn.wait_done(future, wait_notice.WAIT_NOTICE_S):
+        if not server_timeout:
+            if wait_notice.notices(local) and \
+                    not conn.wait_done(future, wait_notice.WAIT_NOTICE_S):  # say so when long
                 wait_notice.log_silence(str(conn.address), meta["op"], wait_notice.WAIT_NOTICE_S)
-            local = None if local is None else local - wait_notice.WAIT_NOTICE_S
-        return conn.wait(request_id, future, local)
+            return conn.wait(request_id, future, local)
+        # May wait for the rate limiter: without a timeout, say why when it is long; with
+        # one, the server's TimeoutError says why.
+        op, table, n = meta["op"], str(meta.get("table")), int(meta.get("n", 0))
+        self._notice_wait(conn, future, local, op, table, n)
+        try:
+            return conn.wait(request_id, future, local)
+        except TimeoutError as exc:
+            raise wait_notice.with_reason(self, op, table, n, exc) from None
 
     def _notice_wait(self, conn: Connection, future: "Future[Any]", local: Optional[float],
-                     op: str, table: str, n: int) -> Optional[float]:
-        """Waits up to WAIT_NOTICE_S for `future`; if it is still pending, logs why (see
-        replayd.wait_notice). Returns what is left of the `local` timeout."""
-        notice_s = wait_notice.WAIT_NOTICE_S
-        if local is not None and local <= notice_s:
-            return local
-        if not conn.wait_done(future, notice_s):
-            wait_notice.log_wait(self, op, table, n, notice_s)
-        return None if local is None else local - notice_s
+                     op: str, table: str, n: int) -> None:
+        """Without a timeout (`local` None): waits up to WAIT_NOTICE_S for `future` and, if
+        it is still pending, logs why (see replayd.wait_notice). With one: returns at once."""
+        if wait_notice.notices(local) and not conn.wait_done(future, wait_notice.WAIT_NOTICE_S):
+            wait_notice.log_wait(self, op, table, n, wait_notice.WAIT_NOTICE_S)
 
     def schema(self, table: str, *, refresh: bool = False) -> TableSchema:
         """The fields of `table` (cached after the first ``info`` round trip).
@@ -328,17 +331,24 @@ class Client:
         return [str(t["name"]) for t in reply.get("tables", [])]
 
     def info(self, table: Optional[str] = None, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
-        """The ``info`` reply: ``{"server": {...}, "tables": [INFO, ...]}`` (only `table`
-        when given; NotFound if it does not exist)."""
-        meta: Dict[str, Any] = {"op": "info"}
-        if table is not None:
-            meta["table"] = table
-        reply: Dict[str, Any] = self._call(meta, timeout=timeout)
+        """``info(table)``: that table's INFO dict, as `table_info` (``["size"]``,
+        ``["capacity"]``, ...). ``info()``: the server's, as `server_info`
+        (``{"server": {...}, "tables": [INFO, ...]}``). NotFound if `table` does not exist."""
+        if table is None:
+            return self.server_info(timeout=timeout)
+        return self.table_info(table, timeout=timeout)
+
+    def server_info(self, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """The server's ``info`` reply: ``{"server": {version, uptime, connections,
+        limits, ...}, "tables": [the INFO dict of every table]}``."""
+        reply: Dict[str, Any] = self._call({"op": "info"}, timeout=timeout)
         return reply
 
     def table_info(self, table: str, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
-        """INFO of one table: name, size, capacity, description, counters, ..."""
-        tables = self.info(table, timeout=timeout).get("tables") or []
+        """The INFO dict of one table: name, size, capacity, description, counters, rate
+        limiter counts, ... (docs/PROTOCOL.md, ``info``). NotFound if it does not exist."""
+        reply = self._call({"op": "info", "table": table}, timeout=timeout)
+        tables = reply.get("tables") or []
         if len(tables) != 1:
             raise ProtocolError(f"info of table '{table}' returned {len(tables)} tables")
         info: Dict[str, Any] = tables[0]
@@ -376,15 +386,35 @@ class Client:
         single item without it. dtypes convert only when safe (see replayd.columns);
         otherwise the server's InvalidArgument names the field. `priorities`: n floats
         (finite, >= 0), or None for the largest priority the table has seen.
+
+        A batch larger than one request may be (the server's ``max_batch_items`` and
+        ``max_frame_bytes``, from its hello) goes in several requests, pipelined on one
+        connection, each waiting at most `timeout` for the rate limiter; the keys come
+        back in item order. If one fails, its error says how many items were stored.
         """
-        batch = prepare_insert(self.schema(table), data, priorities)
+        schema = self.schema(table)
+        batch = prepare_insert(schema, data, priorities)
+        if schema.capacity is not None and batch.n > schema.capacity:
+            raise InvalidArgument(f"table '{table}': insert of {batch.n} items exceeds "
+                                  f"capacity {schema.capacity}")
         seconds = self._timeout_of(timeout)
-        conn, request_id, future = self._send_insert(table, batch, seconds, window=False,
-                                                     caller_waits=True)
-        local = self._notice_wait(conn, future, None if seconds is None else seconds + _GRACE_S,
-                                  "insert", table, batch.n)
-        keys: np.ndarray[Any, Any] = conn.wait(request_id, future, local)
-        return keys
+        local = None if seconds is None else seconds + _GRACE_S
+        conn = self.connection()
+        meta = requests.insert_meta(table, batch, seconds)
+
+        def send(part: InsertBatch) -> Tuple[int, "Future[Any]"]:
+            _, request_id, future = self._send_insert(table, part, seconds, window=False,
+                                                      caller_waits=True, conn=conn)
+            return request_id, future
+
+        def wait(request_id: int, future: "Future[Any]", part: InsertBatch) -> Any:
+            self._notice_wait(conn, future, local, "insert", table, part.n)
+            try:
+                return conn.wait(request_id, future, local)
+            except TimeoutError as exc:
+                raise wait_notice.with_reason(self, "insert", table, part.n, exc) from None
+
+        return insert_parts(split_insert(batch, table, meta, conn.limits), table, send, wait)
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
                      timeout: Any = DEFAULT) -> "Future[np.ndarray[Any, Any]]":
@@ -392,10 +422,16 @@ class Client:
 
         The data has been handed to the kernel when this returns, so the caller may reuse
         its arrays. At most 32 of these are in flight per Client and process; beyond that
-        this call waits for the oldest to complete.
+        this call waits for the oldest to complete. A batch larger than one request may be
+        goes in several, as with `insert` (each counts towards the 32).
         """
         batch = prepare_insert(self.schema(table), data, priorities)
-        return self._send_insert(table, batch, self._timeout_of(timeout), window=True)[2]
+        seconds = self._timeout_of(timeout)
+        conn = self.connection()
+        parts = split_insert(batch, table, requests.insert_meta(table, batch, seconds),
+                             conn.limits)
+        return gathered_keys([self._send_insert(table, part, seconds, window=True,
+                                                conn=conn)[2] for part in parts])
 
     def send_insert(self, table: str, batch: InsertBatch, *,
                     timeout: Optional[float] = None) -> "Future[np.ndarray[Any, Any]]":
@@ -404,10 +440,10 @@ class Client:
         return self._send_insert(table, batch, timeout, window=False)[2]
 
     def _send_insert(self, table: str, batch: InsertBatch, seconds: Optional[float], *,
-                     window: bool, caller_waits: bool = False
-                     ) -> Tuple[Connection, int, Future[Any]]:
+                     window: bool, caller_waits: bool = False,
+                     conn: Optional[Connection] = None) -> Tuple[Connection, int, Future[Any]]:
         meta = requests.insert_meta(table, batch, seconds)
-        conn = self.connection()
+        conn = self.connection() if conn is None else conn
         if window:
             self._insert_window.acquire()
         try:

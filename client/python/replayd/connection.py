@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .address import Address
+from .address import Address, unreachable_hint
 from .errors import (ConnectionLost, ProtocolError, ReplayError, ResourceExhausted,
                      TimeoutError, error_from_reply)
 from .wire import KIND_REPLY, Allocator, Frame, FrameReader, encode_frame
@@ -110,7 +110,8 @@ class Connection:
         try:
             sock = address.connect(timeout)
         except OSError as exc:
-            raise ConnectionLost(f"cannot connect to {address}: {exc}") from None
+            raise ConnectionLost(f"cannot connect to {address}: {exc}"
+                                 f"{unreachable_hint(address, exc)}") from None
         conn = cls(address, sock, reader_thread=reader_thread)
         try:
             request: Dict[str, Any] = {"op": "hello", "protocol": PROTOCOL_VERSION,

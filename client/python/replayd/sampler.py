@@ -40,7 +40,7 @@ from . import requests, wait_notice
 from .client_interface import ClientLike
 from .columns import decode_sample, sample_decoder
 from .episode_replies import decode_sequences
-from .errors import InvalidArgument, NotFound, TimeoutError
+from .errors import InvalidArgument, NotFound, ReplayError, TimeoutError
 from .mixed import MixLike, Schedule, is_mix, schedule_of, scheduled_mix
 from .mixed_draw import DrawKind, MixedDraw, check_schemas
 from .shm.prefetch import PlanePrefetch
@@ -134,6 +134,7 @@ class Sampler:
         self._table = table
         self._batch_size = int(batch_size)
         self._noticed = False  # logged why the consumer waits, since the last quick batch
+        self._request_timeout = timeout  # a bounded wait logs no notice (wait_notice)
         self._prefetch = int(prefetch)
         self._transform = transform
         self._allocate = allocate
@@ -179,7 +180,9 @@ class Sampler:
             return self._next_over_plane(timeout)
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        notice_at = None if self._noticed else started + wait_notice.WAIT_NOTICE_S
+        noticing = wait_notice.notices(timeout) and wait_notice.notices(self._request_timeout)
+        notice_at = started + wait_notice.WAIT_NOTICE_S if noticing and not self._noticed \
+            else None
         while True:
             with self._cond:
                 while not self._ready:
@@ -206,6 +209,9 @@ class Sampler:
             self._noticed = False
         if isinstance(item, _Failure):
             self.close()
+            if isinstance(item.exc, ReplayError):  # a server timeout: say why it waited
+                raise wait_notice.with_reason(self._client, "sample", self._table,
+                                              self._batch_size, item.exc) from None
             raise item.exc
         return item
 

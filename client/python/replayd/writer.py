@@ -365,7 +365,7 @@ class Writer:
 
     def _reap_oldest(self) -> None:
         future, n = self._in_flight.popleft()
-        if not future.done() and not self._noticed:
+        if not future.done() and not self._noticed and wait_notice.notices(self._timeout):
             try:
                 future.exception(wait_notice.WAIT_NOTICE_S)
             except futures.TimeoutError:  # say why, once until a batch goes through quickly
@@ -379,6 +379,7 @@ class Writer:
             self.items_written += n
             if self._keep_keys:
                 self._keys.append(future.result())
-        elif self._error is None:
-            self._error = exc
+        elif self._error is None:  # a server timeout says why the rate limiter held it
+            self._error = wait_notice.with_reason(self._client, "insert", self._table, n, exc) \
+                if isinstance(exc, ReplayError) else exc
 

@@ -143,8 +143,10 @@ class PlanePrefetch:
         request_id, future = self._in_flight[0]
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
+        # Only a wait without any timeout logs why (a bounded one fails saying why).
+        noticing = wait_notice.notices(timeout) and wait_notice.notices(self._timeout)
         while True:
-            wait_s = wait_notice.WAIT_NOTICE_S if not self._noticed else 3600.0
+            wait_s = wait_notice.WAIT_NOTICE_S if noticing and not self._noticed else 3600.0
             if deadline is not None:
                 wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
             if self._conn.wait_done(future, wait_s):
@@ -152,7 +154,7 @@ class PlanePrefetch:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"no sample of table '{self._table}' ready within "
                                    f"{timeout:g} s")
-            if not self._noticed:  # say why, once until a batch comes quickly
+            if noticing and not self._noticed:  # say why, once until a batch comes quickly
                 self._noticed = True
                 wait_notice.log_wait(self._client, "sample", self._table, self._batch_size,
                                      time.monotonic() - started)
@@ -160,7 +162,11 @@ class PlanePrefetch:
             self._noticed = False
         self._in_flight.popleft()
         buffer = self._received.popleft() if self._received else None
-        reply = self._conn.wait(request_id, future, 0.0)  # done: its result or its error
+        try:
+            reply = self._conn.wait(request_id, future, 0.0)  # done: its result or its error
+        except TimeoutError as exc:  # the server's: say why the rate limiter held it
+            raise wait_notice.with_reason(self._client, "sample", self._table,
+                                          self._batch_size, exc) from None
         self._submit()  # the server draws ahead while these batches are used
         if isinstance(reply, Sample):
             for part in split_sample(reply, max(1, len(reply) // self._batch_size)):
