@@ -78,7 +78,10 @@ class TableMapping:
         if offset < 0 or offset % 8 or offset + size > nbytes:
             raise ProtocolError(f"map_table of {self.table!r}: {size} bytes at offset "
                                 f"{offset} do not fit the block's {nbytes}")
-        return np.ndarray(shape, dtype, self._map, offset)
+        # frombuffer holds the mapping's buffer while the array lives, so `close` cannot
+        # unmap it under a view (np.ndarray(buffer=...) holds none: reading such a view
+        # after close would crash the process).
+        return np.frombuffer(self._map, dtype, math.prod(shape), offset).reshape(shape)
 
     def slots(self, keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The slots the keys name (``key & slot_mask``, as int64 and >= 0: slot_bits <

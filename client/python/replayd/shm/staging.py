@@ -71,7 +71,10 @@ class StagingArena:
         size = math.prod(shape) * np.dtype(dtype).itemsize
         if offset < 0 or offset + size > self.nbytes:
             raise ValueError(f"{size} bytes at offset {offset} exceed the arena's {self.nbytes}")
-        return np.ndarray(shape, dtype, self._map, offset)
+        # frombuffer holds the mapping's buffer while the array lives, so `close` cannot
+        # unmap it under a view (np.ndarray(buffer=...) holds none: a view of a closed
+        # arena, in a lost batch's traceback say, would crash the process when read).
+        return np.frombuffer(self._map, dtype, math.prod(shape), offset).reshape(shape)
 
     def close(self) -> None:
         """Unmaps the arena once no array views it any more."""
