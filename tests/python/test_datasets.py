@@ -108,6 +108,12 @@ def test_the_dictbot_camera_is_stored_as_its_jpeg_bytes_and_infos_kept(uclient, 
     size = int(row[:4].view("<u4")[0])
     assert bytes(row[4:4 + size]) == first
     np.testing.assert_array_equal(episode.rows["info/success"], success)
+    pil = pytest.importorskip("PIL.Image")
+    import io
+    from replayd.datasets import jpeg_fields
+    pixels = jpeg_fields.decode(episode.rows["obs/camera"][:2])
+    assert pixels.shape == (2, 32, 32, 3)
+    np.testing.assert_array_equal(pixels[0], np.array(pil.open(io.BytesIO(first))))
 
 
 @needs_minari
@@ -275,3 +281,36 @@ def test_table_metadata_comes_back_unchanged(uclient, table_name):
     metadata = {"a": [1, 2.5, None, "x"], "b": {"c": True}}
     uclient.create_table(table_name, {"x": (np.int64, ())}, 10, metadata=metadata)
     assert uclient.table_info(table_name)["description"]["metadata"] == metadata
+
+
+def test_progress_shows_rate_and_time_left_on_a_terminal_only():
+    import io
+    from replayd.datasets.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown = Terminal()
+    bar = Progress(1000, stream=shown)
+    bar.update(250, force=True)
+    bar.close(1000)
+    assert "250/1,000 steps" in shown.getvalue() and "steps/s" in shown.getvalue()
+    assert "left" in shown.getvalue() and shown.getvalue().endswith("\n")
+    piped = io.StringIO()
+    quiet = Progress(1000, stream=piped)
+    quiet.update(250, force=True)
+    quiet.close(1000)
+    assert piped.getvalue() == ""
+
+
+def test_a_chunk_larger_than_a_request_may_carry_goes_in_several(uclient, ends, table_name,
+                                                                 tmp_path):
+    source = tmp_path / "in.hdf5"
+    make_d4rl(source, n=70_000, next_obs=False)  # over max_batch_items (65,536) in a chunk
+    loaded = datasets.load(uclient, table_name, str(source))
+    with h5py.File(source) as f:
+        ended = int((f["terminals"][()].astype(bool) | f["timeouts"][()]).sum())
+    assert (loaded.steps, loaded.episodes) == (70_000, ended)
+    assert uclient.read_episodes(table_name)["terminated"].sum() == int(
+        h5py.File(source)["terminals"][()].sum())

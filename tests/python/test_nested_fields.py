@@ -98,3 +98,13 @@ def test_nesting_round_trips_dicts_and_tuples():
     assert list(leaves) == ["o/a/0", "o/a/1/b", "o/c"]
     assert nest({name: name for name in leaves}) == {"o": {"a": ("o/a/0", {"b": "o/a/1/b"}),
                                                             "c": "o/c"}}
+
+
+def test_torch_batches_of_nested_fields_are_nested_dicts_of_tensors(uclient, table_name):
+    torch_module = pytest.importorskip("replayd.torch")
+    uclient.create_table(table_name, {"obs": OBS, "act": (np.int64, ())}, 100)
+    uclient.insert(table_name, {"obs": obs_of(3), "act": 3})
+    batch = torch_module.as_tensors(uclient.sample(table_name, 4))
+    assert batch["obs"]["state"].shape == (4, 7)
+    assert batch["obs"]["camera"].dtype == torch_module.torch.uint8
+    assert batch["act"].tolist() == [3, 3, 3, 3]

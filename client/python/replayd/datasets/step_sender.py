@@ -53,11 +53,55 @@ class StepSender:
         reply = self._conn.call({"op": "open_episodes", "table": self._table, "n": int(n)})
         return [int(i) for i in reply["episodes"]]
 
+    def max_rows(self) -> int:
+        """The most rows one request may carry: the server's max_batch_items, and what
+        fits in its max_frame_bytes (less 64 KiB for the metadata)."""
+        limits = self._conn.limits
+        row_bytes = sum(f.item_bytes for f in self._fields) + 8  # and the episode id
+        frame = int(limits.get("max_frame_bytes", 64 << 20)) - (64 << 10)
+        return max(1, min(int(limits.get("max_batch_items", 65536)), frame // row_bytes))
+
+    def max_ends(self) -> int:
+        """The most ends one request lists: what fits in the server's max_meta_bytes
+        (64 bytes an entry, 8 KiB left for the rest of the metadata)."""
+        meta = int(self._conn.limits.get("max_meta_bytes", 65536))
+        return max(1, (meta - 8192) // 64)
+
     def send(self, columns: Mapping[str, np.ndarray[Any, Any]],
              episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd]) -> None:
         """Appends the rows of `columns` (every field, n rows each, in any order) to the
-        episodes `episode_ids` (n uint64), then ends `ends` in order. Returns once the
-        request is sent, waiting only while `max_in_flight` requests await replies."""
+        episodes `episode_ids` (n uint64), then ends `ends`. Returns once the requests are
+        sent, waiting only while `max_in_flight` await replies. One request when it fits
+        (`max_rows`, `max_ends`); else several, each end in the request that holds its
+        episode's last row here (or in the last one), in the order of those rows."""
+        n = int(len(episode_ids))
+        most_rows, most_ends = self.max_rows(), self.max_ends()
+        if n <= most_rows and len(ends) <= most_ends:
+            self._send(columns, episode_ids, ends)
+            return
+        ids = np.asarray(episode_ids)
+        episodes, from_end = np.unique(ids[::-1], return_index=True)
+        last_row = {int(e): n - 1 - int(i) for e, i in zip(episodes.tolist(), from_end.tolist())}
+        ordered = sorted(ends, key=lambda end: last_row.get(int(end[0]), n - 1))
+        begin = k = 0
+        while begin < n:
+            stop = min(begin + most_rows, n)
+            piece_ends: List[EpisodeEnd] = []
+            while (k < len(ordered) and len(piece_ends) < most_ends
+                   and last_row.get(int(ordered[k][0]), n - 1) < stop):
+                piece_ends.append(ordered[k])
+                k += 1
+            if len(piece_ends) == most_ends and k < len(ordered) and \
+                    last_row.get(int(ordered[k][0]), n - 1) < stop:
+                stop = last_row[int(piece_ends[-1][0])] + 1  # the rest in the next request
+            piece = slice(begin, stop)
+            self._send({name: array[piece] for name, array in columns.items()},
+                       ids[piece], piece_ends)
+            begin = stop
+        self._end_alone(ordered[k:])  # ends of episodes with no row in this batch
+
+    def _send(self, columns: Mapping[str, np.ndarray[Any, Any]],
+              episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd]) -> None:
         n = int(len(episode_ids))
         metas: List[Dict[str, Any]] = []
         buffers: List[Any] = []
@@ -95,8 +139,11 @@ class StepSender:
                 buffers += final_buffers
         if n:
             self._submit(meta, buffers, len(listed))
-        without = [end for end in ends if not any(end is x for x in listed)]
-        for episode, terminated, final in without:  # a request each, pipelined
+        self._end_alone([end for end in ends if not any(end is x for x in listed)])
+
+    def _end_alone(self, ends: Sequence[EpisodeEnd]) -> None:
+        """Ends `ends` with an end_episode request each (pipelined)."""
+        for episode, terminated, final in ends:
             end_meta: Dict[str, Any] = {"op": "end_episode", "table": self._table,
                                         "episode": int(episode),
                                         "terminated": bool(terminated)}
