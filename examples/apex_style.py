@@ -7,23 +7,29 @@ replayd Writer, which sends them in batches without waiting for replies. The lea
 iterates a prefetching Sampler, takes a TD step on a linear Q function weighted by the
 importance weights, and sends the new |TD| errors back as priorities.
 
-    replayd --unix /tmp/replayd.sock &   # from `cmake --install`; or build/service/replayd
-    python3 examples/apex_style.py --address unix:///tmp/replayd.sock --explorers 4
+From the repository root, with a server running (`./scripts/run` in another terminal
+serves unix:///tmp/replayd.sock, the default --address):
 
-Prints insert and sample rates at the end. Needs only numpy and the replayd package
-(PYTHONPATH=client/python from a checkout).
+    /usr/bin/python3 examples/apex_style.py --explorers 4
+
+Prints insert and sample rates at the end. Needs only numpy; it imports the client of the
+checkout it is in (or an installed replayd package, run from elsewhere).
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Tuple
 
 import numpy as np
 
-import replayd
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))  # this checkout's client
+
+import replayd  # noqa: E402
 
 
 class Corridor:

@@ -3,22 +3,28 @@
 
 The only changes from the plain cpprb script are the import
 (``from replayd.cpprb import ...`` instead of ``from cpprb import ...``) and the
-``address=`` given to the global buffer. Explorer processes collect transitions of a toy
+``address=`` given to the global buffer (and the line that finds this checkout's client). Explorer processes collect transitions of a toy
 environment with a linear epsilon-greedy policy and add them, with priorities |TD|, to the
 global MPPrioritizedReplayBuffer; the learner samples it, takes TD steps and updates the
 priorities.
 
-    replayd --unix /tmp/replayd.sock &   # from `cmake --install`; or build/service/replayd
-    python3 examples/cpprb_apex.py --address unix:///tmp/replayd.sock
+From the repository root, with a server running (`./scripts/run` in another terminal
+serves unix:///tmp/replayd.sock, the default --address):
 
-Needs only numpy and the replayd package (PYTHONPATH=client/python from a checkout).
+    /usr/bin/python3 examples/cpprb_apex.py --explorers 4
+
+Needs only numpy (and no cpprb).
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))  # this checkout's client
 
 from replayd.cpprb import MPPrioritizedReplayBuffer
 

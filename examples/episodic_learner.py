@@ -12,9 +12,11 @@ request per batch of steps). The learner estimates V (a table) from replay:
 - ``--mode sequences``: sequences with burn-in and stride (``sample_sequences``): a
   one-step target per real step of each sequence (the mask drops the padding).
 
-    replayd --unix /tmp/replayd.sock &   # from `cmake --install`; or build/service/replayd
-    python3 examples/episodic_learner.py --address unix:///tmp/replayd.sock --mode nstep
-    python3 examples/episodic_learner.py --address unix:///tmp/replayd.sock --mode sequences
+From the repository root, with a server running (`./scripts/run` in another terminal
+serves unix:///tmp/replayd.sock, the default --address):
+
+    /usr/bin/python3 examples/episodic_learner.py --mode nstep
+    /usr/bin/python3 examples/episodic_learner.py --mode sequences
 
 Each mode has a table of its own unless ``--table`` names one (the default is
 ``episodic_learner_nstep`` or ``episodic_learner_sequences``): nstep samples a prioritized
@@ -22,15 +24,21 @@ table and sequences a uniform one, and a name already taken by a table of the ot
 is refused (``AlreadyExists``). A table left by an earlier run of the same mode is reused,
 its steps included.
 
-Prints the mean absolute error of V against the true values. Needs only numpy.
+Prints the mean absolute error of V against the true values. Needs only numpy; it imports
+the client of the checkout it is in.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 
-import replayd
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))  # this checkout's client
+
+import replayd  # noqa: E402
 
 FIELDS = {"obs": (np.int64, ()), "rew": (np.float32, ()), "next_obs": (np.int64, ()),
           "done": (np.uint8, ())}
@@ -87,7 +95,8 @@ def learn_sequences(client: replayd.Client, table: str, values: np.ndarray, step
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--address", required=True)
+    parser.add_argument("--address", default=os.environ.get("REPLAYD_ADDRESS",
+                                                            "unix:///tmp/replayd.sock"))
     parser.add_argument("--table", default=None,
                         help="table name (default: episodic_learner_<mode>)")
     parser.add_argument("--mode", choices=["nstep", "sequences"], default="nstep")

@@ -1,20 +1,103 @@
-"""The examples run, small, against the session's server."""
+"""The examples run, small, against the session's server; each command that the README
+files and the examples' docstrings give runs as written (from the repository root, Debian's
+/usr/bin/python3, no PYTHONPATH), with flags for a short run added."""
 from __future__ import annotations
 
+import ast
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
 
 import pytest
 
 import replayd
-from conftest import REPO
+from conftest import REPO, server_binary
+
+
+def example_env() -> Dict[str, str]:
+    """The environment a user has: no PYTHONPATH pointing at the client."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def run_example(name, *args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(REPO / "client" / "python"))
-    return subprocess.run([sys.executable, str(REPO / "examples" / name), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, str(REPO / "examples" / name), *args],
+                          env=example_env(), cwd=str(REPO), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# A documented command: optional VAR=value assignments, then Debian's interpreter on an
+# example, from the repository root.
+COMMAND = re.compile(r"(?:[A-Z_]+=\S+\s+)*/usr/bin/python3\s+examples/\S+\.py\b.*")
+# Flags that make each example's run short (appended: argparse keeps the last value).
+SHORT_RUN = {
+    "apex_style.py": ["--explorers", "2", "--steps", "300", "--learner-steps", "30",
+                      "--batch-size", "32", "--capacity", "1000"],
+    "cpprb_apex.py": ["--explorers", "2", "--explorer-steps", "400", "--local-size", "50",
+                      "--train-steps", "50"],
+    "episodic_learner.py": ["--env-steps", "600", "--learner-steps", "20",
+                            "--batch-size", "16"],
+    "dqn_cartpole.py": ["--env-steps", "1200", "--min-replay", "200", "--hidden", "32",
+                        "--quiet", "--no-plots"],
+}
+EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
+
+
+def documented_commands() -> List[Tuple[str, str]]:
+    """(where, command) for every example command in README.md, client/python/README.md
+    and the examples' docstrings; a line ending in a backslash continues on the next."""
+    texts = {"README.md": (REPO / "README.md").read_text(),
+             "client/python/README.md": (REPO / "client" / "python" / "README.md").read_text()}
+    for name in EXAMPLES:
+        source = (REPO / "examples" / name).read_text()
+        texts[f"examples/{name}"] = ast.get_docstring(ast.parse(source)) or ""
+    found = []
+    for where, text in texts.items():
+        text = re.sub(r"\\\n\s*", " ", text)
+        for line in text.splitlines():
+            match = COMMAND.search(line.strip().strip("`"))
+            if match:
+                found.append((where, match.group(0).split("`")[0].strip()))
+    return found
+
+
+COMMANDS = documented_commands()
+
+
+def example_of(command: str) -> str:
+    return command.split("/usr/bin/python3", 1)[1].split()[0].rsplit("/", 1)[1]
+
+
+def test_every_example_has_a_documented_command():
+    documented = {example_of(command) for _, command in COMMANDS}
+    missing = [name for name in EXAMPLES if name not in documented]
+    assert not missing, f"examples without a `/usr/bin/python3 examples/...` command: {missing}"
+
+
+@pytest.mark.parametrize("where,command", COMMANDS,
+                         ids=[f"{w}:{c.split('examples/')[1][:40]}" for w, c in COMMANDS])
+def test_documented_example_command_runs_as_written(where, command, make_server, tmp_path):
+    words = shlex.split(command, comments=True)
+    env = example_env()
+    while "=" in words[0]:
+        name, value = words.pop(0).split("=", 1)
+        env[name] = str(server_binary()) if name == "REPLAYD_BIN" else value
+    assert words[0] == "/usr/bin/python3", command
+    example = Path(words[1]).name
+    if "--prometheus" in words and shutil.which("prometheus") is None:
+        pytest.skip("prometheus is not on PATH (scripts/setup-deps installs it)")
+    extra = list(SHORT_RUN[example])
+    if "REPLAYD_BIN" not in env or "--address" in words:  # else it starts its own server
+        extra += ["--address", make_server(tcp=False).unix_address]
+    if example == "dqn_cartpole.py":
+        extra += ["--out", str(tmp_path / "out")]
+    result = subprocess.run(words + extra, env=env, cwd=str(REPO), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, f"{where}: {command}\n{result.stdout}{result.stderr}"
 
 
 def test_apex_style_runs_and_prints_rates(server, table_name):
