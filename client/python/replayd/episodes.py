@@ -253,8 +253,14 @@ class EpisodeWriter:
     def __enter__(self) -> "EpisodeWriter":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:  # keep the original exception (as Writer does); still deliver what it can
+            self.close()
+        except Exception:
+            pass
 
     @property
     def keys(self) -> np.ndarray[Any, Any]:
@@ -296,6 +302,7 @@ class EpisodeWriter:
         episode on a new connection (docs/TRAJECTORIES.md, "Writers and lost
         connections")."""
         steps = self._steps
+        steps._reap_done()  # replies that came before the loss are confirmed, not lost
         unsent = list(rows.tolist()) + list(self._row_episodes[:steps._count])
         unsent_ends = list(ends) + [m for m, _ in steps.pending_ends]
         unconfirmed = sum(n for _, n in steps._in_flight) + steps.lost_in_flight[0]
@@ -331,6 +338,13 @@ class EpisodeWriter:
             + ("; ".join(parts) if parts else "every step appended was stored")
             + ". The server ends this writer's open episodes as truncated with the steps it "
             "stored; the next append of an env starts a new episode")
+
+    def _unconfirmed(self) -> bool:
+        """Whether a step or an end appended is not confirmed by the server yet."""
+        steps = self._steps
+        steps._reap_done()
+        return bool(steps._count or steps.pending_ends or steps._in_flight
+                    or any(steps.lost_in_flight))
 
     def _request(self, meta: Dict[str, Any]) -> Any:
         conn = self._connection()
@@ -391,9 +405,13 @@ class EpisodeWriter:
         try:
             self._add_step(values)  # InvalidArgument naming the field, nothing buffered
         except BaseException:
-            self._row_episodes.pop()
-            if opened:  # its first step was refused: the episode has none yet
-                self._has_steps[env] = False
+            # Undo the id only if the step was not buffered: one id more than buffered
+            # rows. A step that went out in a failed batch took its id along, and a lost
+            # connection (_lost) cleared every id already.
+            if len(self._row_episodes) > steps._count:
+                self._row_episodes.pop()
+                if opened:  # its first step was refused: the episode has none yet
+                    self._has_steps[env] = False
             raise
 
     def end_episode(self, env: int = 0, terminated: bool = True, **final: Any) -> None:
@@ -434,8 +452,12 @@ class EpisodeWriter:
 
     def close(self) -> None:
         """Flushes, ends the episodes still open that have steps as truncated (they are
-        done when this returns) and closes the connection."""
+        done when this returns) and closes the connection. Raises ConnectionLost, saying
+        what the server did not get, when the connection was lost with steps or ends not
+        confirmed (a loss that cost nothing closes quietly)."""
         try:
+            if self._conn is not None and not self._conn.alive and self._unconfirmed():
+                self._lost(np.zeros(0, np.uint64), [])  # raises ConnectionLost
             if self._conn is not None and self._conn.alive:
                 for env in range(self._envs):
                     if self._episode[env] is not None and self._has_steps[env]:

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..client import DEFAULT, Client
 from ..episode_replies import group_episodes
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, ReplayError
 from ..mixed import Mix, MixLike, Schedule, priority_parts, schedule_of, scheduled_mix
 from ..mixed_draw import combine
 from ..sample import Sample
@@ -412,6 +412,7 @@ class ShardedSampler:
             raise InvalidArgument("prefetch must be >= 1")
         self._request = request
         self._transform = transform
+        self._prefetch = int(prefetch)
         self._in_flight = [self._request() for _ in range(prefetch)]
         self._closed = False
 
@@ -421,8 +422,16 @@ class ShardedSampler:
     def __next__(self) -> Any:
         if self._closed:
             raise StopIteration
+        # A request that could not go out (a shard unreachable: ConnectionLost) left no
+        # future behind: send the missing ones first, so that the error raised is the
+        # request's (never an empty list's) and the sampler recovers with the shard.
+        while len(self._in_flight) < self._prefetch:
+            self._in_flight.append(self._request())
         sample = self._in_flight.pop(0).result()
-        self._in_flight.append(self._request())
+        try:
+            self._in_flight.append(self._request())
+        except ReplayError:
+            pass  # this sample is still the caller's; the next call sends it again
         return self._transform(sample) if self._transform else sample
 
     def close(self) -> None:

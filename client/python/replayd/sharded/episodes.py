@@ -73,8 +73,14 @@ class ShardedEpisodeWriter:
     def __enter__(self) -> "ShardedEpisodeWriter":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:  # keep the original exception (as Writer does); still deliver what it can
+            self.close()
+        except Exception:
+            pass
 
     def _check_env(self, env: int) -> int:
         if isinstance(env, bool) or not 0 <= int(env) < self._envs:
