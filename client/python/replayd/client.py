@@ -44,7 +44,8 @@ from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
 from .shm import PlaneTable, StagingArena, keys_request, take_descriptor
 from .shm.staging import map_staging
-from .shm.sampling import KeysReply, allocated_buffer, auto_decoder, decode_keys_reply
+from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decoder,
+                           decode_keys_reply)
 from .tables import queue_options, stack_options
 from .wire import Allocator
 from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer
@@ -536,13 +537,17 @@ class Client:
 
     def _plane_of(self, table: str, region: int) -> PlaneTable:
         """The mapping of `table` whose block is `region` (the one a keys reply names):
-        cached, or mapped (again, when the table was replaced since)."""
+        cached, or mapped (again, when the table was replaced since). Raises NotFound when
+        the table was dropped or replaced again between the reply and the mapping, as the
+        C++ PlaneSampler does: its draws name rows of a table that is gone."""
         plane = self._planes.get(table)
         if plane is None or plane.region != region:
             plane = self.plane_table(table, refresh=True)
-        if plane is None or plane.region != region:
-            raise ProtocolError(f"table '{table}': the sample names column block {region}, "
-                                f"the table maps {None if plane is None else plane.region}")
+        if plane is None:
+            raise NotFound(f"table '{table}' was dropped or replaced while it was sampled "
+                           "(the table of that name is no longer sampled over the plane): "
+                           "sample it again")
+        plane.check_region(region)
         return plane
 
     def shm_enabled(self) -> bool:
@@ -580,8 +585,10 @@ class Client:
                       allocate: Optional[Allocator]) -> Sample:
         """`sample` with the plane: the server leaves the rows to the table's mapping when
         it can (``"rows": "auto"``) and copies them otherwise; rows that changed under the
-        copy are drawn again. With `allocate`, the keys arrive in the caller's buffer and
-        the rows are gathered into it, laid out as a socket reply would be."""
+        copy are drawn again, within the call's timeout (RedrawBound). With `allocate`,
+        the keys arrive in the caller's buffer and the rows are gathered into it, laid out
+        as a socket reply would be."""
+        bound = RedrawBound(table, self._timeout_of(timeout))
         received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
         reply = self._call(keys_request(table, n, beta, None, rows="auto"),
                            decode=auto_decoder(self._sample_decoder(table, None)),
@@ -589,13 +596,16 @@ class Client:
                            allocate=None if received is None else received.allocate)
         if isinstance(reply, Sample):
             return reply
-        sample, bad = self._plane_of(table, reply.region).complete(
+        plane = self._plane_of(table, reply.region)
+        sample, bad = plane.complete(
             reply.draws, None if received is None else received.buffer(), reply.slots)
         while bad.size:
+            left = bound.next_round(len(bad))
             more: KeysReply = self._call(keys_request(table, len(bad), beta, None),
-                                         decode=decode_keys_reply, timeout=timeout,
+                                         decode=decode_keys_reply, timeout=left,
                                          server_timeout=True)
-            bad = self._plane_of(table, more.region).repair(sample, bad, more.draws)
+            plane.check_region(more.region)  # the rows gathered are of this mapping's table
+            bad = plane.repair(sample, bad, more.draws)
         return sample
 
     def _plane_sample_async(self, plane: PlaneTable, table: str, n: int, beta: float,
@@ -610,6 +620,7 @@ class Client:
         received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
         copy_decoder = self._sample_decoder(table, None)
         state: Dict[str, Any] = {}
+        bound = RedrawBound(table, seconds)
 
         def settle(future: "Future[Any]", then: Callable[[Any], None]) -> None:
             try:
@@ -619,7 +630,8 @@ class Client:
                     outcome.set_exception(exc)
 
         def redraw(count: int) -> None:
-            conn.submit(keys_request(table, count, beta, seconds), (), decode_keys_reply)[1] \
+            left = bound.next_round(count)
+            conn.submit(keys_request(table, count, beta, left), (), decode_keys_reply)[1] \
                 .add_done_callback(lambda f: settle(f, on_redrawn))
 
         def on_reply(reply: Any) -> None:
@@ -636,6 +648,7 @@ class Client:
 
         def on_redrawn(reply: Optional[KeysReply]) -> None:
             if reply is not None:
+                plane.check_region(reply.region)  # the table replaced since: NotFound
                 state["bad"] = plane.repair(state["sample"], state["bad"], reply.draws)
             if state["bad"].size:
                 redraw(len(state["bad"]))

@@ -59,14 +59,32 @@ class Mix:
 
     tables: Tuple[str, ...]
     fractions: Tuple[float, ...]
+    _counts: Dict[int, List[int]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, fractions: Any) -> "Mix":
         """`fractions` (table -> fraction) checked: at least one table, names that are
         strings, numbers that are finite, >= 0 and sum to 1 within TOLERANCE.
-        Raises InvalidArgument naming what is wrong."""
+        Raises InvalidArgument naming what is wrong. Cached: a learner passes the same
+        fractions every batch."""
         if isinstance(fractions, Mix):
             return fractions
+        try:
+            key = tuple(fractions.items())
+            found = _MIXES.get(key)
+        except (AttributeError, TypeError):  # not a dict, or unhashable values
+            key, found = None, None
+        if found is not None:
+            return found
+        mix = cls._checked(fractions)
+        if key is not None:
+            if len(_MIXES) >= 256:
+                _MIXES.clear()
+            _MIXES[key] = mix
+        return mix
+
+    @classmethod
+    def _checked(cls, fractions: Any) -> "Mix":
         if not isinstance(fractions, Mapping) or not fractions:
             raise InvalidArgument(f"a mixed batch takes a dict of table -> fraction, e.g. "
                                   f"{{'online': 0.5, 'demos': 0.5}}; got {fractions!r}")
@@ -94,13 +112,23 @@ class Mix:
         return cls(tuple(tables), tuple(values))
 
     def counts(self, n: int) -> List[int]:
-        """Rows per table of a batch of n >= 1: `split_counts`."""
+        """Rows per table of a batch of n >= 1: `split_counts` (cached per n)."""
+        found = self._counts.get(n) if type(n) is int else None
+        if found is not None:
+            return found
         if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n < 1:
             raise InvalidArgument(f"mixed batch {self}: batch_size must be >= 1, got {n}")
-        return split_counts(self.fractions, n)
+        counts = split_counts(self.fractions, n)
+        if type(n) is int and len(self._counts) < 64:
+            self._counts[n] = counts
+        return list(counts)
 
     def __str__(self) -> str:
         return "{" + ", ".join(f"'{t}': {f:g}" for t, f in zip(self.tables, self.fractions)) + "}"
+
+
+# Checked fractions by their items (see Mix.of). Bounded.
+_MIXES: Dict[Tuple[Any, ...], Mix] = {}
 
 
 def split_counts(fractions: Sequence[float], n: int) -> List[int]:

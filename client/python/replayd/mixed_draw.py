@@ -34,7 +34,7 @@ from .episode_replies import decode_sequences
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
 from .sample import Sample
 from .shm.sampling import KeysReply, auto_decoder, decode_keys_reply, keys_request
-from .wire import PayloadPool
+from .wire import PayloadPool, encode_meta
 
 __all__ = ["DrawKind", "MixedDraw", "assemble", "combine", "check_schemas"]
 
@@ -77,6 +77,28 @@ class DrawKind(NamedTuple):
             return decode_sequences
         decode = sample_decoder(client.schema(table))
         return auto_decoder(decode) if plane and self.plain else decode
+
+
+# Each table's request as sent (its encoded metadata) and its decoder: a learner sends the
+# same ones every batch. Keyed by the schema object too (a table created again gets a new
+# one). Bounded.
+_REQUESTS: Dict[Tuple[Any, ...], Tuple[bytes, Callable[..., Any]]] = {}
+
+
+def table_request(client: ClientLike, kind: DrawKind, table: str, n: int, beta: float,
+                  seconds: Optional[float], plane: bool
+                  ) -> Tuple[bytes, Callable[..., Any]]:
+    """(encoded metadata, decoder) of the request of n rows of `table` (cached)."""
+    schema = client.schema(table)
+    key = (kind, table, n, beta, seconds, plane, id(schema))
+    found = _REQUESTS.get(key)
+    if found is None:
+        found = (encode_meta(kind.meta(table, n, beta, seconds, plane)),
+                 kind.decoder(client, table, plane))
+        if len(_REQUESTS) >= 256:
+            _REQUESTS.clear()
+        _REQUESTS[key] = found
+    return found
 
 
 # Tables whose fields were checked up front, with the fields asked for: a learner asks
@@ -136,9 +158,9 @@ class MixedDraw:
         check_schemas(client, mix.tables, fields)
         wanted = [(table, count) for table, count in zip(mix.tables, self._counts)
                   if count > 0]  # a table of 0 rows is not requested: nothing drawn
-        sent = conn.submit_all([(kind.meta(table, count, beta, seconds, self._plane), (),
-                                 kind.decoder(client, table, self._plane))
-                                for table, count in wanted], caller_waits=caller_waits)
+        sent = conn.submit_all([(meta, (), decode) for meta, decode in (
+            table_request(client, kind, table, count, beta, seconds, self._plane)
+            for table, count in wanted)], caller_waits=caller_waits)
         self._parts = [_Part(table, count, request_id, future)
                        for (table, count), (request_id, future) in zip(wanted, sent)]
 

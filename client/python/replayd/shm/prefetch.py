@@ -44,7 +44,7 @@ from .. import wait_notice
 from ..errors import TimeoutError
 from ..sample import Sample
 from ..wire import Allocator, encode_meta
-from .sampling import (KeysReply, PlaneTable, allocated_buffer, auto_decoder,
+from .sampling import (KeysReply, PlaneTable, RedrawBound, allocated_buffer, auto_decoder,
                        decode_keys_reply, keys_request, split_draws, split_sample)
 
 __all__ = ["PlanePrefetch", "GATHER_REPLY_BYTES"]
@@ -99,6 +99,7 @@ class PlanePrefetch:
         """The next batch, waiting at most `timeout` seconds (None: forever) for a reply
         when none is left. Raises replayd.TimeoutError after that (the request stays in
         flight), and the request's error (NotFound, the server's TimeoutError...)."""
+        started = time.monotonic()
         if not self._batches:
             self._receive(timeout)
         draws, slots, region, buffer = self._batches.popleft()
@@ -106,21 +107,28 @@ class PlanePrefetch:
             return draws
         if buffer is not None:
             buffer = allocated_buffer(lambda _: buffer, self._nbytes)
-        return self._gather(draws, slots, region, buffer)
+        return self._gather(draws, slots, region, buffer, timeout, started)
 
-    def _gather(self, draws: Sample, slots: Any, region: int, buffer: Any) -> Sample:
+    def _gather(self, draws: Sample, slots: Any, region: int, buffer: Any,
+                timeout: Optional[float], started: float) -> Sample:
         """The Sample of `draws` with its rows gathered from the mapping (into `buffer`
-        when given), the rows that changed under the copy drawn again."""
+        when given), the rows that changed under the copy drawn again within `timeout`
+        seconds of `started` (the caller's; else the requests' own; else within
+        MAX_REDRAW_ROUNDS rounds). Raises NotFound when the table was dropped or replaced
+        since the draws."""
+        if timeout is None:
+            timeout, started = self._timeout, time.monotonic()
+        bound = RedrawBound(self._table, timeout, started)
         plane: PlaneTable = self._client._plane_of(self._table, region)
         sample: Sample
         sample, bad = plane.complete(draws, buffer, slots)
         while bad.size:
+            left = bound.next_round(len(bad))
             request_id, future = self._conn.submit(
-                keys_request(self._table, len(bad), self._beta, self._timeout), (),
-                decode_keys_reply)
+                keys_request(self._table, len(bad), self._beta, left), (), decode_keys_reply)
             more: KeysReply = self._conn.wait(request_id, future, None)
-            bad = self._client._plane_of(self._table, more.region).repair(sample, bad,
-                                                                          more.draws)
+            plane.check_region(more.region)  # the rows gathered are of this mapping's table
+            bad = plane.repair(sample, bad, more.draws)
         return sample
 
     def _submit(self) -> None:
@@ -175,7 +183,8 @@ class PlanePrefetch:
         plane: PlaneTable = self._client._plane_of(self._table, reply.region)
         if buffer is None and reply.batches > 1 and \
                 len(reply.draws) * plane.row_bytes <= GATHER_REPLY_BYTES:
-            whole = self._gather(reply.draws, reply.slots, reply.region, None)
+            whole = self._gather(reply.draws, reply.slots, reply.region, None, timeout,
+                                 started)
             for part in split_sample(whole, reply.batches):
                 self._batches.append((part, None, None, None))
             return

@@ -11,20 +11,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import threading
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from .. import requests
 from ..columns import decode_sample, sample_layout
-from ..errors import ProtocolError
+from ..errors import NotFound, ProtocolError, ResourceExhausted, TimeoutError
 from ..sample import Sample
 from ..schema import Field
 from ..wire import PayloadPool
 from .mapping import TableMapping
 
-__all__ = ["KeysReply", "PlaneTable", "allocated_buffer", "auto_decoder", "decode_keys_reply",
-           "keys_request", "split_draws", "split_sample"]
+__all__ = ["KeysReply", "MAX_REDRAW_ROUNDS", "PlaneTable", "RedrawBound", "allocated_buffer",
+           "auto_decoder", "decode_keys_reply", "keys_request", "split_draws", "split_sample"]
+
+#: Rounds of redraws a plane sample without a timeout makes before it gives up. A row
+#: changes under the copy only when a writer overwrites its slot during the copy, so a
+#: round redraws few rows and the next round fewer: an honest table needs one or two.
+MAX_REDRAW_ROUNDS = 100
 
 
 def keys_request(table: str, n: int, beta: float, timeout: Optional[float],
@@ -116,6 +122,15 @@ class PlaneTable:
     def region(self) -> int:
         return self.mapping.region
 
+    def check_region(self, region: int) -> None:
+        """Raises NotFound when draws name another column block than this mapping's: the
+        table was dropped (and maybe created again) since it was mapped, so the draws'
+        keys name no row here (the C++ PlaneSampler's check_region)."""
+        if region != self.mapping.region:
+            raise NotFound(f"table '{self.mapping.table}' was dropped or replaced while it "
+                           f"was sampled (its draws name column block {region}, the "
+                           f"mapping holds {self.mapping.region}): sample it again")
+
     def complete(self, draws: Sample, buffer: Any = None,
                  slots: Optional[np.ndarray[Any, Any]] = None
                  ) -> Tuple[Sample, np.ndarray[Any, Any]]:
@@ -195,6 +210,43 @@ class PlaneTable:
             else:
                 data[name] = array
         return data, info
+
+
+class RedrawBound:
+    """Bounds the redraws of one plane sample: rows whose stamps never settle (rewritten
+    faster than they are copied, or a same-uid process writing the table's shared memory)
+    would otherwise be drawn again forever. With a timeout, the redraws end at the call's
+    deadline (replayd.TimeoutError); without one, after MAX_REDRAW_ROUNDS rounds
+    (ResourceExhausted). `started`: when the call started (time.monotonic(); None: now)."""
+
+    def __init__(self, table: str, timeout: Optional[float],
+                 started: Optional[float] = None) -> None:
+        self._table = table
+        self._timeout = timeout
+        start = time.monotonic() if started is None else started
+        self._deadline = None if timeout is None else start + timeout
+        self._rounds = 0
+
+    def next_round(self, changed: int) -> Optional[float]:
+        """Counts a redraw of the `changed` rows; returns the seconds left for it (None: no
+        timeout), or raises when the bound is spent."""
+        self._rounds += 1
+        if self._deadline is None:
+            if self._rounds <= MAX_REDRAW_ROUNDS:
+                return None
+            raise ResourceExhausted(self._message(changed, f"{MAX_REDRAW_ROUNDS} rounds"))
+        left = self._deadline - time.monotonic()
+        if left > 0:
+            return left
+        raise TimeoutError(self._message(changed, f"the call's timeout of {self._timeout:g} s "
+                                                  f"({self._rounds - 1} rounds)"))
+
+    def _message(self, changed: int, spent: str) -> str:
+        return (f"table '{self._table}': {changed} rows of the sample kept changing under the "
+                f"copy through {spent} of redraws: the table's rows are rewritten faster "
+                "than this process copies them (a table much smaller than its writers' rate), "
+                "or something else writes its shared memory. Sample again, make the table "
+                "larger, or sample through the socket (Client(..., shm=False))")
 
 
 def allocated_buffer(allocate: Any, nbytes: int) -> Any:
