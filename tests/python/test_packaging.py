@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Set
+from typing import List, Set
 
 import pytest
 
@@ -33,24 +33,75 @@ def tree(root: Path) -> Set[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv (system site packages, for numpy) with the client pip-installed."""
+def readme_install_lines() -> List[str]:
+    """The lines of the first code block of client/python/README.md: how to install."""
+    text = (PACKAGE / "README.md").read_text()
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def readme_line(word: str) -> str:
+    lines = [line for line in readme_install_lines() if word in line]
+    assert len(lines) == 1, f"one install line with {word!r} expected: {readme_install_lines()}"
+    return lines[0]
+
+
+def run_in_user_dir(line: str, cwd: Path) -> "subprocess.CompletedProcess[str]":
+    """Runs a README line with bash in `cwd`, where ./client is the checkout's (so that
+    what the line creates, such as venv/, lands there), as a user's shell would: no
+    PYTHONPATH, the rest of the environment as it is."""
+    (cwd / "client").symlink_to(REPO / "client")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(["bash", "-c", line], cwd=str(cwd), env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def need_hatchling() -> None:
     try:
         import hatchling  # noqa: F401  (the build backend, needed without build isolation)
     except ImportError:
         pytest.skip("python3-hatchling is not installed (scripts/setup-deps installs it)")
-    path = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(path)], check=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv made by the README's venv line, run as written in a fresh directory."""
+    need_hatchling()
+    where = tmp_path_factory.mktemp("user")
     before = tree(PACKAGE)
-    result = subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "-q",
-                             "--no-build-isolation", "--no-deps", str(PACKAGE)],
-                            capture_output=True, text=True, timeout=300)
+    result = run_in_user_dir(readme_line("venv"), where)
     assert result.returncode == 0, result.stdout + result.stderr
     after = tree(PACKAGE)
     assert after == before, f"pip install left files in the checkout: {sorted(after - before)}"
-    return path
+    return where / "venv"
+
+
+def test_readme_install_lines_come_first_and_need_no_index():
+    lines = readme_install_lines()
+    assert lines[0].startswith("/usr/bin/python3 -m venv"), lines
+    for line in lines:
+        if "pip install" in line:
+            assert "--no-build-isolation" in line and "--no-deps" in line, line
+
+
+@NO_SERVER_CHECK
+def test_readme_system_wide_install_line_installs_for_debians_python(tmp_path):
+    """The system-wide line, as root, into a staging root (`--root`) instead of /: what
+    it installs lands in /usr/local's dist-packages, importable by /usr/bin/python3."""
+    need_hatchling()
+    line = readme_line("--break-system-packages")
+    assert line.startswith("sudo /usr/bin/python3 -m pip install "), line
+    root = tmp_path / "root"
+    result = run_in_user_dir(line[len("sudo "):] + f" --root {root}", tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    site = list(root.glob("usr/local/lib/python3*/dist-packages"))
+    assert len(site) == 1 and (site[0] / "replayd" / "py.typed").exists(), sorted(
+        str(p) for p in root.rglob("*"))[:20]
+    assert (root / "usr" / "local" / "bin" / "replayd-cli").exists()
+    out = subprocess.run(["/usr/bin/python3", "-c", "import replayd; print(replayd.__file__)"],
+                         env={"PYTHONPATH": str(site[0]), "PATH": os.environ["PATH"]},
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and Path(out.stdout.strip()).is_relative_to(site[0]), out
 
 
 def venv_python(venv: Path, code: str) -> str:
