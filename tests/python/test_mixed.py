@@ -25,9 +25,9 @@ def make_table(server):
     made = []
 
     def make(client, priorities=None, *, size=None, sampler="uniform", alpha=1.0,
-             fields=FIELDS, offset=0, **options):
+             fields=FIELDS, offset=0, capacity=10_000, **options):
         name = f"mixed-{next(_NAMES)}-{time.monotonic_ns() % 1_000_000}"
-        client.create_table(name, fields, 10_000, sampler=sampler, priority_exponent=alpha,
+        client.create_table(name, fields, capacity, sampler=sampler, priority_exponent=alpha,
                             **options)
         made.append(name)
         count = size if size is not None else (0 if priorities is None else len(priorities))
@@ -443,3 +443,36 @@ def test_every_tables_request_is_sent_in_one_write_before_any_reply_is_read(
     events.clear()
     client.update_mixed_priorities(batch, np.full(64, 2.0))
     assert events == ["send 3"] + ["read"] * 3
+
+
+# -- rows overwritten under the copy ----------------------------------------------------------
+
+def _hammer(address: str, table: str, seconds: float) -> int:
+    """An explorer overwriting a small table's items as fast as it can (ids from 1000)."""
+    with replayd.Client(address, timeout=60) as c:
+        next_id, end = 1000, time.monotonic() + seconds
+        with c.writer(table, batch=8, max_in_flight=4) as writer:
+            while time.monotonic() < end:
+                writer.append({"item": next_id, "obs": np.full(4, next_id, np.float32)})
+                next_id += 1
+    return next_id - 1000
+
+
+def test_rows_overwritten_under_the_copy_are_drawn_again_from_their_own_table(server,
+                                                                               make_table):
+    import multiprocessing
+    with replayd.Client(server.unix_address, timeout=60, shm=True) as c:
+        hammered = make_table(c, size=16, offset=1000, capacity=16)
+        steady = make_table(c, size=50)
+        writer = multiprocessing.get_context("fork").Process(
+            target=_hammer, args=(server.unix_address, hammered, 3.0))
+        writer.start()
+        try:
+            end = time.monotonic() + 2.5
+            while time.monotonic() < end:
+                batch = c.sample({hammered: 0.5, steady: 0.5}, 64)
+                assert np.all(batch["obs"][:, 0] == batch["item"])      # whole rows
+                assert np.all((batch["item"] >= 1000) == (batch.table == 0))
+        finally:
+            writer.join(30)
+        assert c.plane_table(hammered).changed_rows > 0   # the race happened, was repaired
