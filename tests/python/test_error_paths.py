@@ -247,6 +247,25 @@ def test_an_error_inside_a_sharded_episode_writers_with_block_is_the_one_raised(
     client.close()
 
 
+def test_a_sharded_episode_writer_flush_sends_the_live_shards_steps_when_one_is_lost(
+        make_server):
+    servers = [make_server(tcp=False) for _ in range(2)]
+    with replayd.ShardedClient([s.unix_address for s in servers], timeout=10) as client:
+        client.create_table("t", FIELDS, 1000, episodic=True, reward="rew")
+        writer = client.episode_writer("t", envs=2, batch=BATCH)
+        writer.append(0, **step(0))  # env 0's episode on shard 0
+        writer.append(1, **step(0))  # env 1's on shard 1
+        writer.flush()
+        assert (writer.shard_of(0), writer.shard_of(1)) == (0, 1)
+        servers[0].kill()
+        writer.append(1, **step(1))
+        writer.append(1, **step(2))
+        with pytest.raises(replayd.ConnectionLost):
+            writer.append(0, **step(1))
+            writer.flush()
+        assert client.shards[1].size("t") == 3  # shard 1's steps went out all the same
+
+
 def test_a_sharded_sampler_whose_shard_died_raises_connection_lost_and_recovers(make_server):
     servers = [make_server(tcp=False) for _ in range(2)]
     with replayd.ShardedClient([s.unix_address for s in servers], timeout=10) as client:

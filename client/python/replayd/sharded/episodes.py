@@ -122,10 +122,18 @@ class ShardedEpisodeWriter:
         self._shard_of[env] = None
 
     def flush(self) -> None:
-        """Sends every shard's buffered steps."""
+        """Sends every shard's buffered steps; raises the first shard's error after
+        flushing the others (a lost shard does not keep the live ones' steps back)."""
+        error: Optional[BaseException] = None
         for writer in self._writers:
-            if writer is not None:
+            if writer is None:
+                continue
+            try:
                 writer.flush()
+            except BaseException as exc:  # flush the others, then raise the first error
+                error = error or exc
+        if error is not None:
+            raise error
 
     @property
     def keys(self) -> np.ndarray[Any, Any]:
