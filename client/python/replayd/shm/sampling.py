@@ -29,8 +29,9 @@ __all__ = ["KeysReply", "MAX_REDRAW_ROUNDS", "PlaneTable", "RedrawBound", "alloc
 
 #: Rounds of redraws a plane sample without a timeout makes before it gives up. A row
 #: changes under the copy only when a writer overwrites its slot during the copy, so a
-#: round redraws few rows and the next round fewer: an honest table needs one or two.
-MAX_REDRAW_ROUNDS = 100
+#: round redraws few rows and the next round fewer: an honest table needs one or two. As
+#: the C++ PlaneSampler's kMaxRedrawRounds.
+MAX_REDRAW_ROUNDS = 64
 
 
 def keys_request(table: str, n: int, beta: float, timeout: Optional[float],
