@@ -15,6 +15,7 @@ it). The table's metadata keeps what an export needs to write the file back as i
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -51,7 +52,7 @@ def _metadata(group: Any) -> Dict[str, Any]:
 
 
 def load_d4rl(client: ClientLike, table: str, path: str, *, infos: bool = True,
-              capacity: Optional[int] = None, chunk_steps: int = 262144,
+              capacity: Optional[int] = None, chunk_steps: int = 65536,
               progress: Optional[bool] = None, **table_options: Any) -> LoadResult:
     """Loads the D4RL-style file `path` into the episodic `table`, creating it when
     missing (capacity: N steps plus one final row per episode, unless given;
@@ -116,50 +117,76 @@ def _done(f: Any, begin: int, end: int) -> np.ndarray[Any, Any]:
     return done
 
 
+def _read_chunk(f: Any, begin: int, end: int, n: int,
+                info_names: List[str]) -> Dict[str, Any]:
+    """Rows begin..end of the file: the table's columns, ``done``, ``terminal`` and
+    ``next`` (next_observations, checked) when the file has them."""
+    obs = f["observations"][begin:end]
+    chunk: Dict[str, Any] = {"obs": obs, "act": f["actions"][begin:end],
+                             "rew": f["rewards"][begin:end].reshape(end - begin)}
+    for name in info_names:
+        chunk[f"info/{name}"] = f[f"infos/{name}"][begin:end]
+    chunk["done"] = _done(f, begin, end)
+    chunk["terminal"] = np.asarray(f["terminals"][begin:end], bool)
+    if "next_observations" in f:
+        chunk["next"] = f["next_observations"][begin:end]
+        _check_next(obs, chunk["next"], chunk["done"], f["observations"], begin, end, n)
+    return chunk
+
+
 def _send_chunks(loading: Loading, f: Any, n: int, info_names: List[str],
                  chunk_steps: int) -> None:
-    terminals = f["terminals"]
-    next_obs = f["next_observations"] if "next_observations" in f else None
+    """Sends the file's rows a chunk at a time, the next chunk read by a thread of its
+    own meanwhile (the reads overlap the sends, which wait for the server)."""
     open_id: Optional[int] = None  # the episode that continues into the next chunk
-    for begin in range(0, n, chunk_steps):
-        end = min(begin + chunk_steps, n)
-        obs = f["observations"][begin:end]
-        columns: Dict[str, Any] = {"obs": obs, "act": f["actions"][begin:end],
-                                   "rew": f["rewards"][begin:end].reshape(end - begin)}
-        for name in info_names:
-            columns[f"info/{name}"] = f[f"infos/{name}"][begin:end]
-        chunk_done = _done(f, begin, end)
-        last_rows = np.flatnonzero(chunk_done)  # rows (in the chunk) that end an episode
-        if end == n and not chunk_done[-1]:
-            last_rows = np.append(last_rows, end - begin - 1)  # the unmarked last episode
-        starts = np.concatenate([[0], last_rows + 1])
-        stops = np.concatenate([last_rows + 1, [end - begin]])
-        keep = stops > starts
-        starts, stops = starts[keep], stops[keep]
-        lengths = stops - starts
-        new = len(lengths) - (1 if open_id is not None else 0)
-        ids = ([open_id] if open_id is not None else []) + loading.sender.open_episodes(new)
-        ended = len(last_rows)
-        next_chunk = None
-        if next_obs is not None:
-            next_chunk = next_obs[begin:end]
-            _check_next(obs, next_chunk, chunk_done, f["observations"], begin, end, n)
-        terminal = np.asarray(terminals[begin:end], bool)
-        ends: List[Tuple[int, bool, Optional[Dict[str, Any]]]] = []
-        for i, row in enumerate(last_rows.tolist()):
-            is_terminal = bool(terminal[row])
-            final: Optional[Dict[str, Any]]
-            if next_chunk is not None:
-                final = {"obs": next_chunk[row]}
-            elif is_terminal:
-                final = {"obs": obs[row]}  # never bootstrapped from (terminated)
-            else:
-                final = None  # truncated, no next observation: the last step serves
-            ends.append((ids[i], is_terminal, final))
-        episode_ids = np.repeat(np.asarray(ids, np.uint64), lengths)
-        loading.sender.send(columns, episode_ids, ends)
-        open_id = ids[-1] if len(ids) > ended else None
-        loading.sent(end - begin)
+    starts_at = list(range(0, n, chunk_steps))
+    with ThreadPoolExecutor(1, thread_name_prefix="replayd-d4rl-reader") as reader:
+        pending = reader.submit(_read_chunk, f, 0, min(chunk_steps, n), n, info_names) \
+            if n else None
+        for index, begin in enumerate(starts_at):
+            end = min(begin + chunk_steps, n)
+            assert pending is not None
+            chunk = pending.result()
+            pending = None
+            if index + 1 < len(starts_at):  # at most one chunk read ahead
+                after = starts_at[index + 1]
+                pending = reader.submit(_read_chunk, f, after, min(after + chunk_steps, n), n,
+                                        info_names)
+            open_id = _send_chunk(loading, chunk, open_id, end == n)
+            loading.sent(end - begin)
+
+
+def _send_chunk(loading: Loading, chunk: Dict[str, Any], open_id: Optional[int],
+                last_chunk: bool) -> Optional[int]:
+    """Sends one chunk's rows and the ends of the episodes it finishes; returns the id
+    of the episode that goes on into the next chunk (None when none does)."""
+    rows = len(chunk["done"])
+    chunk_done, terminal, obs = chunk["done"], chunk["terminal"], chunk["obs"]
+    next_chunk = chunk.get("next")
+    last_rows = np.flatnonzero(chunk_done)  # rows (in the chunk) that end an episode
+    if last_chunk and not chunk_done[-1]:
+        last_rows = np.append(last_rows, rows - 1)  # the unmarked last episode
+    starts = np.concatenate([[0], last_rows + 1])
+    stops = np.concatenate([last_rows + 1, [rows]])
+    keep = stops > starts
+    lengths = stops[keep] - starts[keep]
+    new = len(lengths) - (1 if open_id is not None else 0)
+    ids = ([open_id] if open_id is not None else []) + loading.sender.open_episodes(new)
+    ends: List[Tuple[int, bool, Optional[Dict[str, Any]]]] = []
+    for i, row in enumerate(last_rows.tolist()):
+        is_terminal = bool(terminal[row])
+        final: Optional[Dict[str, Any]]
+        if next_chunk is not None:
+            final = {"obs": next_chunk[row]}
+        elif is_terminal:
+            final = {"obs": obs[row]}  # never bootstrapped from (terminated)
+        else:
+            final = None  # truncated, no next observation: the last step serves
+        ends.append((ids[i], is_terminal, final))
+    columns = {name: value for name, value in chunk.items()
+               if name not in ("done", "terminal", "next")}
+    loading.sender.send(columns, np.repeat(np.asarray(ids, np.uint64), lengths), ends)
+    return ids[-1] if len(ids) > len(last_rows) else None
 
 
 def _check_next(obs: np.ndarray[Any, Any], next_chunk: np.ndarray[Any, Any],

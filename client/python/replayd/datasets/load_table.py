@@ -91,7 +91,7 @@ class Loading:
     of what was stored."""
 
     def __init__(self, client: ClientLike, table: str, total_steps: Optional[int],
-                 progress: Optional[bool], max_in_flight: int = 4) -> None:
+                 progress: Optional[bool], max_in_flight: int = 16) -> None:
         self.table = table
         self.sender = StepSender(client, table, max_in_flight=max_in_flight)
         self.progress = Progress(total_steps, enabled=progress)

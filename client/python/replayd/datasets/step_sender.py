@@ -35,7 +35,7 @@ def _no_keys(meta: Mapping[str, Any], payload: Any) -> np.ndarray[Any, Any]:
 class StepSender:
     """Sends chunks of steps to one episodic table over a connection of its own."""
 
-    def __init__(self, client: ClientLike, table: str, *, max_in_flight: int = 4) -> None:
+    def __init__(self, client: ClientLike, table: str, *, max_in_flight: int = 16) -> None:
         self._table = table
         self._schema = client.schema(table)
         self._fields: Tuple[Field, ...] = self._schema.fields
@@ -80,8 +80,9 @@ class StepSender:
             self._send(columns, episode_ids, ends)
             return
         ids = np.asarray(episode_ids)
-        episodes, from_end = np.unique(ids[::-1], return_index=True)
-        last_row = {int(e): n - 1 - int(i) for e, i in zip(episodes.tolist(), from_end.tolist())}
+        # each episode's last row here, from the runs of equal ids (a few per episode)
+        run_ends = np.append(np.flatnonzero(ids[1:] != ids[:-1]), n - 1)
+        last_row = dict(zip(ids[run_ends].tolist(), run_ends.tolist()))
         ordered = sorted(ends, key=lambda end: last_row.get(int(end[0]), n - 1))
         begin = k = 0
         while begin < n:
