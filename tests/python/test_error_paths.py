@@ -138,6 +138,27 @@ def test_an_error_inside_an_episode_writers_with_block_is_not_hidden_by_its_clos
     client.close()
 
 
+def test_a_connection_lost_after_a_refused_request_does_not_say_every_step_was_stored(
+        make_server, transport):
+    server = make_server()
+    client = replayd.Client(server.address(transport), timeout=10)
+    client.create_table("t", FIELDS, 1000, episodic=True, reward="rew")
+    writer = client.episode_writer("t", envs=2, batch=BATCH, max_delay=None)
+    writer.append(0, **step(0))
+    writer.flush()
+    client.drop_table("t")
+    for t in range(1, 1 + BATCH):  # a full batch goes out and is refused (NotFound)
+        writer.append(0, **step(t))
+    wait_until(lambda: writer._steps._failed)
+    server.kill()
+    wait_until(lambda: not writer._conn.alive)
+    with pytest.raises(replayd.ConnectionLost) as lost:
+        writer.append(1, **step(0))  # env 1's first step: a new episode, on a new connection
+    assert "every step appended was stored" not in str(lost.value)
+    assert "refused" in str(lost.value) and "not_found" in str(lost.value)
+    client.close()
+
+
 # A process that reads the frames of a ConnectionLost's traceback (a test runner showing
 # each frame's arguments, an error reporter capturing locals): the staged batch's arrays
 # there view the writer's staging arena, which the loss released.

@@ -318,6 +318,9 @@ class EpisodeWriter:
         if unconfirmed or unconfirmed_ends:
             parts.append(f"{unconfirmed} steps (and {unconfirmed_ends} episode ends) were sent "
                          "but not confirmed: the server may or may not have stored them")
+        refused = steps._error  # not raised yet, and cleared below: said here
+        if refused is not None and not isinstance(refused, ConnectionLost):
+            parts.append(f"an earlier request was refused and not stored ({refused})")
         address = self._conn.address if self._conn is not None else "the server"
         if self._conn is not None:
             self._conn.close()
