@@ -6,8 +6,8 @@ being gathered (for a table written one episode after another, a few) and one pa
 Why a reorder: an ``append_steps`` request stores its final observations after all its
 steps, so the episodes of one request end in another order than they began. An ended
 episode is held until no episode of a smaller id is still being gathered, or until the
-held rows pass `max_held_rows` (an episode that stays open, such as a live explorer's,
-then no longer holds the others back: they come in the order they ended).
+held episodes pass `max_held_bytes` (256 MiB): an episode that stays open (a live
+explorer's) then no longer holds the others back, which come in the order they ended.
 
 Episodes still open when the read reaches the table's end are left out, and so are ended
 episodes whose first steps were evicted or deleted (their rows do not start at position
@@ -43,6 +43,10 @@ class EndedEpisode:
     def __len__(self) -> int:
         return int(len(self.rows["position"]))
 
+    @property
+    def nbytes(self) -> int:
+        return sum(int(array.nbytes) for array in self.rows.values())
+
 
 @dataclass
 class EndedEpisodes:
@@ -50,11 +54,11 @@ class EndedEpisodes:
     client: ClientLike
     table: str
     page: int = 4096
-    max_held_rows: int = 1 << 20
+    max_held_bytes: int = 256 << 20
     skipped: int = 0
     _open: Dict[int, List[Dict[str, np.ndarray[Any, Any]]]] = field(default_factory=dict)
     _held: List[Tuple[int, int, EndedEpisode]] = field(default_factory=list)  # a heap
-    _held_rows: int = 0
+    _held_bytes: int = 0
 
     def __iter__(self) -> Iterator[EndedEpisode]:
         for columns in iterate_steps(self.client, self.table, self.page):
@@ -64,7 +68,7 @@ class EndedEpisodes:
                                       "episodes ended); upgrade it to export")
             for episode in self._page(columns):
                 heapq.heappush(self._held, (episode.id, len(self._held), episode))
-                self._held_rows += len(episode)
+                self._held_bytes += episode.nbytes
             yield from self._release(final=False)
         self.skipped += len(self._open)
         self._open.clear()
@@ -72,12 +76,12 @@ class EndedEpisodes:
 
     def _release(self, final: bool) -> Iterator[EndedEpisode]:
         """The held episodes no open episode of a smaller id can precede (all of them at
-        the end, and the smallest while too many rows are held)."""
+        the end, and the smallest while too many bytes are held)."""
         first_open = min(self._open) if self._open else None
         while self._held and (final or first_open is None or self._held[0][0] < first_open
-                              or self._held_rows > self.max_held_rows):
+                              or self._held_bytes > self.max_held_bytes):
             _, _, episode = heapq.heappop(self._held)
-            self._held_rows -= len(episode)
+            self._held_bytes -= episode.nbytes
             yield episode
 
     def _page(self, columns: Dict[str, np.ndarray[Any, Any]]) -> Iterator[EndedEpisode]:
