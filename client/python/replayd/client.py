@@ -59,6 +59,7 @@ class _Default:
 
 
 DEFAULT: Any = _Default()  # "use the Client's timeout"
+_UNMAPPED: Any = object()  # plane_table: a table not looked up yet (None: not offered)
 _GRACE_S = 2.0  # extra local wait beyond a server-side timeout, for the reply to arrive
 _MAX_ASYNC_INSERTS = 32  # insert_async requests in flight per Client and process
 
@@ -524,8 +525,10 @@ class Client:
         Raises PermissionDenied (shm=True and the plane is not offered) and NotFound."""
         if not self.shm_enabled():
             return None
-        if not refresh and table in self._planes:
-            return self._planes[table]
+        # One lookup: a reconnect in another thread replaces the dict between two.
+        cached = self._planes.get(table, _UNMAPPED)
+        if not refresh and cached is not _UNMAPPED:
+            return cached
         plane: Optional[PlaneTable] = None
         try:
             meta = self._call({"op": "map_table", "table": table})
