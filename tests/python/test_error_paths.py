@@ -235,6 +235,26 @@ def test_a_writer_on_a_lost_connection_raises_connection_lost(make_server, trans
     client.close()
 
 
+@pytest.mark.parametrize("method", ["add", "on_episode_end"])
+def test_a_cpprb_buffer_on_a_lost_connection_raises_connection_lost(make_server, transport,
+                                                                    method):
+    from replayd.cpprb import ReplayBuffer
+    server = make_server()
+    buffer = ReplayBuffer(100, {"obs": {"shape": 2}, "rew": {}},
+                          address=server.address(transport), table="rb")
+    for _ in range(3):
+        buffer.add(obs=np.zeros(2), rew=1.0)
+    assert buffer.get_stored_size() == 3
+    server.kill()
+    with pytest.raises(replayd.ConnectionLost):
+        if method == "add":
+            for _ in range(300):  # more than a batch: one goes out
+                buffer.add(obs=np.zeros(2), rew=1.0)
+        else:
+            buffer.add(obs=np.zeros(2), rew=1.0)
+            buffer.on_episode_end()
+
+
 # -- sharded ------------------------------------------------------------------------------
 
 
