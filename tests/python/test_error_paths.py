@@ -138,8 +138,9 @@ def test_an_error_inside_an_episode_writers_with_block_is_not_hidden_by_its_clos
     client.close()
 
 
+@pytest.mark.parametrize("then", ["append", "close"])
 def test_a_connection_lost_after_a_refused_request_does_not_say_every_step_was_stored(
-        make_server, transport):
+        make_server, transport, then):
     server = make_server()
     client = replayd.Client(server.address(transport), timeout=10)
     client.create_table("t", FIELDS, 1000, episodic=True, reward="rew")
@@ -153,7 +154,10 @@ def test_a_connection_lost_after_a_refused_request_does_not_say_every_step_was_s
     server.kill()
     wait_until(lambda: not writer._conn.alive)
     with pytest.raises(replayd.ConnectionLost) as lost:
-        writer.append(1, **step(0))  # env 1's first step: a new episode, on a new connection
+        if then == "append":  # env 1's first step: a new episode, on a new connection
+            writer.append(1, **step(0))
+        else:
+            writer.close()
     assert "every step appended was stored" not in str(lost.value)
     assert "refused" in str(lost.value) and "not_found" in str(lost.value)
     client.close()

@@ -343,11 +343,12 @@ class EpisodeWriter:
             "stored; the next append of an env starts a new episode")
 
     def _unconfirmed(self) -> bool:
-        """Whether a step or an end appended is not confirmed by the server yet."""
+        """Whether a step or an end appended is not confirmed by the server yet, or a
+        request's refusal not raised yet."""
         steps = self._steps
         steps._reap_done()
         return bool(steps._count or steps.pending_ends or steps._in_flight
-                    or any(steps.lost_in_flight))
+                    or any(steps.lost_in_flight) or steps._error is not None)
 
     def _request(self, meta: Dict[str, Any]) -> Any:
         conn = self._connection()
