@@ -69,6 +69,14 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_staging_bytes", limits.max_staging_bytes, 0, std::uint64_t{1} << 44));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_staging_arenas_per_connection",
+                                     limits.max_staging_arenas_per_connection, 0, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_staging_arenas", limits.max_staging_arenas, 0, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_unread_descriptors_per_connection",
+                                     limits.max_unread_descriptors_per_connection, 1, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_queued_descriptors", limits.max_queued_descriptors, 1, 1u << 20));
   REPLAYD_ASSIGN_OR_RETURN(limits.learner_share,
                            reader.number_or("learner_share", limits.learner_share));
   if (!(limits.learner_share >= 0 && limits.learner_share <= 1)) {

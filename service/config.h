@@ -68,8 +68,18 @@ struct Limits {
   std::uint32_t http_max_connections = 64;
   // Staging arenas of the shared-memory plane (docs/SHM.md), bytes: what one connection may
   // hold, and what all connections together may hold; each is counted before it is created.
+  // Arenas count in whole pages.
   std::uint64_t max_staging_bytes_per_connection = std::uint64_t{256} << 20;
   std::uint64_t max_staging_bytes = std::uint64_t{2} << 30;
+  // Staging arenas, in number: each is a mapping in the server and a file in the client.
+  std::uint32_t max_staging_arenas_per_connection = 64;
+  std::uint32_t max_staging_arenas = 4096;
+  // Replies carrying a descriptor (map_table, map_staging) one connection may have that it
+  // has not read yet, and descriptors the server may hold in replies not yet written: each
+  // is an open file, and the rest of the server's descriptors stay for accepting
+  // connections, snapshots and tables.
+  std::uint32_t max_unread_descriptors_per_connection = 64;
+  std::uint32_t max_queued_descriptors = 1024;
 };
 
 struct ServerConfig {

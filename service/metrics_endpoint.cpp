@@ -24,7 +24,9 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::open(
                                                        "' is not an IP address");
   }
   metrics::EndpointCallbacks callbacks{
-      [&context] { return context.metrics.scrape(snapshot_tables(context.tables)); },
+      [&context] {
+        return context.metrics.scrape(snapshot_tables(context.tables), plane_figures(context));
+      },
       std::move(not_ready_reason)};
   metrics::HttpServerLimits http_limits;
   http_limits.header_timeout_ms = std::chrono::milliseconds(context.limits.http_header_timeout_ms);
@@ -35,6 +37,18 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::open(
       });
   REPLAYD_RETURN_IF_ERROR(endpoint->http_.open(asio::ip::tcp::endpoint(ip, host_port->port)));
   return endpoint;
+}
+
+metrics::PlaneFigures plane_figures(const ServiceContext& context) {
+  metrics::PlaneFigures figures;
+  figures.staging_arenas = context.plane.arenas;
+  figures.staging_bytes = context.plane.staging_bytes;
+  figures.queued_descriptors = context.plane.queued_descriptors;
+  figures.dropped_table_bytes_mapped = context.plane.dropped_block_bytes;
+  for (const auto& hosted : context.tables.list()) {
+    if (shm::plane_refusal_of(hosted->table->storage().memory())) ++figures.tables_off_plane;
+  }
+  return figures;
 }
 
 std::vector<metrics::TableSnapshot> snapshot_tables(const TableRegistry& tables) {

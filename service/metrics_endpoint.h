@@ -43,6 +43,8 @@ class MetricsEndpoint {
 
 // What a scrape reports of each table, copied now. O(tables).
 std::vector<metrics::TableSnapshot> snapshot_tables(const TableRegistry& tables);
+// What connections hold through the shared-memory plane, and tables left off it.
+metrics::PlaneFigures plane_figures(const ServiceContext& context);
 
 // The wire error codes of docs/PROTOCOL.md, declared at start so their series exist before
 // the first error (a code missing here still gets its series when first replied).

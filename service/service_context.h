@@ -64,10 +64,10 @@ struct ServiceContext {
   // Seeds tables whose description states none (random by default; fixed in tests).
   std::uint64_t (*seed_source)() = nullptr;
   // The shared-memory data plane (config `shared_memory`, docs/SHM.md): where tables get
-  // their column blocks (null: private memory, and no plane), and the staging arenas every
-  // connection holds (limits.max_staging_bytes).
+  // their column blocks (null: private memory, and no plane), and what every connection
+  // holds through it (staging arenas, descriptors in replies, blocks it was sent).
   shm::SharedColumnSource* column_memory = nullptr;
-  shm::StagingBudget staging;
+  shm::PlaneBudget plane;
 };
 
 }  // namespace replayd::service

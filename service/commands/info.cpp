@@ -8,6 +8,19 @@
 namespace replayd::service::commands {
 namespace json = boost::json;
 
+namespace {
+
+// What connections hold through the shared-memory plane (docs/SHM.md): host memory and
+// descriptors no table accounts for.
+json::object plane_json(const shm::PlaneBudget& plane) {
+  return json::object{{"staging_arenas", plane.arenas},
+                      {"staging_bytes", plane.staging_bytes},
+                      {"queued_descriptors", plane.queued_descriptors},
+                      {"dropped_table_bytes_mapped", plane.dropped_block_bytes}};
+}
+
+}  // namespace
+
 asio::awaitable<Result<Reply>> info(Call& call) {
   json::array tables;
   if (call.args.has("table")) {
@@ -28,7 +41,8 @@ asio::awaitable<Result<Reply>> info(Call& call) {
                                         {"connections", service.sessions.size()},
                                         {"uptime_s", uptime_s},
                                         {"shared_memory", service.column_memory != nullptr},
-                                        {"staging_bytes", service.staging.held}}},
+                                        {"staging_bytes", service.plane.staging_bytes},
+                                        {"plane", plane_json(service.plane)}}},
                 {"tables", std::move(tables)}}));
 }
 

@@ -45,8 +45,12 @@ Session::Session(Socket socket, ServiceContext& context)
       decoder_(FrameLimits{context.limits.max_frame_bytes, context.limits.max_meta_bytes}),
       account_(context.scheduler, *this),
       parking_(*this, context.limits.max_waiting_per_connection),
-      plane_(shm::plane_access(socket_.native_handle(), context.column_memory != nullptr),
-             context.staging, context.limits.max_staging_bytes_per_connection),
+      plane_(socket_.native_handle(),
+             shm::plane_access(socket_.native_handle(), context.column_memory != nullptr),
+             context.plane,
+             shm::ConnectionPlaneLimits{context.limits.max_staging_bytes_per_connection,
+                                        context.limits.max_staging_arenas_per_connection,
+                                        context.limits.max_unread_descriptors_per_connection}),
       read_chunk_(kReadChunkBytes),
       watchdog_(socket_.get_executor()) {
   context_.sessions.insert(this);
@@ -429,6 +433,7 @@ std::size_t Session::write_with_descriptors(Reply& reply) {
     return 0;
   }
   reply.descriptors.clear();  // the kernel holds its own references now
+  reply.descriptor_hold.reset();
   const auto written = static_cast<std::size_t>(sent);
   context_.metrics.bytes_sent(written);
   account_.moved(written);

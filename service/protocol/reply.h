@@ -6,6 +6,7 @@
 #include <asio/buffer.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -59,6 +60,9 @@ struct Reply {
   ByteBuffer payload;
   std::vector<std::span<const std::byte>> pieces;
   std::vector<UniqueFd> descriptors;
+  // Counts the descriptors against their budgets (ConnectionPlane::hold_descriptor_reply)
+  // until they are written or the reply is discarded; opaque here.
+  std::shared_ptr<void> descriptor_hold;
   // The header and metadata went out already and `payload` holds the rest of the frame
   // (what settle(written) leaves after a partial write).
   bool remainder_only = false;

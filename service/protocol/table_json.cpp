@@ -1,5 +1,6 @@
 #include "service/protocol/table_json.h"
 
+#include "service/shm/shared_columns.h"
 #include "service/table_description.h"
 
 namespace replayd::service::commands {
@@ -66,6 +67,12 @@ json::object table_info_json(const HostedTable& hosted) {
       {"compressed_bytes", table.storage().blob_bytes()},
   };
   if (!table.config().episodes.pad_history) reply["history_steps"] = info.history_steps;
+  // Whether same-host clients may map the table (docs/SHM.md), and why not when the server
+  // offers the plane but the system refused this table shared memory.
+  const ColumnMemory& memory = table.storage().memory();
+  reply["shared_memory"] = shm::shared_columns_of(memory) != nullptr;
+  if (const std::string* refusal = shm::plane_refusal_of(memory))
+    reply["shared_memory_refused"] = *refusal;
   reply["replay"] = replay_json(info);
   return reply;
 }
@@ -78,31 +85,36 @@ json::array all_table_infos(const ServiceContext& context) {
 }
 
 json::object limits_json(const Limits& limits) {
-  return json::object{{"max_frame_bytes", limits.max_frame_bytes},
-                      {"max_meta_bytes", limits.max_meta_bytes},
-                      {"max_batch_items", limits.max_batch_items},
-                      {"max_waiting_per_connection", limits.max_waiting_per_connection},
-                      {"max_nstep", limits.max_nstep},
-                      {"max_nstep_walk_steps", limits.max_nstep_walk_steps},
-                      {"max_sequence_steps", limits.max_sequence_steps},
-                      {"max_sequence_sample_steps", limits.max_sequence_sample_steps},
-                      {"max_open_episodes_per_connection", limits.max_open_episodes_per_connection},
-                      {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
-                      {"max_buffered_bytes", limits.max_buffered_bytes},
-                      {"max_connections", limits.max_connections},
-                      {"max_table_bytes", limits.max_table_bytes},
-                      {"max_tables", limits.max_tables},
-                      {"idle_timeout_ms", limits.idle_timeout_ms},
-                      {"write_timeout_ms", limits.write_timeout_ms},
-                      {"socket_send_buffer_bytes", limits.socket_send_buffer_bytes},
-                      {"requests_per_turn", limits.requests_per_turn},
-                      {"learner_share", limits.learner_share},
-                      {"max_unauthenticated_connections", limits.max_unauthenticated_connections},
-                      {"auth_timeout_ms", limits.auth_timeout_ms},
-                      {"http_header_timeout_ms", limits.http_header_timeout_ms},
-                      {"http_max_connections", limits.http_max_connections},
-                      {"max_staging_bytes_per_connection", limits.max_staging_bytes_per_connection},
-                      {"max_staging_bytes", limits.max_staging_bytes}};
+  return json::object{
+      {"max_frame_bytes", limits.max_frame_bytes},
+      {"max_meta_bytes", limits.max_meta_bytes},
+      {"max_batch_items", limits.max_batch_items},
+      {"max_waiting_per_connection", limits.max_waiting_per_connection},
+      {"max_nstep", limits.max_nstep},
+      {"max_nstep_walk_steps", limits.max_nstep_walk_steps},
+      {"max_sequence_steps", limits.max_sequence_steps},
+      {"max_sequence_sample_steps", limits.max_sequence_sample_steps},
+      {"max_open_episodes_per_connection", limits.max_open_episodes_per_connection},
+      {"max_queued_reply_bytes", limits.max_queued_reply_bytes},
+      {"max_buffered_bytes", limits.max_buffered_bytes},
+      {"max_connections", limits.max_connections},
+      {"max_table_bytes", limits.max_table_bytes},
+      {"max_tables", limits.max_tables},
+      {"idle_timeout_ms", limits.idle_timeout_ms},
+      {"write_timeout_ms", limits.write_timeout_ms},
+      {"socket_send_buffer_bytes", limits.socket_send_buffer_bytes},
+      {"requests_per_turn", limits.requests_per_turn},
+      {"learner_share", limits.learner_share},
+      {"max_unauthenticated_connections", limits.max_unauthenticated_connections},
+      {"auth_timeout_ms", limits.auth_timeout_ms},
+      {"http_header_timeout_ms", limits.http_header_timeout_ms},
+      {"http_max_connections", limits.http_max_connections},
+      {"max_staging_bytes_per_connection", limits.max_staging_bytes_per_connection},
+      {"max_staging_bytes", limits.max_staging_bytes},
+      {"max_staging_arenas_per_connection", limits.max_staging_arenas_per_connection},
+      {"max_staging_arenas", limits.max_staging_arenas},
+      {"max_unread_descriptors_per_connection", limits.max_unread_descriptors_per_connection},
+      {"max_queued_descriptors", limits.max_queued_descriptors}};
 }
 
 }  // namespace replayd::service::commands

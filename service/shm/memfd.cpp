@@ -17,17 +17,23 @@ Error system_error(const std::string& what) {
 
 }  // namespace
 
-Result<UniqueFd> create_sealed_memfd(const std::string& name, std::uint64_t bytes) {
+Result<UniqueFd> create_memfd(const std::string& name, std::uint64_t bytes) {
   UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return system_error("memfd_create for '" + name + "' failed");
   if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
     return system_error("sizing the memfd for '" + name + "' to " + std::to_string(bytes) +
                         " bytes failed");
   }
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     return system_error("sealing the memfd for '" + name + "' failed");
   }
   return fd;
+}
+
+Status seal_memfd(int fd, Writers writers) {
+  const int seals = (writers == Writers::server_only ? F_SEAL_FUTURE_WRITE : 0) | F_SEAL_SEAL;
+  if (::fcntl(fd, F_ADD_SEALS, seals) != 0) return system_error("sealing a memfd failed");
+  return Ok{};
 }
 
 Result<UniqueFd> reopen_read_only(int fd) {

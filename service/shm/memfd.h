@@ -14,10 +14,24 @@
 
 namespace replayd::service::shm {
 
+// Who may write a memfd once it is sealed (seal_memfd).
+enum class Writers {
+  anyone,      // a staging arena: the client writes it, the server only reads it
+  server_only  // a table's block: F_SEAL_FUTURE_WRITE, so that no new writable mapping and
+               // no write() can be made, by anyone, through any descriptor of the file
+               // (reopening /proc/PID/fd/N read-write included); mappings made before the
+               // seal (the server's own) keep writing
+};
+
 // A memfd of `bytes` bytes (zero-filled; pages allocated when first written), close-on-exec,
-// sealed with F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL. `name` shows in /proc/PID/maps.
-// Errors: resource_exhausted naming what failed and the system's reason.
-Result<UniqueFd> create_sealed_memfd(const std::string& name, std::uint64_t bytes);
+// sealed with F_SEAL_SHRINK | F_SEAL_GROW; seal_memfd finishes the seals once the server
+// has mapped it. `name` shows in /proc/PID/maps. Errors: resource_exhausted naming what
+// failed and the system's reason.
+Result<UniqueFd> create_memfd(const std::string& name, std::uint64_t bytes);
+
+// Adds the last seals: F_SEAL_FUTURE_WRITE when only the server writes, then F_SEAL_SEAL
+// (no seal may be added or removed afterwards). Call after the server's own mapping.
+Status seal_memfd(int fd, Writers writers);
 
 // A new descriptor of the same file opened read-only (through /proc/self/fd), which a
 // receiver can map only without PROT_WRITE. Errors: resource_exhausted.

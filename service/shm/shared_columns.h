@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/storage/column_memory.h"
 #include "service/shm/memfd.h"
@@ -20,13 +21,28 @@ class SharedColumnMemory final : public ColumnMemory {
       : fd_(std::move(fd)), mapping_(std::move(mapping)), id_(id) {}
   std::span<std::byte> bytes() const override { return mapping_.bytes(); }
   std::uint64_t id() const override { return id_; }
-  // The memfd (read-write; sealed against resizing). Hand clients reopen_read_only(fd()).
+  // The memfd (sealed against resizing and, but for the server's own mapping, against
+  // writing: Writers::server_only). Hand clients reopen_read_only(fd()).
   int fd() const { return fd_.get(); }
 
  private:
   UniqueFd fd_;
   Mapping mapping_;
   std::uint64_t id_;
+};
+
+// Private memory a table got because the system refused it shared memory, and why: the
+// table is then off the plane, which its info, the log and the metrics say.
+class RefusedSharedMemory final : public ColumnMemory {
+ public:
+  RefusedSharedMemory(std::unique_ptr<ColumnMemory> memory, std::string reason)
+      : memory_(std::move(memory)), reason_(std::move(reason)) {}
+  std::span<std::byte> bytes() const override { return memory_->bytes(); }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::unique_ptr<ColumnMemory> memory_;
+  std::string reason_;
 };
 
 class SharedColumnSource final : public ColumnMemorySource {
@@ -46,5 +62,8 @@ class SharedColumnSource final : public ColumnMemorySource {
 
 // The memfd behind a table's column block, or nullptr when the block is private memory.
 const SharedColumnMemory* shared_columns_of(const ColumnMemory& memory);
+// Why a table that asked for shared memory got private memory; nullptr when it did not
+// (shared memory, or a server with the plane off).
+const std::string* plane_refusal_of(const ColumnMemory& memory);
 
 }  // namespace replayd::service::shm

@@ -108,7 +108,9 @@ ServiceContext& shared_context() {
     made->limits = fuzz_limits();
     made->seed_source = &fixed_seed;
     made->column_memory = new shm::SharedColumnSource;
-    made->staging.limit = 1 << 20;
+    made->plane.max_staging_bytes = 1 << 20;
+    made->plane.max_arenas = 64;
+    made->plane.max_queued_descriptors = 64;
     return made;
   }();
   return *context;
@@ -139,10 +141,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 "seed": 3})");
 
   // A staging arena (id 1) holding the input's bytes over and over.
-  shm::ConnectionPlane plane({true, ""}, context.staging, 64 << 10);
+  shm::ConnectionPlane plane(-1, {true, ""}, context.plane,
+                             shm::ConnectionPlaneLimits{64 << 10, 4, 8});
   auto arena = plane.create_arena(4096);
-  check(arena.ok() && (*arena)->id == 1);
-  const auto staged = (*arena)->mapping.bytes();
+  check(arena.ok() && arena->arena->id == 1);
+  const auto staged = arena->arena->mapping.bytes();
   for (std::size_t i = 0; i < staged.size() && size > 0; ++i)
     staged[i] = static_cast<std::byte>(data[i % size]);
 

@@ -38,6 +38,7 @@ asio::awaitable<Result<Reply>> map_table(Call& call) {
     co_return make_error(ErrorCode::failed_precondition,
                          "table '" + table.name() + "' does not live in shared memory");
   }
+  REPLAYD_CO_ASSIGN_OR_RETURN(auto hold, call.plane->hold_descriptor_reply());
   REPLAYD_CO_ASSIGN_OR_RETURN(UniqueFd read_only, shm::reopen_read_only(shared->fd()));
   const StorageLayout& layout = storage.layout();
   json::array columns;
@@ -62,6 +63,8 @@ asio::awaitable<Result<Reply>> map_table(Call& call) {
                                                     {"columns", std::move(columns)},
                                                     {"descriptors", 1}}));
   reply.descriptors.push_back(std::move(read_only));
+  reply.descriptor_hold = std::move(hold);
+  call.plane->block_sent(shared->id(), layout.total_bytes);
   co_return reply;
 }
 

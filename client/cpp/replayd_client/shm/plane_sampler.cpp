@@ -1,5 +1,6 @@
 #include "replayd_client/shm/plane_sampler.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -70,7 +71,23 @@ SampleBatch PlaneSampler::complete(DrawnKeys drawn, SampleOptions options) {
     }
   }
   std::vector<std::size_t> changed = mapping_->gather(draws.keys(), rows);
+  // Redraws end by the call's timeout, or after kMaxRedrawRounds rounds without one: rows
+  // that never settle (stamps a process of the server's uid keeps changing) are an error,
+  // never an endless loop.
+  const auto started = std::chrono::steady_clock::now();
+  std::uint64_t rounds = 0;
   while (!changed.empty()) {  // rows overwritten under the copy: as many drawn again
+    const auto waited = std::chrono::steady_clock::now() - started;
+    if (options.timeout_ms ? waited >= std::chrono::milliseconds(*options.timeout_ms)
+                           : rounds >= kMaxRedrawRounds) {
+      throw Error(options.timeout_ms ? ErrorCode::timeout : ErrorCode::data_loss,
+                  "table '" + table_ + "': " + std::to_string(changed.size()) +
+                      " drawn rows kept changing under the copy for " + std::to_string(rounds) +
+                      " redraws: their slots' stamps never settle (a writer rewrites them "
+                      "without end, or a process of the server's uid writes the mapping); "
+                      "sample through the socket (shared_memory = false) to rule it out");
+    }
+    ++rounds;
     changed_rows_ += changed.size();
     DrawnKeys again = client_.sample_keys_async(table_, changed.size(), options).get();
     check_region(again);

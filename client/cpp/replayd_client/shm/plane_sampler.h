@@ -36,7 +36,10 @@ class PlaneSampler {
   // changed under the copy drawn again with `options`. Throws Error(not_found) when the
   // draws name another block than the mapped one (the table was dropped or replaced since:
   // make a new sampler), Error(bad_reply) for draws naming slots beyond the capacity.
+  // Redraws are bounded: Error(timeout) once options.timeout_ms passed with rows still
+  // changing, or, without a timeout, Error(data_loss) after kMaxRedrawRounds rounds.
   SampleBatch complete(DrawnKeys drawn, SampleOptions options = {});
+  static constexpr std::uint64_t kMaxRedrawRounds = 64;
 
   // Rows that changed under the copy and were drawn again, since the table was mapped.
   std::uint64_t changed_rows() const { return changed_rows_; }

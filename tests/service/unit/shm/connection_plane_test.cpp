@@ -4,6 +4,7 @@
 // and the server's budgets before they are created, and released; a staged batch viewed in
 // its arena, its ids and priorities copied out of the client's reach, and refused by name
 // when it names bytes outside the arena.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,13 +74,26 @@ TEST_CASE("the plane is offered to a Unix-socket peer of the server's uid only")
   CHECK_THAT(refused.reason, Contains("Unix sockets only"));
 }
 
+shm::PlaneBudget budget_of(std::uint64_t bytes, std::uint64_t arenas = 1024) {
+  shm::PlaneBudget budget;
+  budget.max_staging_bytes = bytes;
+  budget.max_arenas = arenas;
+  budget.max_queued_descriptors = 1024;
+  return budget;
+}
+
+shm::ConnectionPlaneLimits limits_of(std::uint64_t bytes, std::uint64_t arenas = 64,
+                                     std::uint64_t unread = 64) {
+  return {bytes, arenas, unread};
+}
+
 TEST_CASE("staging arenas are counted against both budgets before they are created") {
-  shm::StagingBudget budget{.limit = 12288};
-  shm::ConnectionPlane first({true, ""}, budget, 8192);
-  shm::ConnectionPlane second({true, ""}, budget, 8192);
+  auto budget = budget_of(12288);
+  shm::ConnectionPlane first(-1, {true, ""}, budget, limits_of(8192));
+  shm::ConnectionPlane second(-1, {true, ""}, budget, limits_of(8192));
   auto a = first.create_arena(8192);
   REQUIRE(a);
-  CHECK(budget.held == 8192);
+  CHECK(budget.staging_bytes == 8192);
   auto over_connection = first.create_arena(4096);
   REQUIRE_FALSE(over_connection);
   CHECK(over_connection.error().code == ErrorCode::resource_exhausted);
@@ -88,19 +102,110 @@ TEST_CASE("staging arenas are counted against both budgets before they are creat
   REQUIRE_FALSE(over_server);
   CHECK_THAT(over_server.error().message, Contains("max_staging_bytes = 12288"));
   CHECK(second.create_arena(4096));
-  CHECK(budget.held == 12288);
-  CHECK(first.release_arena((*a)->id));
-  CHECK_FALSE(first.release_arena((*a)->id));
-  CHECK(budget.held == 4096);
+  CHECK(budget.staging_bytes == 12288);
+  CHECK(first.release_arena(a->arena->id));
+  CHECK_FALSE(first.release_arena(a->arena->id));
+  CHECK(budget.staging_bytes == 4096);
   auto too_large = first.create_arena(8193);
   REQUIRE_FALSE(too_large);
   CHECK(too_large.error().code == ErrorCode::invalid_argument);
 }
 
+TEST_CASE("an arena counts whole pages and one of a bounded number, however few bytes it asks") {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto budget = budget_of(1 << 20, 3);
+  shm::ConnectionPlane first(-1, {true, ""}, budget, limits_of(1 << 20, 2));
+  shm::ConnectionPlane second(-1, {true, ""}, budget, limits_of(1 << 20, 2));
+  auto one_byte = first.create_arena(1);
+  REQUIRE(one_byte);
+  CHECK(budget.staging_bytes == page);
+  CHECK(first.held_bytes() == page);
+  REQUIRE(first.create_arena(1));
+  auto third = first.create_arena(1);
+  REQUIRE_FALSE(third);
+  CHECK(third.error().code == ErrorCode::resource_exhausted);
+  CHECK_THAT(third.error().message, Contains("max_staging_arenas_per_connection = 2"));
+  REQUIRE(second.create_arena(1));
+  auto over_server = second.create_arena(1);
+  REQUIRE_FALSE(over_server);
+  CHECK_THAT(over_server.error().message, Contains("max_staging_arenas = 3"));
+  CHECK(budget.arenas == 3);
+  CHECK(first.release_arena(one_byte->arena->id));
+  CHECK(budget.arenas == 2);
+  CHECK(second.create_arena(1));
+}
+
+TEST_CASE("the server keeps no descriptor of an arena: its memfd goes to the reply") {
+  auto budget = budget_of(1 << 20);
+  shm::ConnectionPlane plane(-1, {true, ""}, budget, limits_of(1 << 20));
+  auto grant = plane.create_arena(4096);
+  REQUIRE(grant);
+  REQUIRE(grant->fd.valid());
+  const int fd = grant->fd.get();
+  { UniqueFd sent = std::move(grant->fd); }  // the reply went out
+  CHECK(::fcntl(fd, F_GETFD) == -1);         // nothing else held it
+  CHECK(plane.staged_bytes(grant->arena->id));
+}
+
+TEST_CASE("replies carrying descriptors are bounded until the client reads them") {
+  SocketPair pair(AF_UNIX);
+  auto budget = budget_of(1 << 20);
+  budget.max_queued_descriptors = 3;
+  shm::ConnectionPlane plane(pair.fds[0], {true, ""}, budget, limits_of(1 << 20, 64, 2));
+  auto first = plane.hold_descriptor_reply();
+  REQUIRE(first);
+  auto second = plane.hold_descriptor_reply();
+  REQUIRE(second);
+  CHECK(budget.queued_descriptors == 2);
+  auto third = plane.hold_descriptor_reply();
+  REQUIRE_FALSE(third);
+  CHECK(third.error().code == ErrorCode::resource_exhausted);
+  CHECK_THAT(third.error().message, Contains("max_unread_descriptors_per_connection = 2"));
+  // Written, but the client has not read what was sent: still counted.
+  REQUIRE(::write(pair.fds[0], "reply", 5) == 5);
+  first->reset();
+  second->reset();
+  CHECK(budget.queued_descriptors == 0);
+  CHECK_FALSE(plane.hold_descriptor_reply());
+  // Read: the next may come.
+  char sink[5];
+  REQUIRE(::read(pair.fds[1], sink, 5) == 5);
+  auto after_read = plane.hold_descriptor_reply();
+  CHECK(after_read);
+  // The server-wide bound on descriptors queued in unwritten replies.
+  shm::ConnectionPlane other(-1, {true, ""}, budget, limits_of(1 << 20));
+  auto a = other.hold_descriptor_reply();
+  auto b = other.hold_descriptor_reply();
+  REQUIRE((a && b));
+  auto over = other.hold_descriptor_reply();
+  REQUIRE_FALSE(over);
+  CHECK_THAT(over.error().message, Contains("max_queued_descriptors = 3"));
+}
+
+TEST_CASE("a dropped table's block counts while connections that were sent it are open") {
+  auto budget = budget_of(1 << 20);
+  {
+    shm::ConnectionPlane first(-1, {true, ""}, budget, limits_of(1 << 20));
+    {
+      shm::ConnectionPlane second(-1, {true, ""}, budget, limits_of(1 << 20));
+      first.block_sent(7, 65536);
+      second.block_sent(7, 65536);
+      second.block_sent(7, 65536);  // sent twice to one connection: one holder
+      CHECK(budget.dropped_block_bytes == 0);
+      budget.block_dropped(7);
+      budget.block_dropped(7);
+      CHECK(budget.dropped_block_bytes == 65536);
+    }
+    CHECK(budget.dropped_block_bytes == 65536);
+  }
+  CHECK(budget.dropped_block_bytes == 0);
+  CHECK(budget.sent_blocks.empty());
+}
+
 TEST_CASE("a connection without the plane gets no arena and no staged batch") {
-  shm::StagingBudget budget{.limit = 1 << 20};
-  shm::ConnectionPlane plane({false, "shared memory is offered on Unix sockets only"}, budget,
-                             1 << 20);
+  auto budget = budget_of(1 << 20);
+  shm::ConnectionPlane plane(-1, {false, "shared memory is offered on Unix sockets only"}, budget,
+                             limits_of(1 << 20));
   auto arena = plane.create_arena(4096);
   REQUIRE_FALSE(arena);
   CHECK(arena.error().code == ErrorCode::permission_denied);
@@ -115,12 +220,12 @@ TEST_CASE("a connection without the plane gets no arena and no staged batch") {
 }
 
 TEST_CASE("a staged batch views its rows in the arena and copies its priorities") {
-  shm::StagingBudget budget{.limit = 1 << 20};
-  shm::ConnectionPlane plane({true, ""}, budget, 1 << 20);
+  auto budget = budget_of(1 << 20);
+  shm::ConnectionPlane plane(-1, {true, ""}, budget, limits_of(1 << 20));
   auto arena = plane.create_arena(4096);
   REQUIRE(arena);
-  REQUIRE((*arena)->id == 1);
-  std::byte* bytes = (*arena)->mapping.bytes().data();
+  REQUIRE(arena->arena->id == 1);
+  std::byte* bytes = arena->arena->mapping.bytes().data();
   // Laid out for 4 rows: obs 32 bytes at 0, act 32 at 32, priorities 32 at 64.
   const float obs[4] = {1, 2, 3, 4};
   const std::int64_t act[2] = {7, 8};
@@ -149,8 +254,8 @@ TEST_CASE("a staged batch views its rows in the arena and copies its priorities"
 }
 
 TEST_CASE("a staged batch naming bytes outside its arena is refused by name") {
-  shm::StagingBudget budget{.limit = 1 << 20};
-  shm::ConnectionPlane plane({true, ""}, budget, 1 << 20);
+  auto budget = budget_of(1 << 20);
+  shm::ConnectionPlane plane(-1, {true, ""}, budget, limits_of(1 << 20));
   REQUIRE(plane.create_arena(4096));
   auto table = plain_table();
   auto refusal = [&](std::string_view staged) {
