@@ -8,7 +8,7 @@ namespace {
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
+         c == '.' || c == '-' || c == '/';
 }
 
 Status validate_field(const Field& field) {
@@ -23,8 +23,16 @@ Status validate_field(const Field& field) {
   for (char c : field.name) {
     if (!is_name_char(c)) {
       return make_error(ErrorCode::invalid_argument,
-                        who + ": name may contain only letters, digits, '_', '.' and '-'");
+                        who + ": name may contain only letters, digits, '_', '.', '-' and '/'");
     }
+  }
+  // '/' separates the path of a nested leaf ("obs/camera"): no empty path component.
+  if (field.name.front() == '/' || field.name.back() == '/' ||
+      field.name.find("//") != std::string::npos) {
+    return make_error(ErrorCode::invalid_argument,
+                      who +
+                          ": '/' separates the parts of a nested field's path (obs/camera); "
+                          "a name may not start or end with '/' nor hold '//'");
   }
   if (field.shape.size() > Schema::kMaxDims) {
     return make_error(ErrorCode::invalid_argument,

@@ -70,6 +70,28 @@ ServerMetrics::ServerMetrics(std::string_view version, std::span<const OpLabel> 
                      .Help("Bytes written to client connections")
                      .Register(registry)
                      .Add({});
+  snapshot_items_saved_ = &BuildCounter()
+                               .Name("replayd_snapshot_items_saved_total")
+                               .Help("Items written to snapshot files, summed over snapshots")
+                               .Register(registry)
+                               .Add({});
+  snapshot_items_dropped_ =
+      &BuildCounter()
+           .Name("replayd_snapshot_items_dropped_total")
+           .Help("Items left out of snapshots because they were overwritten while written")
+           .Register(registry)
+           .Add({});
+  last_snapshot_items_saved_ = &BuildGauge()
+                                    .Name("replayd_last_snapshot_items_saved")
+                                    .Help("Items the last snapshot holds")
+                                    .Register(registry)
+                                    .Add({});
+  last_snapshot_items_dropped_ =
+      &BuildGauge()
+           .Name("replayd_last_snapshot_items_dropped")
+           .Help("Items the last snapshot left out (overwritten while it was written)")
+           .Register(registry)
+           .Add({});
   requests_ = &BuildCounter()
                    .Name("replayd_requests_total")
                    .Help("Requests answered, by op and outcome (ok or the wire error code)")
@@ -175,9 +197,19 @@ void ServerMetrics::rate_limiter_waited(std::size_t op, Clock::duration waited) 
   }
 }
 
-std::string ServerMetrics::scrape(std::span<const TableSnapshot> tables) const {
+void ServerMetrics::snapshot_written(std::uint64_t saved, std::uint64_t dropped) {
+  snapshot_items_saved_->Increment(static_cast<double>(saved));
+  snapshot_items_dropped_->Increment(static_cast<double>(dropped));
+  last_snapshot_items_saved_->Set(static_cast<double>(saved));
+  last_snapshot_items_dropped_->Set(static_cast<double>(dropped));
+}
+
+std::string ServerMetrics::scrape(std::span<const TableSnapshot> tables,
+                                  const PlaneFigures& plane) const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   for (auto& family : table_families(tables))
+    families.push_back(std::move(family));
+  for (auto& family : plane_families(plane))
     families.push_back(std::move(family));
   for (auto& family : process_families())
     families.push_back(std::move(family));

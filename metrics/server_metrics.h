@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "metrics/plane_metrics.h"
 #include "metrics/table_metrics.h"
 
 namespace prometheus {
@@ -64,12 +65,16 @@ class ServerMetrics {
   void error_replied(std::string_view code);
   // A request of `op` (a rate_limited op) left its table's wait queue after `waited`.
   void rate_limiter_waited(std::size_t op, Clock::duration waited);
+  // A snapshot finished: `saved` items are in the file, `dropped` were overwritten while it
+  // was written and are left out (docs/SNAPSHOT.md).
+  void snapshot_written(std::uint64_t saved, std::uint64_t dropped);
   // The index of the "unknown" op label.
   std::size_t unknown_op() const { return op_names_.size() - 1; }
 
   // The Prometheus text exposition of every family: the instruments above, `tables`
-  // (see table_metrics.h) and the process (/proc/self). Cost: O(series); allocates.
-  std::string scrape(std::span<const TableSnapshot> tables) const;
+  // (see table_metrics.h), `plane` (plane_metrics.h) and the process (/proc/self).
+  // Cost: O(series); allocates.
+  std::string scrape(std::span<const TableSnapshot> tables, const PlaneFigures& plane = {}) const;
 
  private:
   struct ErrorSeries {
@@ -85,6 +90,10 @@ class ServerMetrics {
   prometheus::Counter* connections_refused_ = nullptr;
   prometheus::Counter* received_bytes_ = nullptr;
   prometheus::Counter* sent_bytes_ = nullptr;
+  prometheus::Counter* snapshot_items_saved_ = nullptr;
+  prometheus::Counter* snapshot_items_dropped_ = nullptr;
+  prometheus::Gauge* last_snapshot_items_saved_ = nullptr;
+  prometheus::Gauge* last_snapshot_items_dropped_ = nullptr;
   prometheus::Family<prometheus::Counter>* requests_ = nullptr;
   prometheus::Family<prometheus::Counter>* errors_ = nullptr;
   std::vector<std::string> op_names_;  // per op label, "unknown" last

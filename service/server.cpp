@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "service/descriptor_limit.h"
 #include "service/memory_trimmer.h"
 #include "service/net/listener.h"
 #include "service/net/session.h"
@@ -43,14 +44,18 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
     column_source_ = std::make_unique<shm::SharedColumnSource>();
     context_.column_memory = column_source_.get();
   }
-  context_.staging.limit = config_.limits.max_staging_bytes;
+  context_.plane.max_staging_bytes = config_.limits.max_staging_bytes;
+  context_.plane.max_arenas = config_.limits.max_staging_arenas;
+  context_.plane.max_queued_descriptors = config_.limits.max_queued_descriptors;
   for (std::string_view code : wire_error_codes())
     context_.metrics.declare_error_code(code);
   ready_future_ = ready_promise_.get_future().share();
   snapshotter_ = std::make_unique<Snapshotter>(
       io_, context_.tables,
       SnapshotOptions{config_.data_dir, config_.snapshot_interval_s, config_.snapshot_keep,
-                      config_.snapshot_test_pause_ms});
+                      config_.snapshot_test_pause_ms, [this](const SnapshotStats& stats) {
+                        context_.metrics.snapshot_written(stats.items, stats.items_dropped);
+                      }});
   context_.snapshots = snapshotter_.get();
 }
 
@@ -62,6 +67,7 @@ Server::~Server() {
 }
 
 Status Server::open() {
+  raise_descriptor_limit(context_.limits);
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
     REPLAYD_ASSIGN_OR_RETURN(

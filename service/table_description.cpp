@@ -198,6 +198,15 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
     return reader.error("pad_history", "needs \"episodic\": true");
   }
   REPLAYD_ASSIGN_OR_RETURN(config.max_compressed_bytes, reader.uint_or("max_compressed_bytes", 0));
+  if (const json::value* metadata = reader.value("metadata"); metadata && !metadata->is_null()) {
+    config.metadata = json::serialize(*metadata);
+    if (config.metadata.size() > kMaxTableMetadataBytes) {
+      return reader.error("metadata", "is " + std::to_string(config.metadata.size()) +
+                                          " bytes of JSON, at most " +
+                                          std::to_string(kMaxTableMetadataBytes) +
+                                          " are kept (keep large data in a table's fields)");
+    }
+  }
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
 }
@@ -249,6 +258,7 @@ json::object describe_table(const TableConfig& config) {
   if (config.schema.has_compression()) {
     description["max_compressed_bytes"] = compressed_budget(config);
   }
+  if (!config.metadata.empty()) description["metadata"] = json::parse(config.metadata);
   return description;
 }
 
@@ -330,9 +340,15 @@ std::vector<std::string> table_differences(const TableConfig& a, const TableConf
   if (a.episodes.enabled && b.episodes.enabled && !(a.episodes == b.episodes)) {
     out.push_back("reward or bootstrap fields differ");
   }
+  if (a.metadata != b.metadata) out.push_back("metadata differs");
   // A difference the texts above cannot show (e.g. two doubles printed alike) still counts.
   if (out.empty() && !(a.schema == b.schema && ra == rb)) out.push_back("the descriptions differ");
   return out;
+}
+
+Result<RateLimiterConfig> parse_rate_limiter_description(const json::value& value,
+                                                         const std::string& path) {
+  return parse_rate_limiter(value, path);
 }
 
 bool same_table_shape(const TableConfig& a, const TableConfig& b) {

@@ -29,6 +29,10 @@ boost::json::object describe_table(const TableConfig& config);
 // the same table. The priority exponent counts only when both samplers are prioritized.
 std::vector<std::string> table_differences(const TableConfig& a, const TableConfig& b);
 
+// A rate limiter as a description's "rate_limiter" gives it (at `path`, for messages).
+Result<RateLimiterConfig> parse_rate_limiter_description(const boost::json::value& value,
+                                                         const std::string& path);
+
 // Whether two configurations describe the same table, ignoring the seed.
 bool same_table_shape(const TableConfig& a, const TableConfig& b);
 

@@ -141,6 +141,11 @@ class WindowIndexSet {
   void on_sampled(std::uint32_t slot);
   // Drops every index (the table was reset): they are built again when asked for.
   void clear();
+  // The sampler's exponent changed: every index is dropped, built again when asked for.
+  void set_priority_exponent(double exponent) {
+    context_.priority_exponent = exponent;
+    clear();
+  }
 
  private:
   WindowContext context_;

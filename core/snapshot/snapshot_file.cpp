@@ -33,14 +33,18 @@ Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
   info.u32(0);
   info.u64(created_unix_ms);
   REPLAYD_RETURN_IF_ERROR(writer.section(kFileInfo, info.data()));
+  std::uint64_t written = 0;  // FEND counts every item written, lost ones included
   for (const Table* table : tables) {
-    REPLAYD_RETURN_IF_ERROR(write_table_sections(*table, writer));
-    stats.items += table->size();
+    std::uint64_t lost = 0;
+    REPLAYD_RETURN_IF_ERROR(write_table_sections(*table, writer, &lost));
+    written += table->size();
+    stats.items_dropped += lost;
   }
+  stats.items = written - stats.items_dropped;
   ByteWriter end;
   end.u32(stats.tables);
   end.u32(0);
-  end.u64(stats.items);
+  end.u64(written);
   REPLAYD_RETURN_IF_ERROR(writer.section(kFileEnd, end.data()));
   stats.bytes = kSnapshotHeaderBytes + writer.bytes_written();
   return stats;

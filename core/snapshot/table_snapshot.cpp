@@ -20,6 +20,7 @@ constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
 constexpr std::uint32_t kBlobs = section_tag("TBLB");
 constexpr std::uint32_t kLostCount = section_tag("TLSN");  // version 2
 constexpr std::uint32_t kLostKeys = section_tag("TLSK");   // version 2
+constexpr std::uint32_t kMetadata = section_tag("TMET");   // version 3
 constexpr std::uint8_t kFrameOptionsTail = 2;
 constexpr std::uint8_t kNoHistoryPaddingTail = 3;  // EpisodeConfig::pad_history = false
 
@@ -62,7 +63,7 @@ Error in_table(const std::string& table, const Error& error) {
 // The one place that reads and rebuilds Table's private state (friend of Table).
 class TableSnapshotAccess {
  public:
-  static Status write(const Table& table, SectionWriter& writer);
+  static Status write(const Table& table, SectionWriter& writer, std::uint64_t* items_lost);
   static Result<std::unique_ptr<Table>> read(SectionReader& reader, std::uint64_t max_table_bytes,
                                              std::uint32_t version, ColumnMemorySource* memory,
                                              std::uint64_t* items_written);
@@ -79,7 +80,8 @@ class TableSnapshotAccess {
                                    const std::vector<bool>& occupied);
 };
 
-Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
+Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer,
+                                  std::uint64_t* items_lost) {
   const TableConfig& config = table.config_;
   ByteWriter cfg;
   cfg.str(config.name);
@@ -190,7 +192,11 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer) {
     REPLAYD_RETURN_IF_ERROR(write_episode_sections(*episodic->episodes_, *episodic->step_log_,
                                                    *episodic->windows_, writer));
   }
-  return write_lost(writer, lost);
+  if (items_lost) *items_lost = lost.size();
+  REPLAYD_RETURN_IF_ERROR(write_lost(writer, lost));
+  ByteWriter metadata;
+  metadata.str(config.metadata);
+  return writer.section(kMetadata, metadata.data());
 }
 
 Status TableSnapshotAccess::write_lost(SectionWriter& writer, std::span<const std::uint64_t> lost) {
@@ -546,11 +552,17 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (version >= 2) {
     if (auto lost = drop_lost(reader, *table); !lost) return in_table(name, lost.error());
   }
+  if (version >= 3) {
+    REPLAYD_ASSIGN_OR_RETURN(auto metadata_bytes, reader.section(kMetadata));
+    ByteReader in(metadata_bytes);
+    if (!in.str(table->config_.metadata, kMaxTableMetadataBytes) || in.remaining() != 0)
+      return in_table(name, bad("section TMET: malformed or longer than 1 MiB"));
+  }
   return table;
 }
 
-Status write_table_sections(const Table& table, SectionWriter& writer) {
-  return TableSnapshotAccess::write(table, writer);
+Status write_table_sections(const Table& table, SectionWriter& writer, std::uint64_t* items_lost) {
+  return TableSnapshotAccess::write(table, writer, items_lost);
 }
 
 Result<std::unique_ptr<Table>> read_table_sections(SectionReader& reader,

@@ -25,14 +25,17 @@ inline constexpr char kSnapshotMagic[8] = {'R', 'P', 'L', 'Y', 'S', 'N', 'A', 'P
 // Version 2 adds, after each table's other sections, the keys of items whose bytes changed
 // while the image was written (a forked writer reading columns the server keeps writing, in
 // shared memory): they are dropped when the image is read. Version 1 images still load.
-inline constexpr std::uint32_t kSnapshotVersion = 2;
+// Version 3 adds, after those, each table's metadata (TableConfig::metadata).
+inline constexpr std::uint32_t kSnapshotVersion = 3;
 inline constexpr std::uint32_t kOldestSnapshotVersion = 1;
 inline constexpr std::uint32_t kSnapshotHeaderBytes = 16;  // magic, version, header crc32c
 
 struct SnapshotStats {
   std::uint32_t tables = 0;
-  std::uint64_t items = 0;
-  std::uint64_t bytes = 0;  // bytes of the whole image
+  std::uint64_t items = 0;          // items the image restores (written, less those dropped)
+  std::uint64_t items_dropped = 0;  // items overwritten while the image was written: listed
+                                    // as lost, so a restore leaves them out
+  std::uint64_t bytes = 0;          // bytes of the whole image
 };
 
 // Writes the file header, every table, and the end section, in that order. On success
@@ -65,8 +68,9 @@ Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimi
 // overwrote it after a fork) is written, and listed as lost. Reading: `version` is the
 // image's; lost items are removed from the table read (counted as evictions), and
 // `items_written` (if not null) receives how many items the image held for it, lost ones
-// included.
-Status write_table_sections(const Table& table, SectionWriter& writer);
+// included. `items_lost` (if not null) receives how many items were written as lost.
+Status write_table_sections(const Table& table, SectionWriter& writer,
+                            std::uint64_t* items_lost = nullptr);
 Result<std::unique_ptr<Table>> read_table_sections(SectionReader& reader,
                                                    std::uint64_t max_table_bytes,
                                                    std::uint32_t version = kSnapshotVersion,

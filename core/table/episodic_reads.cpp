@@ -13,7 +13,8 @@ Status EpisodicTable::check_step_buffers(const StepBuffers& out, std::uint64_t r
   bool ok = out.keys.size() == rows && out.episodes.size() == rows &&
             out.positions.size() == rows && out.sequences.size() == rows &&
             out.columns.size() == fields.size() &&
-            (out.slots.size() == rows || !items_.config_.schema.has_compression());
+            (out.slots.size() == rows || !items_.config_.schema.has_compression()) &&
+            (out.ends.empty() || out.ends.size() == rows);
   for (std::size_t f = 0; ok && f < fields.size(); ++f) {
     const bool compressed = fields[f].compression != Compression::none;
     ok = out.columns[f].size() == (compressed ? 0 : rows * fields[f].item_bytes());
@@ -31,6 +32,12 @@ void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepB
   out.positions[row] = ref.position;
   out.sequences[row] = step_log_->sequence(slot);
   if (!out.slots.empty()) out.slots[row] = slot;
+  if (!out.ends.empty()) {
+    const std::uint32_t next = episodes_->following(slot);
+    out.ends[row] = next == EpisodeIndex::kTerminatesHere  ? 1
+                    : next == EpisodeIndex::kTruncatedHere ? 2
+                                                           : 0;
+  }
   for (std::size_t f = 0; f < out.columns.size(); ++f) {
     if (items_.storage_.blobs(f) != nullptr) continue;
     const std::uint64_t bytes = items_.storage_.item_bytes(f);

@@ -121,6 +121,9 @@ struct StepBuffers {
   std::span<std::uint64_t> sequences;
   std::span<const std::span<std::byte>> columns;
   std::span<std::uint32_t> slots = {};  // required when the schema has a compressed field
+  // Optional (empty: not filled): how each step's episode ended at that step: 1 when it is
+  // the last step of an episode ended terminated, 2 of one ended truncated, else 0.
+  std::span<std::uint8_t> ends = {};
 };
 
 class EpisodicTable {
@@ -221,6 +224,8 @@ class EpisodicTable {
   void on_priority(std::uint32_t slot);
   // Every step was removed (Table::reset): episodes keep their ids, windows empty.
   void clear();
+  // The sampler's exponent changed (Table::set_priority_exponent): windows are built again.
+  void set_priority_exponent(double exponent) { windows_->set_priority_exponent(exponent); }
 
  private:
   // The snapshot codec saves and rebuilds the state below.

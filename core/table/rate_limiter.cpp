@@ -126,4 +126,19 @@ Status RateLimiter::check_sample_batch(std::uint64_t n) const {
   return Ok{};
 }
 
+void RateLimiter::reconfigure(const RateLimiterConfig& next) {
+  config_ = next;
+  const double spi = next.samples_per_insert;
+  const double diff =
+      static_cast<double>(counters_.inserts) * spi - static_cast<double>(counters_.samples);
+  if (diff >= next.min_diff && diff <= next.max_diff) return;
+  const bool low = std::isfinite(next.min_diff);
+  const bool high = std::isfinite(next.max_diff);
+  const double target = low && high ? (next.min_diff + next.max_diff) / 2
+                        : high      ? next.max_diff
+                                    : next.min_diff;
+  const double samples = std::floor(static_cast<double>(counters_.inserts) * spi - target);
+  counters_.samples = samples > 0 ? static_cast<std::uint64_t>(samples) : 0;
+}
+
 }  // namespace replayd

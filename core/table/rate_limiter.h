@@ -72,6 +72,15 @@ class RateLimiter {
   // Restores counters from a snapshot.
   void set_counters(const RateLimiterCounters& counters) { counters_ = counters; }
 
+  // Replaces the configuration at run time (`next` as create() validated it). The new
+  // limiter governs from now on: when the present diff I*spi - S (at the new spi) lies
+  // within [min_diff, max_diff] the counters carry on; otherwise they are rebased so that
+  // the diff starts at the middle of that band (at its one finite bound when the other is
+  // unbounded), as if the table had just reached min_size under the new limiter: items
+  // stored before the change are not charged to later inserts or samples. Only the
+  // samples counter moves (never below 0); inserts and deletes keep counting. O(1).
+  void reconfigure(const RateLimiterConfig& next);
+
  private:
   explicit RateLimiter(const RateLimiterConfig& config) : config_(config) {}
   static bool admits_insert(const RateLimiterConfig& config, const RateLimiterCounters& c,

@@ -132,6 +132,18 @@ class Table {
   // Removes the items whose keys are still stored; stale keys are counted and ignored.
   DeleteOutcome delete_keys(std::span<const std::uint64_t> keys);
 
+  // Run-time changes (the service's configure_table). Each validates first and changes
+  // nothing on error (invalid_argument naming the problem).
+  // A new rate limiter (RateLimiter::reconfigure: the counters carry on or are rebased so
+  // that items stored before are not charged). Callers wake the table's waiters. O(1).
+  Status set_rate_limiter(const RateLimiterConfig& config);
+  // What set_rate_limiter would refuse, changing nothing. O(1).
+  Status check_rate_limiter(const RateLimiterConfig& config) const;
+  // A prioritized sampler's exponent: every stored item's mass becomes priority^exponent
+  // (its priority is kept). failed_precondition unless the sampler is prioritized. An
+  // episodic table's window indexes are built again when next asked for. O(size log size).
+  Status set_priority_exponent(double exponent);
+
   // Removes every item and resets the rate limiter; counters and keys issued so far are kept
   // (keys stay unique). Counted in ReplayHistograms::resets / reset_items. O(capacity).
   void reset();

@@ -59,7 +59,13 @@ struct TableConfig {
   // frames accepted (max_zstd_frame_bytes) takes, so that only the capacity evicts; set it
   // to the expected compressed size to reserve less of max_table_bytes.
   std::uint64_t max_compressed_bytes = 0;
+  // The client's own description of the table (a dataset's spaces, say): JSON text the
+  // table keeps, returns and snapshots unchanged and never reads. Empty: none.
+  std::string metadata;
 };
+
+// The longest metadata a table keeps, in bytes of JSON text.
+inline constexpr std::uint64_t kMaxTableMetadataBytes = std::uint64_t{1} << 20;
 
 // The budget of a table's compressed values (max_compressed_bytes, or its default).
 std::uint64_t compressed_budget(const TableConfig& config);

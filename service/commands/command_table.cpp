@@ -13,6 +13,8 @@ using Fields = std::span<const std::string_view>;
 constexpr std::array<std::string_view, 4> kHelloFields{"protocol", "client", "token", "shm"};
 constexpr std::array<std::string_view, 1> kTableField{"table"};
 constexpr std::array<std::string_view, 2> kCreateFields{"table", "exist_ok"};
+constexpr std::array<std::string_view, 3> kConfigureFields{"table", "rate_limiter",
+                                                           "priority_exponent"};
 constexpr std::array<std::string_view, 6> kInsertFields{"table",      "n",          "columns",
                                                         "priorities", "timeout_ms", "staged"};
 constexpr std::array<std::string_view, 8> kAppendStepsFields{
@@ -37,6 +39,10 @@ const std::array kCommands{
     Command{.name = "create_table", .handler = c::create_table, .fields = kCreateFields},
     Command{
         .name = "drop_table", .handler = c::drop_table, .fields = kTableField, .needs_table = true},
+    Command{.name = "configure_table",
+            .handler = c::configure_table,
+            .fields = kConfigureFields,
+            .needs_table = true},
     Command{.name = "reset_table",
             .handler = c::reset_table,
             .fields = kTableField,
@@ -109,7 +115,7 @@ const std::array kCommands{
             .handler = c::read_steps,
             .fields = kReadStepsFields,
             .needs_table = true,
-            .table_kind = TableKind::episodic,
+            .table_kind = TableKind::any,
             .batch = true,
             .lane = Lane::learner},
     Command{

@@ -15,6 +15,7 @@ asio::awaitable<Result<Reply>> info(Call& call);
 asio::awaitable<Result<Reply>> list_tables(Call& call);
 asio::awaitable<Result<Reply>> create_table(Call& call);
 asio::awaitable<Result<Reply>> drop_table(Call& call);
+asio::awaitable<Result<Reply>> configure_table(Call& call);
 asio::awaitable<Result<Reply>> reset_table(Call& call);
 asio::awaitable<Result<Reply>> insert(Call& call);
 asio::awaitable<Result<Reply>> sample(Call& call);

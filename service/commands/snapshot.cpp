@@ -2,9 +2,9 @@
 // answers when it is durable on disk, while the connection's other requests keep being served.
 #include <boost/json.hpp>
 
-#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/snapshot/snapshotter.h"
+#include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;
@@ -32,6 +32,7 @@ asio::awaitable<Result<Reply>> snapshot(Call& call) {
                                             {"file", outcome.path},
                                             {"tables", outcome.stats.tables},
                                             {"items", outcome.stats.items},
+                                            {"items_dropped", outcome.stats.items_dropped},
                                             {"bytes", outcome.stats.bytes},
                                             {"duration_ms", outcome.duration_ms},
                                             {"stall_ms", outcome.stall_ms},

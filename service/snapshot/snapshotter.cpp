@@ -44,12 +44,12 @@ SnapshotOutcome failed_outcome(std::string message) {
   return outcome;
 }
 
-// The child's one-line report: "ok TABLES ITEMS BYTES PATH" or "error MESSAGE".
+// The child's one-line report: "ok TABLES ITEMS DROPPED BYTES PATH" or "error MESSAGE".
 std::string report_of(const Result<WrittenSnapshot>& written) {
   if (!written) return "error " + written.error().message;
   return "ok " + std::to_string(written->stats.tables) + " " +
-         std::to_string(written->stats.items) + " " + std::to_string(written->stats.bytes) + " " +
-         written->path;
+         std::to_string(written->stats.items) + " " + std::to_string(written->stats.items_dropped) +
+         " " + std::to_string(written->stats.bytes) + " " + written->path;
 }
 
 void write_all(int fd, const std::string& text) {
@@ -188,7 +188,8 @@ asio::awaitable<void> Snapshotter::watch_child(pid_t pid, int pipe_fd, std::uint
   std::istringstream in(report);
   std::string word;
   in >> word;
-  if (word == "ok" && (in >> outcome.stats.tables >> outcome.stats.items >> outcome.stats.bytes)) {
+  if (word == "ok" && (in >> outcome.stats.tables >> outcome.stats.items >>
+                       outcome.stats.items_dropped >> outcome.stats.bytes)) {
     in >> std::ws;
     std::getline(in, outcome.path);
   } else if (word == "error") {
@@ -204,12 +205,13 @@ asio::awaitable<void> Snapshotter::watch_child(pid_t pid, int pipe_fd, std::uint
 }
 
 void Snapshotter::finish_run(std::uint64_t run, SnapshotOutcome outcome) {
+  if (outcome.status && options_.on_written) options_.on_written(outcome.stats);
   if (outcome.status) {
     spdlog::info(
-        "snapshot {}: {} tables, {} items, {} bytes in {:.1f} ms (fork stalled serving "
-        "for {:.2f} ms)",
-        outcome.path, outcome.stats.tables, outcome.stats.items, outcome.stats.bytes,
-        outcome.duration_ms, outcome.stall_ms);
+        "snapshot {}: {} tables, {} items saved, {} dropped (overwritten while written), {} "
+        "bytes in {:.1f} ms (fork stalled serving for {:.2f} ms)",
+        outcome.path, outcome.stats.tables, outcome.stats.items, outcome.stats.items_dropped,
+        outcome.stats.bytes, outcome.duration_ms, outcome.stall_ms);
   } else {
     spdlog::error("snapshot failed: {}; serving continues, earlier snapshots are kept",
                   outcome.status.error().message);
@@ -251,8 +253,9 @@ SnapshotOutcome Snapshotter::write_final() {
   }
   outcome.path = written->path;
   outcome.stats = written->stats;
-  spdlog::info("final snapshot {}: {} tables, {} items, {} bytes in {:.1f} ms", outcome.path,
-               outcome.stats.tables, outcome.stats.items, outcome.stats.bytes, outcome.duration_ms);
+  spdlog::info("final snapshot {}: {} tables, {} items saved, {} dropped, {} bytes in {:.1f} ms",
+               outcome.path, outcome.stats.tables, outcome.stats.items, outcome.stats.items_dropped,
+               outcome.stats.bytes, outcome.duration_ms);
   return outcome;
 }
 

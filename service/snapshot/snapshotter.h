@@ -16,6 +16,7 @@
 #include <asio/steady_timer.hpp>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 
 #include "core/snapshot/table_snapshot.h"
@@ -30,6 +31,8 @@ struct SnapshotOptions {
   std::uint32_t interval_s = 0;     // seconds between periodic snapshots; 0: none
   std::uint32_t keep = 3;           // complete snapshots kept in data_dir, >= 1
   std::uint32_t test_pause_ms = 0;  // test-only: each write pauses this long after its header
+  // Called on the io_context thread when a snapshot was written (the metrics count it).
+  std::function<void(const SnapshotStats&)> on_written;
 };
 
 struct SnapshotOutcome {

@@ -77,14 +77,18 @@ TEST_CASE("more than kMaxDims dimensions are refused, naming the field") {
   CHECK_THAT(error.message, Contains(std::to_string(Schema::kMaxDims + 1) + " dimensions"));
 }
 
-TEST_CASE("field names allow only letters, digits, '_', '.' and '-', up to 64 characters") {
+TEST_CASE("field names allow only letters, digits, '_', '.', '-' and '/', up to 64 characters") {
   CHECK(Schema::create({field("a.b-c_D9", DType::uint8)}).ok());
+  CHECK(Schema::create({field("obs/camera", DType::uint8), field("obs/0", DType::uint8)}).ok());
   CHECK(Schema::create({field(std::string(Schema::kMaxNameChars, 'x'), DType::uint8)}).ok());
 
   const auto spaced = rejection({field("next obs", DType::uint8)});
   CHECK_THAT(spaced.message, Contains("'next obs'"));
-  const auto slashed = rejection({field("obs/0", DType::uint8)});
-  CHECK_THAT(slashed.message, Contains("'obs/0'"));
+  for (const char* path : {"/obs", "obs/", "obs//camera"}) {
+    const auto empty_part = rejection({field(path, DType::uint8)});
+    CHECK_THAT(empty_part.message, Contains(std::string("'") + path + "'"));
+    CHECK_THAT(empty_part.message, Contains("nested field's path"));
+  }
   const auto long_name = std::string(Schema::kMaxNameChars + 1, 'x');
   const auto too_long = rejection({field(long_name, DType::uint8)});
   CHECK_THAT(too_long.message, Contains(long_name));

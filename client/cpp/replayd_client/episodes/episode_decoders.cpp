@@ -59,10 +59,11 @@ SequenceBatch decode_sequences(Reply&& reply, ReplyDecoder& decoder) {
 }
 
 StepPage decode_step_page(Reply&& reply, ReplyDecoder& decoder) {
-  constexpr std::array<LeadingColumn, 4> kLeading{{{"key", DType::uint64},
+  constexpr std::array<LeadingColumn, 5> kLeading{{{"key", DType::uint64},
                                                    {"episode", DType::uint64},
                                                    {"position", DType::uint32},
-                                                   {"sequence", DType::uint64}}};
+                                                   {"sequence", DType::uint64},
+                                                   {"end", DType::uint8}}};
   const json::object& meta = decoder.parse(reply);
   const std::uint64_t next = reply_uint(meta, "next");
   auto layout = column_layout(meta, kLeading, "read_steps");

@@ -11,8 +11,8 @@
 #include <span>
 #include <string_view>
 
-#include "replayd_client/wire/buffer.h"
 #include "replayd_client/results.h"
+#include "replayd_client/wire/buffer.h"
 
 namespace replayd::client {
 
@@ -108,8 +108,9 @@ class SequenceBatch {
 };
 
 // One page of read_steps: stored steps in insertion order, each with its key, episode,
-// position in the episode (0 for the first step) and insertion sequence number, then the
-// fields, shape [rows] + field shape. next() is the cursor of the following page.
+// position in the episode (0 for the first step), insertion sequence number and how its
+// episode ended there (ends()), then the fields, shape [rows] + field shape. next() is the
+// cursor of the following page.
 class StepPage {
  public:
   StepPage() = default;
@@ -130,16 +131,20 @@ class StepPage {
   std::span<const std::uint64_t> sequences() const {
     return columns_.column(3).as<std::uint64_t>();
   }
+  // Per step: 1 when it is the last step of an episode that ended terminated, 2 the last
+  // of one that ended truncated, 0 otherwise (not the last, or the episode is open).
+  std::span<const std::uint8_t> ends() const { return columns_.column(4).as<std::uint8_t>(); }
 
   std::size_t field_count() const {
-    return columns_.column_count() > 4 ? columns_.column_count() - 4 : 0;
+    return columns_.column_count() > kLeading ? columns_.column_count() - kLeading : 0;
   }
-  ColumnView field(std::size_t index) const { return columns_.column(4 + index); }
-  ColumnView field(std::string_view name) const { return columns_.column(name, 4); }
-  // Every column: key, episode, position, sequence, then the fields.
+  ColumnView field(std::size_t index) const { return columns_.column(kLeading + index); }
+  ColumnView field(std::string_view name) const { return columns_.column(name, kLeading); }
+  // Every column: key, episode, position, sequence, end, then the fields.
   const ColumnSet& columns() const { return columns_; }
 
  private:
+  static constexpr std::size_t kLeading = 5;
   ColumnSet columns_;
   std::uint64_t next_ = 0;
 };

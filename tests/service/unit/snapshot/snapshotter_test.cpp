@@ -84,7 +84,7 @@ TEST_CASE("a requested snapshot holds every table and is numbered after the newe
   TableRegistry registry;
   add_table(registry, "a", 3);
   add_table(registry, "b", 10);
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0, {}});
   REQUIRE(snapshotter.enabled());
   snapshotter.set_newest_sequence(41);
   const std::uint64_t run = snapshotter.request();
@@ -109,7 +109,7 @@ TEST_CASE("requests during a run share one queued run that starts when the first
   asio::io_context io;
   TableRegistry registry;
   add_table(registry, "a", 1);
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 5, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 5, 0, {}});
   const std::uint64_t first = snapshotter.request();
   const std::uint64_t second = snapshotter.request();
   const std::uint64_t third = snapshotter.request();
@@ -124,7 +124,7 @@ TEST_CASE("waiters on finished are woken when a run ends") {
   TempDir dir;
   asio::io_context io;
   TableRegistry registry;
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0, {}});
   std::optional<WaitOutcome> woke;
   const std::uint64_t run = snapshotter.request();
   asio::co_spawn(
@@ -147,7 +147,7 @@ TEST_CASE("only the newest `keep` snapshots stay, and never those up to the rete
   asio::io_context io;
   TableRegistry registry;
   add_table(registry, "a", 2);
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 2, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 2, 0, {}});
   snapshotter.set_newest_sequence(0, 1);
   for (int i = 0; i < 4; ++i)
     REQUIRE(wait_for(io, snapshotter, snapshotter.request()).status.ok());
@@ -159,7 +159,7 @@ TEST_CASE("a run that cannot write is reported as resource_exhausted and earlier
   asio::io_context io;
   TableRegistry registry;
   add_table(registry, "a", 2);
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0, {}});
   const SnapshotOutcome& first = wait_for(io, snapshotter, snapshotter.request());
   REQUIRE(first.status.ok());
   const std::string first_path = first.path;
@@ -183,7 +183,7 @@ TEST_CASE("outcomes of the last 16 runs are remembered") {
   TempDir dir;
   asio::io_context io;
   TableRegistry registry;
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 1, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 1, 0, {}});
   std::uint64_t last = 0;
   for (int i = 0; i < 17; ++i) {
     last = snapshotter.request();
@@ -200,7 +200,7 @@ TEST_CASE("stop cancels waiters on finished with shutting_down") {
   TempDir dir;
   asio::io_context io;
   TableRegistry registry;
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 3600, 3, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 3600, 3, 0, {}});
   snapshotter.start();
   std::optional<WaitOutcome> outcome;
   std::optional<CancelReason> reason;
@@ -229,7 +229,7 @@ TEST_CASE("the final snapshot is written in process after a running child is end
   asio::io_context io;
   TableRegistry registry;
   add_table(registry, "a", 7);
-  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0});
+  Snapshotter snapshotter(io, registry, SnapshotOptions{dir.str(), 0, 3, 0, {}});
   snapshotter.request();  // a child is running (or done) and nobody reaps it on the io_context
   snapshotter.stop();
   const SnapshotOutcome final_outcome = snapshotter.write_final();
