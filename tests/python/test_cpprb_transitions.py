@@ -88,9 +88,10 @@ def test_save_transitions_writes_cpprb_layout(rb_args, tmp_path):
     add_range(rb, range(6))
     rb.save_transitions(str(tmp_path / "rb"))  # numpy adds .npz, as for cpprb
     with np.load(tmp_path / "rb.npz", allow_pickle=True) as npz:
-        assert sorted(npz.files) == ["Nstep", "cache", "data", "safe", "version"]
+        assert sorted(npz.files) == ["Nstep", "cache", "data", "next_of", "safe", "version"]
         assert npz["safe"].item() is True and npz["version"].item() == 1
         assert npz["Nstep"].item() is False and npz["cache"].item() is None
+        assert npz["next_of"].item() is None
         data = npz["data"].item()
     assert sorted(data) == ["obs", "v"]
     assert data["obs"].ravel().tolist() == [4, 5, 2, 3]

@@ -34,7 +34,8 @@ What matches cpprb:
 - a ring position is the slot of the step's key (replayd.cpprb.steps.RingKeys); with
   ``next_of`` / ``stack_compress``, the position replayd.cpprb.frame_ring gives it;
 - ``get_all_transitions(shuffle)`` (ring order, as cpprb), ``_encode_sample(idx)`` (ring
-  positions), ``save_transitions`` / ``load_transitions`` in cpprb's ``.npz`` layout (files
+  positions), ``save_transitions`` / ``load_transitions`` in cpprb's ``.npz`` layouts, the
+  safe one and (``safe=False`` with ``next_of`` / ``stack_compress``) the unsafe one (files
   move both ways between cpprb and replayd.cpprb);
 - ``Nstep={"size", "gamma", "rew", "next"}`` (replayd.cpprb.nstep: a client-side cache as
   cpprb's, correct where cpprb is not);
@@ -72,8 +73,6 @@ Differences and unsupported options:
 - ``get_all_transitions``, ``_encode_sample`` and each ``ReverseReplayBuffer.sample`` read
   the whole table (O(stored size)); ``_encode_sample`` of a position never written gives
   1 in every value (cpprb's initial memory);
-- ``load_transitions`` reads both of cpprb's layouts; ``save_transitions(safe=False)``
-  writes the safe one;
 - ``Nstep``: ``done`` of a full window counts its last step and a tail flushed by
   ``on_episode_end()`` takes ``next`` of the episode's last step (cpprb drops the first
   and writes memory it never filled for the second); a prioritized step without a
@@ -96,7 +95,9 @@ Differences and unsupported options:
 - ``mmap_prefix``, ``ctx``, ``backend``, ``logger`` are accepted and ignored (storage lives
   in the server's memory: no files) once they pass cpprb's checks;
 - a dtype the wire lacks (longdouble, complex) is stored as its bytes (uint8);
-- before any priority is given, new items get priority 1.0 (cpprb: 1.0 + eps);
+- an item added without a priority gets the table's largest priority (of every process
+  using it; this object's first such add sends this object's largest + eps, from 1.0 +
+  eps as in cpprb, so the table's largest is at least that from then on);
 - ``sample`` on an empty buffer raises ValueError (cpprb's ReplayBuffer raises ValueError
   from numpy; its PrioritizedReplayBuffer returns values never added, with NaN weights);
 - the sampling RNG is the server's (seeded per table), not numpy's global one.

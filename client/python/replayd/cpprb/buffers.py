@@ -87,6 +87,11 @@ class ReplayBuffer:
             self._fields, [n for n in names_of(next_of) if n not in self._raw] if stored_once
             else [], [n for n in names_of(stack_compress) if n not in self._raw]
             if stored_once else [])
+        # The values cpprb's buffer would keep compressed, which save_transitions(safe=False)
+        # writes as cpprb does (cpprb turns next_of off with Nstep; its MP buffers both).
+        self._cpprb_next_of = names_of(next_of) if stored_once else []
+        self._cpprb_stack_compress = names_of(stack_compress) if not self._shared_index \
+            else []
         self._client = Client(resolve_address(address), timeout=timeout)
         reserved = sorted({name for name, _, _ in self._fields} & set(RESERVED))
         if reserved:
@@ -137,6 +142,11 @@ class ReplayBuffer:
         self._added = 0  # transitions this object added since it was made or cleared
         self._episode_start = 0  # _added at the last on_episode_end()
         self._max_priority = 1.0
+        # cpprb gives an item added without a priority its largest priority + eps, from
+        # 1.0 + eps; the server the largest priority the table has seen, from 1.0. This
+        # object's first such add (since made or cleared) sends 1.0 + eps (or its largest
+        # + eps) itself: the table's largest is then at least that, and both agree after.
+        self._default_priority_sent = False
         self._writer_batch = max(1, min(WRITER_BATCH_ITEMS, self._size, int(
             self._client.server["limits"].get("max_batch_items", self._size))))
         self._ring_keys = RingKeys(self._size, self._shared_index or check_for_update)
@@ -235,6 +245,7 @@ class ReplayBuffer:
         self._added = self._episode_start = 0
         self._ring_keys.clear()
         self._max_priority = 1.0
+        self._default_priority_sent = False
         if self._nstep is not None:
             self._nstep.clear()
 
@@ -289,9 +300,11 @@ class ReplayBuffer:
 
     def save_transitions(self, file: Any, *, safe: bool = True) -> None:
         """Writes every stored transition to `file` (a path or a binary file) in cpprb's
-        ``.npz`` layout (replayd.cpprb.npz), which cpprb's load_transitions reads.
-        `safe=False` writes the same layout (cpprb's unsafe one is its compressed memory)."""
-        npz.write(file, self.get_all_transitions(), self.is_Nstep())
+        ``.npz`` layout (replayd.cpprb.npz), which cpprb's load_transitions reads: as
+        cpprb, `safe=False` on a buffer with ``next_of`` or ``stack_compress`` values writes
+        cpprb's unsafe layout (each ``next_of`` value once), any other the safe one."""
+        npz.write(file, self.get_all_transitions(), self.is_Nstep(), safe=safe,
+                  next_of=self._cpprb_next_of, stack_compress=self._cpprb_stack_compress)
 
     def load_transitions(self, file: Any) -> None:
         """Adds the transitions of a file written by save_transitions, here or by cpprb
@@ -335,7 +348,8 @@ class ReplayBuffer:
         Returns None (having changed nothing) when `kwargs` is anything else."""
         if (priorities is not None and type(priorities) is not float) or not self._one_plan:
             return None
-        priority = None if priorities is None else abs(priorities) + self._eps
+        priority = self._first_default_priority() if priorities is None else \
+            abs(priorities) + self._eps
         if self._exact_adds:  # values as the table stores them
             exact = dict(kwargs)
             exact.update(self._hidden_values)
@@ -366,6 +380,15 @@ class ReplayBuffer:
         else:
             self._life.writer_here().append(item, priority=priority)
         return self._added_one(priorities)
+
+    def _first_default_priority(self) -> Optional[float]:
+        """The priority of an add without priorities: this object's largest + eps for its
+        first (prioritized buffers; see _default_priority_sent), else None (the table's
+        largest)."""
+        if not self._prioritized or self._default_priority_sent:
+            return None
+        self._default_priority_sent = True
+        return self._max_priority + self._eps
 
     def _added_one(self, priorities: Optional[float]) -> int:
         """Counts one transition given to the writer; returns its ring position."""
@@ -425,6 +448,9 @@ class ReplayBuffer:
             if raw.shape[0]:
                 self._max_priority = max(self._max_priority, float(raw.max()))
             prio = np.abs(raw) + self._eps
+        elif n:
+            first = self._first_default_priority()
+            prio = None if first is None else np.full(n, first)
         if not n:
             return None
         data = {name: array.reshape(n) if name in self._units else

@@ -1,10 +1,11 @@
 """cpprb's transition files (``save_transitions`` / ``load_transitions``): an ``.npz``
-written by ``np.savez_compressed`` with the keys ``safe`` (True), ``version`` (1), ``data``
-(the dict of get_all_transitions(), pickled as a 0-d object array), ``Nstep`` (whether the
-data are n-step transitions) and ``cache`` (None). cpprb reads what `write` writes, and
-`read` reads both of cpprb's layouts:
+written by ``np.savez_compressed`` with the keys ``safe``, ``version`` (1), ``data``,
+``Nstep`` (whether the data are n-step transitions), ``cache`` and ``next_of``, the dicts
+and None pickled as 0-d object arrays. `write` writes either of cpprb's layouts, as cpprb's
+save_transitions does, and `read` reads both:
 
-- ``safe=True``: ``data`` holds the transitions;
+- ``safe=True``: ``data`` holds the transitions (the dict of get_all_transitions()),
+  ``cache`` and ``next_of`` are None;
 - ``safe=False`` (a buffer with next_of or stack_compress): ``data`` is cpprb's memory, one
   row per ring position without the ``next_<name>`` values of ``next_of`` (``next_of`` lists
   those names): a row's next value is the next row's value, except at the positions in
@@ -16,19 +17,60 @@ Used by replayd.cpprb only.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
 FORMAT_VERSION = 1
 
 
-def write(file: Any, data: Mapping[str, Any], nstep: bool) -> None:
-    """Writes `data` (name -> array) to `file`, a path (numpy adds ``.npz``) or a binary
-    file object."""
-    arrays: Dict[str, Any] = {"safe": True, "version": FORMAT_VERSION, "data": dict(data),
-                              "Nstep": bool(nstep), "cache": None}
+def write(file: Any, data: Mapping[str, Any], nstep: bool, *, safe: bool = True,
+          next_of: Sequence[str] = (), stack_compress: Sequence[str] = ()) -> None:
+    """Writes the transitions `data` (name -> array, in ring order, as get_all_transitions
+    returns them) to `file`, a path (numpy adds ``.npz``) or a binary file object. As
+    cpprb: the safe layout unless `safe` is False and the buffer has `next_of` or
+    `stack_compress` values, then the unsafe one (module docstring)."""
+    if safe or not (next_of or stack_compress):
+        arrays: Dict[str, Any] = {"safe": True, "version": FORMAT_VERSION,
+                                  "data": dict(data), "Nstep": bool(nstep), "cache": None,
+                                  "next_of": None}
+    else:
+        memory, cache = _unsafe_layout(data, next_of, stack_compress)
+        arrays = {"safe": False, "version": FORMAT_VERSION, "data": memory,
+                  "Nstep": bool(nstep), "cache": cache,
+                  "next_of": np.array(next_of, ndmin=1) if next_of else None}
     np.savez_compressed(file, **arrays)
+
+
+def _unsafe_layout(data: Mapping[str, Any], next_of: Sequence[str],
+                   stack_compress: Sequence[str]
+                   ) -> Tuple[Dict[str, Any], Dict[int, Dict[str, Any]]]:
+    """cpprb's memory and cache for the transitions `data`: the rows without the
+    ``next_<name>`` values of `next_of`, and for each position whose transition the next
+    row does not continue (its next values are not the next row's values, or a stack is
+    not the next row's shifted by one frame), and for the last, its next values and
+    stacks, where cpprb's load_transitions ends an episode."""
+    nexts = {f"next_{name}" for name in next_of}
+    memory = {name: np.asarray(values) for name, values in data.items() if name not in nexts}
+    rows = min((values.shape[0] for values in memory.values()), default=0)
+    cache: Dict[int, Dict[str, Any]] = {}
+    for i in range(rows):
+        last = i == rows - 1
+        if last or not all(np.array_equal(np.asarray(data[f"next_{name}"])[i],
+                                          memory[name][i + 1]) for name in next_of) or \
+                not all(np.array_equal(memory[name][i][..., 1:], memory[name][i + 1][..., :-1])
+                        for name in stack_compress):
+            entry = {f"next_{name}": np.array(np.asarray(data[f"next_{name}"])[i])
+                     for name in next_of}
+            entry.update({name: np.array(memory[name][i]) for name in stack_compress})
+            cache[i] = entry
+    return memory, cache
+
+
+def _unwrap(value: Any) -> Any:
+    """An npz entry as cpprb reads it: a pickled object (a 0-d object array) as that
+    object, any other array as it is."""
+    return value[np.newaxis][0]
 
 
 def read(file: Any, nstep: bool) -> List[Tuple[Dict[str, Any], bool]]:
@@ -42,11 +84,11 @@ def read(file: Any, nstep: bool) -> List[Tuple[Dict[str, Any], bool]]:
             raise ValueError("Stored data and Buffer mismatch for Nstep")
         if version != FORMAT_VERSION:
             raise ValueError(f"Unknown Format Version: {version}")
-        data: Dict[str, Any] = npz["data"].item()
+        data: Dict[str, Any] = _unwrap(npz["data"])
         if bool(npz["safe"]):
             return [(data, False)]
-        cache: Dict[int, Dict[str, Any]] = npz["cache"].item() or {}
-        next_of = npz["next_of"].item() if "next_of" in npz.files else None
+        cache: Dict[int, Dict[str, Any]] = _unwrap(npz["cache"]) or {}
+        next_of = _unwrap(npz["next_of"]) if "next_of" in npz.files else None
     return _unsafe_runs(data, cache, [] if next_of is None else
                         [str(name) for name in np.array(next_of, ndmin=1)])
 
