@@ -314,3 +314,37 @@ def test_a_chunk_larger_than_a_request_may_carry_goes_in_several(uclient, ends, 
     assert (loaded.steps, loaded.episodes) == (70_000, ended)
     assert uclient.read_episodes(table_name)["terminated"].sum() == int(
         h5py.File(source)["terminals"][()].sum())
+
+
+def test_a_load_that_fails_part_way_says_how_many_episodes_are_stored(uclient, ends,
+                                                                       table_name, tmp_path,
+                                                                       monkeypatch):
+    source = tmp_path / "in.hdf5"
+    make_d4rl(source, n=1000, next_obs=True)
+    real_send = StepSender.send
+    calls = []
+
+    def send_then_fail(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk went away")
+        return real_send(self, *args, **kwargs)
+
+    monkeypatch.setattr(StepSender, "send", send_then_fail)
+    with pytest.raises(datasets.LoadInterrupted, match="disk went away") as caught:
+        datasets.load(uclient, table_name, str(source), chunk_steps=300)
+    with h5py.File(source) as f:
+        done = int((f["terminals"][()].astype(bool) | f["timeouts"][()])[:300].sum())
+    assert caught.value.episodes == done
+    assert f"{done} episodes" in str(caught.value)
+
+
+def test_loading_into_a_table_of_other_fields_is_refused_naming_the_difference(
+        uclient, table_name, tmp_path):
+    source = tmp_path / "in.hdf5"
+    make_d4rl(source, n=100, next_obs=False)
+    uclient.create_table(table_name, {"obs": (np.float32, (4,)), "rew": (np.float32, ())}, 10,
+                         episodic=True)
+    with pytest.raises(replayd.InvalidArgument, match="exists with other fields"):
+        datasets.load(uclient, table_name, str(source))
+    assert uclient.size(table_name) == 0
