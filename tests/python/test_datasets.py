@@ -348,3 +348,31 @@ def test_loading_into_a_table_of_other_fields_is_refused_naming_the_difference(
     with pytest.raises(replayd.InvalidArgument, match="exists with other fields"):
         datasets.load(uclient, table_name, str(source))
     assert uclient.size(table_name) == 0
+
+
+@needs_minari
+def test_a_table_written_by_a_writer_exports_as_a_minari_dataset(uclient, ends, table_name,
+                                                                  tmp_path):
+    obs_spec = {"a": (np.float32, (3,)), "b": ((np.int64, ()), (np.float32, (2,)))}
+    uclient.create_table(table_name, {"obs": obs_spec, "act": (np.int64, ()),
+                                      "rew": (np.float32, ())}, 1000, episodic=True,
+                         next_of=["obs"])
+
+    def obs(t: int) -> dict:
+        return {"a": np.full(3, t, np.float32), "b": (t, np.full(2, -t, np.float32))}
+
+    with uclient.episode_writer(table_name) as writer:
+        for length, terminated in ((5, True), (3, False)):
+            for t in range(length):
+                writer.append(obs=obs(t), act=t, rew=float(t))
+            writer.end_episode(terminated=terminated, obs=obs(length))
+        writer.append(obs=obs(0), act=0, rew=0.0)  # an open episode: not exported
+        writer.flush()
+        out = tmp_path / "data"
+        result = datasets.export(uclient, table_name, str(out))
+    assert (result.episodes, result.steps, result.skipped) == (2, 8, 1)
+    lines = [json.loads(line) for line in describe(out)]
+    assert [row["steps"] for row in lines[:-1]] == [5, 3]
+    assert lines[0]["observations/b/1"].startswith("<f4[6, 2]")
+    assert "Dict('a': Box" in lines[-1]["observation_space"]
+    assert "Tuple(Box" in lines[-1]["observation_space"]
