@@ -10,8 +10,9 @@
 
 Depends only on the standard library and numpy. The wire protocol is docs/PROTOCOL.md.
 Also here: replayd.torch (tensors, a DataLoader dataset; needs torch, imported only there),
-replayd.testing (throwaway servers, a pytest fixture) and replayd.cli (replayd-cli,
-``python3 -m replayd``).
+replayd.datasets (Minari and D4RL-style datasets in and out of episodic tables; needs h5py,
+imported only there), replayd.testing (throwaway servers, a pytest fixture) and replayd.cli
+(replayd-cli, ``python3 -m replayd``).
 """
 from .address import Address, parse_address
 from .client import Client
