@@ -3,9 +3,9 @@
 through replayd.
 
 - Explorers (processes started with "spawn", each given the pickled replayd.Client) run
-  CartPole (gymnasium's CartPole-v1 when importable, else the numpy copy below with the
-  same dynamics), act epsilon-greedily with a numpy copy of the learner's Q network, and
-  append transitions through a Writer.
+  CartPole (gymnasium's CartPole-v1 when importable, else the numpy copy in _cartpole.py
+  with the same dynamics), act epsilon-greedily with a numpy copy of the learner's Q
+  network, and append transitions through a Writer.
 - The learner iterates replayd.torch.ReplayDataset (a prefetching sampler thread, tensors
   sharing the received memory), takes double-DQN steps (online net picks the next action,
   target net scores it; Huber loss weighted by the importance weights), sends |TD| + eps
@@ -36,7 +36,6 @@ import collections
 import contextlib
 import copy
 import json
-import math
 import multiprocessing
 import os
 import shutil
@@ -55,116 +54,37 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))
 
 import replayd  # noqa: E402
+from _cartpole import (SOLVED_RETURN, SOLVED_WINDOW, Progress, SharedWeights,  # noqa: E402
+                       make_env, numpy_q, q_network)
 
-SOLVED_RETURN = 475.0
 TABLE_FIELDS = {"obs": (np.float32, 4), "act": (np.int64, ()), "rew": (np.float32, ()),
                 "next_obs": (np.float32, 4), "done": (np.uint8, ())}
 
 
-class CartPole:
-    """CartPole-v1 in numpy: gymnasium's dynamics (Euler steps of 0.02 s), reward 1 per
-    step, the episode ends when |x| > 2.4 or |theta| > 12 degrees (terminal) or after 500
-    steps (truncated: not terminal, so the learner still bootstraps)."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.state = np.zeros(4)
-        self.steps = 0
-
-    def reset(self) -> np.ndarray:
-        self.state = self.rng.uniform(-0.05, 0.05, 4)
-        self.steps = 0
-        return self.state.astype(np.float32)
-
-    def step(self, action: int) -> Tuple[np.ndarray, float, bool, bool]:
-        x, x_dot, theta, theta_dot = self.state
-        force = 10.0 if action == 1 else -10.0
-        cos, sin = math.cos(theta), math.sin(theta)
-        total_mass, pole_mass_length, length = 1.1, 0.05, 0.5
-        temp = (force + pole_mass_length * theta_dot ** 2 * sin) / total_mass
-        theta_acc = (9.8 * sin - cos * temp) / (length * (4.0 / 3.0 - 0.1 * cos ** 2 /
-                                                          total_mass))
-        x_acc = temp - pole_mass_length * theta_acc * cos / total_mass
-        x, x_dot = x + 0.02 * x_dot, x_dot + 0.02 * x_acc
-        theta, theta_dot = theta + 0.02 * theta_dot, theta_dot + 0.02 * theta_acc
-        self.state = np.array([x, x_dot, theta, theta_dot])
-        self.steps += 1
-        terminated = abs(x) > 2.4 or abs(theta) > 12 * 2 * math.pi / 360
-        return self.state.astype(np.float32), 1.0, terminated, self.steps >= 500
-
-
-class GymCartPole:
-    """gymnasium's CartPole-v1 behind the same small interface."""
-
-    def __init__(self, seed: int) -> None:
-        import gymnasium
-        self.env = gymnasium.make("CartPole-v1")
-        self.seed: Optional[int] = seed
-
-    def reset(self) -> np.ndarray:
-        obs, _ = self.env.reset(seed=self.seed)
-        self.seed = None
-        return np.asarray(obs, np.float32)
-
-    def step(self, action: int) -> Tuple[np.ndarray, float, bool, bool]:
-        obs, reward, terminated, truncated, _ = self.env.step(action)
-        return np.asarray(obs, np.float32), float(reward), bool(terminated), bool(truncated)
-
-
-def make_env(seed: int) -> Any:
-    try:
-        import gymnasium  # noqa: F401
-    except ImportError:
-        return CartPole(seed)
-    return GymCartPole(seed)
-
-
-# -- the Q network, shared as a flat float32 vector --------------------------------------
-
-def layer_shapes(hidden: int) -> List[Tuple[int, ...]]:
-    """Weight and bias shapes of the MLP 4 -> hidden -> hidden -> 2 (torch's layout)."""
-    return [(hidden, 4), (hidden,), (hidden, hidden), (hidden,), (2, hidden), (2,)]
-
-
-def numpy_q(params: np.ndarray, hidden: int, obs: np.ndarray) -> np.ndarray:
-    """The Q values of `obs` with the flat parameter vector of the torch net."""
-    layers, offset = [], 0
-    for shape in layer_shapes(hidden):
-        size = int(np.prod(shape))
-        layers.append(params[offset:offset + size].reshape(shape))
-        offset += size
-    h = np.maximum(layers[0] @ obs + layers[1], 0)
-    h = np.maximum(layers[2] @ h + layers[3], 0)
-    return layers[4] @ h + layers[5]
-
-
 def explorer(client: replayd.Client, table: str, index: int, args: argparse.Namespace,
-             shared: Any, version: Any, stop: Any, reports: Any) -> None:
+             published: SharedWeights, stop: Any, reports: Any) -> None:
     """Acts with the latest published weights, writes every transition, reports each
     episode's (explorer's env steps, return)."""
     env = make_env(seed=1000 + index)
     rng = np.random.default_rng(index)
-    params = np.frombuffer(shared.get_obj(), np.float32).copy()
+    params = published.snapshot()
     steps_budget = args.env_steps // args.explorers
     try:
-        run_explorer(client, table, args, env, rng, params, shared, version, stop, reports,
-                     index, steps_budget)
+        run_explorer(client, table, args, env, rng, params, published, stop, reports, index,
+                     steps_budget)
     except replayd.ReplayError:
         if not stop.is_set():  # the learner dropping the table at the end is expected
             raise
 
 
 def run_explorer(client: replayd.Client, table: str, args: argparse.Namespace, env: Any,
-                 rng: np.random.Generator, params: np.ndarray, shared: Any, version: Any,
+                 rng: np.random.Generator, params: np.ndarray, published: SharedWeights,
                  stop: Any, reports: Any, index: int, steps_budget: int) -> None:
     seen = -1
     obs, episode_return, steps = env.reset(), 0.0, 0
     with client.writer(table, batch=32, max_in_flight=4) as writer:
         while steps < steps_budget and not stop.is_set():
-            if version.value != seen:
-                with shared.get_lock():
-                    params[:] = np.frombuffer(shared.get_obj(), np.float32)
-                    seen = version.value
+            seen = published.copy_if_newer(params, seen)
             epsilon = max(args.epsilon_min, 1.0 - steps / args.epsilon_decay_steps)
             if rng.random() < epsilon:
                 action = int(rng.integers(2))
@@ -180,40 +100,6 @@ def run_explorer(client: replayd.Client, table: str, args: argparse.Namespace, e
                 reports.put((index, steps, episode_return))
                 obs, episode_return = env.reset(), 0.0
     reports.put((index, steps, None))  # finished
-
-
-# -- progress ----------------------------------------------------------------------------
-
-class Progress:
-    """tqdm over environment steps when installed and stderr is a terminal; otherwise a
-    line every 5 seconds."""
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.quiet = quiet
-        self.bar: Any = None
-        self.last_line = time.monotonic()
-        if not quiet and sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="step", dynamic_ncols=True)
-            except ImportError:
-                pass
-
-    def update(self, env_steps: int, mean_return: float, learner_steps: int,
-               wait_share: float) -> None:
-        text = (f"return {mean_return:6.1f}  learner steps {learner_steps}  "
-                f"replay wait {100 * wait_share:4.1f} %")
-        if self.bar is not None:
-            self.bar.n = env_steps
-            self.bar.set_postfix_str(text, refresh=False)
-            self.bar.refresh()
-        elif not self.quiet and time.monotonic() - self.last_line > 5:
-            self.last_line = time.monotonic()
-            print(f"env steps {env_steps:7d}  {text}", flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 # -- the learner -------------------------------------------------------------------------
@@ -341,9 +227,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    net = torch.nn.Sequential(torch.nn.Linear(4, args.hidden), torch.nn.ReLU(),
-                              torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
-                              torch.nn.Linear(args.hidden, 2))
+    net = q_network(args.hidden)
     target = copy.deepcopy(net)
     optimizer = torch.optim.Adam(net.parameters(), lr=args.lr)
 
@@ -365,13 +249,11 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
 
         context = multiprocessing.get_context("spawn")
         flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
-        shared = context.Array("f", len(flat))
-        np.frombuffer(shared.get_obj(), np.float32)[:] = flat
-        version = context.Value("i", 0)
+        published = SharedWeights(context, flat)
         stop = context.Event()
         reports = context.Queue()
-        explorers = [context.Process(target=explorer, args=(client, table, i, args, shared,
-                                                            version, stop, reports))
+        explorers = [context.Process(target=explorer, args=(client, table, i, args, published,
+                                                            stop, reports))
                      for i in range(args.explorers)]
         for process in explorers:
             process.start()
@@ -381,7 +263,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
         env_steps = [0] * args.explorers
         finished = 0
         history: List[Tuple[int, float]] = []  # (total env steps, episode return)
-        recent: Deque[float] = collections.deque(maxlen=20)
+        recent: Deque[float] = collections.deque(maxlen=SOLVED_WINDOW)
         waits: List[Tuple[float, float]] = []  # per learner step: (replay wait, step), s
         learner_steps, solved = 0, False
         started = time.monotonic()
@@ -431,9 +313,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
                     target.load_state_dict(net.state_dict())
                 if learner_steps % args.publish_every == 0:
                     flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach()
-                    with shared.get_lock():
-                        np.frombuffer(shared.get_obj(), np.float32)[:] = flat.numpy()
-                        version.value += 1
+                    published.publish(flat.numpy())
                 mean_return = float(np.mean(recent)) if recent else 0.0
                 progress.update(sum(env_steps), mean_return, learner_steps,
                                 dataset.wait_seconds / max(step_time, 1e-9))

@@ -4,6 +4,7 @@ files and the examples' docstrings give runs as written (from the repository roo
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shlex
@@ -43,8 +44,13 @@ SHORT_RUN = {
                             "--batch-size", "16"],
     "dqn_cartpole.py": ["--env-steps", "1200", "--min-replay", "200", "--hidden", "32",
                         "--quiet", "--no-plots"],
+    "offline_to_online.py": ["--smoke", "--no-plots"],
 }
-EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py"))
+# examples/_name.py: code the examples share, not an example.
+EXAMPLES = sorted(p.name for p in (REPO / "examples").glob("*.py")
+                  if not p.name.startswith("_"))
+# Examples that write files: to the test's folder, not examples/out.
+WRITES_OUT = ("dqn_cartpole.py", "offline_to_online.py")
 
 
 def documented_commands() -> List[Tuple[str, str]]:
@@ -93,7 +99,7 @@ def test_documented_example_command_runs_as_written(where, command, make_server,
     extra = list(SHORT_RUN[example])
     if "REPLAYD_BIN" not in env or "--address" in words:  # else it starts its own server
         extra += ["--address", make_server(tcp=False).unix_address]
-    if example == "dqn_cartpole.py":
+    if example in WRITES_OUT:
         extra += ["--out", str(tmp_path / "out")]
     result = subprocess.run(words + extra, env=env, cwd=str(REPO), capture_output=True,
                             text=True, timeout=300)
@@ -127,6 +133,37 @@ def test_dqn_cartpole_learns_on_a_small_budget_and_plots(server, tmp_path):
         return
     assert (tmp_path / "out" / "returns.png").stat().st_size > 0
     assert (tmp_path / "out" / "replay_wait.png").stat().st_size > 0
+
+
+def test_offline_to_online_smoke_records_loads_and_mixes_demonstrations(server, table_name,
+                                                                         tmp_path):
+    pytest.importorskip("torch", reason="torch is not importable (Debian: python3-torch)")
+    pytest.importorskip("h5py", reason="h5py is not importable (Debian: python3-h5py)")
+    out = tmp_path / "out"
+    result = run_example("offline_to_online.py", "--smoke", "--address", server.unix_address,
+                         "--online-table", f"{table_name}_online",
+                         "--demos-table", f"{table_name}_demos", "--out", str(out),
+                         timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "demonstrations: 4 episodes, " in result.stdout, result.stdout
+    dataset = out / "minari" / "replayd" / "cartpole-scripted-v0" / "data"
+    metadata = json.loads((dataset / "metadata.json").read_text())
+    assert metadata["total_episodes"] == 4
+    assert json.loads(metadata["action_space"])["type"] == "Discrete"
+    assert (dataset / "main_data.hdf5").stat().st_size > 0
+    runs = json.loads((out / "offline_to_online.json").read_text())["runs"]
+    assert [(r["seed"], r["demo_share"]) for r in runs] == [(0, 0.5), (0, 0.0)]
+    for run in runs:  # both arms trained on what the explorers (and the demos) gave
+        assert run["env_steps"] == 1500 and run["learner_steps"] > 20, run
+    for arm in ("with 50 % demonstrations", "without demonstrations"):
+        assert f"median env steps to a mean return of 475 {arm}: " in result.stdout
+    with replayd.Client(server.unix_address) as client:  # its tables dropped at the end
+        assert not {f"{table_name}_online", f"{table_name}_demos"} & set(client.tables())
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (out / "offline_to_online.png").stat().st_size > 0
 
 
 def test_cpprb_apex_runs_with_only_the_import_and_address_changed(server):
