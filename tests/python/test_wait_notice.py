@@ -129,3 +129,24 @@ def test_reprs_are_short_and_never_print_the_data(client, table_name):
     with client.sampler(table_name, 16, prefetch=2) as batches:
         assert repr(batches).startswith(f"<replayd.Sampler table='{table_name}' "
                                         f"batch_size=16 prefetch=2 ready=")
+
+
+def test_a_mixed_sample_with_a_timeout_logs_nothing_and_says_which_table_held_it(
+        client, table_name, caplog):
+    held, ready = f"{table_name}-held", f"{table_name}-ready"
+    client.create_table(held, {"x": (np.float32, ())}, 100, rate_limiter=replayd.MinSize(50))
+    client.create_table(ready, {"x": (np.float32, ())}, 100)
+    for table in (held, ready):
+        client.insert(table, {"x": np.zeros(3, np.float32)})
+    try:
+        with caplog.at_level(logging.WARNING, logger="replayd"):
+            with pytest.raises(replayd.TimeoutError) as failure:
+                client.sample({held: 0.5, ready: 0.5}, 4, timeout=NOTICE_S * 3)
+        assert notices(caplog) == []
+        assert f"table '{held}'" in failure.value.message
+        assert failure.value.message.endswith(
+            "; at the timeout: the table holds 3 items and its rate limiter samples from 50 "
+            "(min_size_to_sample)"), failure.value.message
+    finally:
+        client.drop_table(held)
+        client.drop_table(ready)

@@ -31,6 +31,7 @@ from .client_interface import ClientLike
 from .columns import sample_decoder
 from .connection import Connection
 from .episode_replies import decode_sequences
+from .errors import TimeoutError
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
 from .sample import Sample
 from .shm.sampling import KeysReply, auto_decoder, decode_keys_reply, keys_request
@@ -174,12 +175,14 @@ class MixedDraw:
             try:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if notice is not None and not part.future.done() and \
-                        (remaining is None or remaining > wait_notice.WAIT_NOTICE_S):
+                        wait_notice.notices(remaining):  # a bounded wait says why at its end
                     notice(self._conn, part.future, part.table, part.rows)
-                    remaining = (None if deadline is None else
-                                 max(0.0, deadline - time.monotonic()))
                 replies.append((part.table, part.rows,
                                 self._conn.wait(part.request_id, part.future, remaining)))
+            except TimeoutError as exc:  # the server's: say why the table held its share
+                self._forget(i + 1)
+                raise wait_notice.with_reason(self._client, "sample", part.table, part.rows,
+                                              exc) from None
             except BaseException:
                 self._forget(i + 1)
                 raise
