@@ -340,3 +340,25 @@ def test_a_sharded_sampler_whose_shard_died_raises_connection_lost_and_recovers(
                 continue
         else:
             pytest.fail("the sampler did not recover with its shard")
+
+
+def test_a_client_whose_socket_is_past_descriptor_1023_still_waits_with_a_timeout(server):
+    # select() refuses descriptors past FD_SETSIZE (1024): a learner holding many files
+    # (or staging arenas) must still be able to wait on its replies.
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200 and hard >= 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    elif soft < 1200:
+        pytest.skip("the descriptor limit is below 1200")
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        with replayd.Client(server.unix_address, timeout=10) as c:
+            conn = c.open_connection(reader_thread=False)
+            assert conn._sock.fileno() > 1023
+            request_id, future = conn.submit({"op": "ping"}, caller_waits=True)
+            conn.wait(request_id, future, 5)
+            conn.close()
+    finally:
+        for fd in held:
+            os.close(fd)

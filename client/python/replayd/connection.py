@@ -314,7 +314,7 @@ class Connection:
                 return
             self._reading = True
         try:
-            while self._dead is None and select.select([self._sock], [], [], 0)[0]:
+            while self._dead is None and self._readable(0):
                 self._read_once()
         except OSError as exc:
             self._kill(f"connection lost: {exc}")
@@ -343,6 +343,14 @@ class Connection:
                 self._read_turn.wait(remaining)
         return False
 
+    def _readable(self, timeout: float) -> bool:
+        """Whether the socket has bytes (or its end) within `timeout` seconds. poll, not
+        select: select fails on descriptors past 1023, which a process holding many files
+        (or many staging arenas) has."""
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(max(0.0, timeout) * 1000.0))
+
     def _read_until(self, future: Future[Any], timeout: Optional[float]) -> None:
         """Without a reader thread: reads and dispatches replies, in turn with other waiting
         callers, until `future` is done, the connection dies (which fails it), a reader
@@ -354,7 +362,7 @@ class Connection:
             while not future.done() and self._dead is None and self._reader is None:
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not select.select([self._sock], [], [], remaining)[0]:
+                    if remaining <= 0 or not self._readable(remaining):
                         return
                 if self._read_once():
                     with self._read_turn:  # other waiters: their reply may be in

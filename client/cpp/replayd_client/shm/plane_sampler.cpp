@@ -80,7 +80,7 @@ SampleBatch PlaneSampler::complete(DrawnKeys drawn, SampleOptions options) {
     const auto waited = std::chrono::steady_clock::now() - started;
     if (options.timeout_ms ? waited >= std::chrono::milliseconds(*options.timeout_ms)
                            : rounds >= kMaxRedrawRounds) {
-      throw Error(options.timeout_ms ? ErrorCode::timeout : ErrorCode::data_loss,
+      throw Error(options.timeout_ms ? ErrorCode::timeout : ErrorCode::resource_exhausted,
                   "table '" + table_ + "': " + std::to_string(changed.size()) +
                       " drawn rows kept changing under the copy for " + std::to_string(rounds) +
                       " redraws: their slots' stamps never settle (a writer rewrites them "

@@ -37,7 +37,8 @@ class PlaneSampler {
   // draws name another block than the mapped one (the table was dropped or replaced since:
   // make a new sampler), Error(bad_reply) for draws naming slots beyond the capacity.
   // Redraws are bounded: Error(timeout) once options.timeout_ms passed with rows still
-  // changing, or, without a timeout, Error(data_loss) after kMaxRedrawRounds rounds.
+  // changing, or, without a timeout, Error(resource_exhausted) after kMaxRedrawRounds
+  // rounds (the redraw budget spent), as the Python client raises.
   SampleBatch complete(DrawnKeys drawn, SampleOptions options = {});
   static constexpr std::uint64_t kMaxRedrawRounds = 64;
 
