@@ -11,6 +11,7 @@ Pure functions; thread-safe.
 """
 from __future__ import annotations
 
+import importlib
 import io
 from typing import Any, Sequence
 
@@ -53,8 +54,8 @@ def unpack(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def decode(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The pixels of packed JPEG rows ((n, bytes) uint8 -> (n, H, W[, C]) uint8); needs
     Pillow."""
-    from PIL import Image
-    frames = [np.array(Image.open(io.BytesIO(frame.tobytes())), np.uint8)
+    image = importlib.import_module("PIL.Image")  # by name: Pillow has no type information
+    frames = [np.array(image.open(io.BytesIO(frame.tobytes())), np.uint8)
               for frame in unpack(np.asarray(rows).reshape(-1, rows.shape[-1]))]
     return np.stack(frames).reshape(*rows.shape[:-1], *frames[0].shape) if frames else \
         np.zeros((0,), np.uint8)

@@ -14,6 +14,7 @@ h5py is imported by `open_minari` only (it is an optional dependency of the clie
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -32,8 +33,8 @@ _NAME_CHARS = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 
 def import_h5py() -> Any:
     """h5py, or an ImportError saying how to install it."""
-    try:
-        import h5py
+    try:  # by name: h5py has no type information, and mypy need not look for it
+        h5py = importlib.import_module("h5py")
     except ImportError:
         raise ImportError("replayd's dataset commands need h5py: apt-get install python3-h5py "
                           "(Debian) or pip install h5py") from None
