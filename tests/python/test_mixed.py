@@ -385,6 +385,8 @@ def test_sharded_client_draws_each_share_from_its_tables_union(make_server):
             assert np.all(batch["item"][batch.rows("online")] < 1000)
             seen_shards |= set((batch.keys >> np.uint64(56)).tolist())
         assert seen_shards == {0, 1}
+        with pytest.raises(replayd.InvalidArgument, match="fields= selects"):
+            shards.sample("online", 4, fields=["item"])
         # Priorities routed by table and by shard: online's drawn items get 9.
         assert shards.update_mixed_priorities(batch, np.full(64, 9.0)) == 0
         online_items = set(batch["item"][batch.rows("online")].tolist())

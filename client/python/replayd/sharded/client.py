@@ -242,6 +242,7 @@ class ShardedClient:
                                                                  nstep=nstep, gamma=gamma,
                                                                  timeout=timeout), fields)
         name: str = table  # narrowed for the closures below
+        _no_fields(name, fields)
         if nstep is not None:
             return sample_windows_async(
                 self, name, batch_size, ("nstep", int(nstep)), beta,
@@ -338,6 +339,7 @@ class ShardedClient:
                                                             burn_in=burn_in, pad=pad,
                                                             beta=beta, timeout=timeout),
                 fields)
+        _no_fields(table, fields)
         requirement = ("sequence", int(length), int(stride), int(burn_in), bool(pad))
         return sample_windows_async(
             self, table, batch, requirement, beta,
@@ -376,6 +378,13 @@ class ShardedClient:
         """The stored episodes of every shard (global episode ids, see `read_all`), each a
         dict of arrays as `Client.episodes` gives it; holds the whole table in memory."""
         return group_episodes(self.read_all(table, page=page))
+
+
+def _no_fields(table: str, fields: Optional[Sequence[str]]) -> None:
+    """InvalidArgument for `fields` given with one table (it selects a mixed batch's)."""
+    if fields is not None:
+        raise InvalidArgument(f"table '{table}': fields= selects the fields of a mixed "
+                              "batch (a dict of table -> fraction)")
 
 
 def _tables_of(table: Any) -> Callable[[], Any]:
