@@ -104,7 +104,7 @@ def table_request(client: ClientLike, kind: DrawKind, table: str, n: int, beta: 
 
 # Tables whose fields were checked up front, with the fields asked for: a learner asks
 # for the same mix every batch. Bounded; the check at assembly still runs every time.
-_CHECKED: Dict[Tuple[Tuple[str, ...], Optional[Tuple[str, ...]]], bool] = {}
+_CHECKED: Dict[Tuple[Tuple[Tuple[str, int], ...], Optional[Tuple[str, ...]]], bool] = {}
 _CHECKED_LOCK = threading.Lock()
 
 
@@ -114,10 +114,11 @@ def check_schemas(client: ClientLike, tables: Sequence[str],
     replayd.mixed.check_fields), from their schemas (one ``info`` round trip per table the
     first time, then cached). Tables with frame fields (docs/PIXELS.md) are left to the
     check at assembly: their samples' fields are not their stored ones."""
-    key = (tuple(tables), None if fields is None else tuple(fields))
+    schemas = [client.schema(table) for table in tables]
+    # The schema objects name the tables' versions (one created again is read anew).
+    key = (tuple(zip(tables, map(id, schemas))), None if fields is None else tuple(fields))
     if key in _CHECKED:
         return
-    schemas = [client.schema(table) for table in tables]
     if not any(f.is_frame for schema in schemas for f in schema.fields):
         check_fields([(table, {f.name: (f.dtype, f.shape) for f in schema.fields})
                       for table, schema in zip(tables, schemas)], fields)
