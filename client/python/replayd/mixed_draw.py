@@ -171,15 +171,17 @@ class MixedDraw:
         None: no limit). Raises the first failed table's error (the others' requests are
         forgotten; what they drew stays drawn)."""
         deadline = None if local is None else time.monotonic() + local
-        replies: List[Tuple[str, int, Reply]] = []
+        # Each share is copied into the batch as soon as it arrives, while the server still
+        # draws the next ones (and the next reply's wake-up is not waited for idle).
+        assembly = Assembly(self._client, self._mix.tables, self._counts, len(self._parts),
+                            self._fields, self._redraw)
         for i, part in enumerate(self._parts):
             try:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if notice is not None and not part.future.done() and \
                         wait_notice.notices(remaining):  # a bounded wait says why at its end
                     notice(self._conn, part.future, part.table, part.rows)
-                replies.append((part.table, part.rows,
-                                self._conn.wait(part.request_id, part.future, remaining)))
+                reply = self._conn.wait(part.request_id, part.future, remaining)
             except TimeoutError as exc:  # the server's: say why the table held its share
                 self._forget(i + 1)
                 raise wait_notice.with_reason(self._client, "sample", part.table, part.rows,
@@ -187,8 +189,12 @@ class MixedDraw:
             except BaseException:
                 self._forget(i + 1)
                 raise
-        return assemble(self._client, self._mix.tables, self._counts, replies, self._fields,
-                        self._redraw)
+            try:
+                assembly.add(part.table, part.rows, reply)
+            except BaseException:
+                self._forget(i + 1)
+                raise
+        return assembly.finish()
 
     def _forget(self, first: int) -> None:
         for part in self._parts[first:]:
@@ -236,55 +242,98 @@ def combine(client: ClientLike, mix: Mix, counts: Sequence[int],
 def assemble(client: ClientLike, tables: Tuple[str, ...], counts: Sequence[int],
              replies: Sequence[Tuple[str, int, Reply]], fields: Optional[Sequence[str]],
              redraw: Optional[Redraw]) -> MixedSample:
-    """One MixedSample of the tables' replies (in `tables` order, `counts` rows each): a
-    Sample (rows copied by the server) or a KeysReply (rows gathered here from the
-    mapping, into the batch's arrays; `redraw` draws the rows that changed meanwhile
-    again). Raises InvalidArgument when the tables disagree on a field."""
-    specs: List[Tuple[str, Mapping[str, FieldSpec]]] = []
-    for table, _, reply in replies:
+    """One MixedSample of the tables' replies (in `tables` order, `counts` rows each): see
+    Assembly."""
+    assembly = Assembly(client, tables, counts, len(replies), fields, redraw)
+    for table, count, reply in replies:
+        assembly.add(table, count, reply)
+    return assembly.finish()
+
+
+class Assembly:
+    """A mixed batch put together from its tables' replies, added in `tables` order as
+    they arrive: a Sample (rows copied by the server) or a KeysReply (rows gathered here
+    from the table's mapping straight into the batch's arrays; `redraw` draws the rows
+    that changed meanwhile again). The first reply's fields decide the batch's (all of
+    them, or `fields`); each later table must agree (InvalidArgument naming the field and
+    both tables). `parts`: how many replies will be added."""
+
+    def __init__(self, client: ClientLike, tables: Tuple[str, ...], counts: Sequence[int],
+                 parts: int, fields: Optional[Sequence[str]],
+                 redraw: Optional[Redraw]) -> None:
+        self._client = client
+        self._tables = tables
+        self._counts = counts
+        self._parts = parts
+        self._fields = fields
+        self._redraw = redraw
+        self._first: Optional[Tuple[str, Mapping[str, FieldSpec]]] = None
+        self._names: List[str] = []
+        self._data: Dict[str, np.ndarray[Any, Any]] = {}
+        self._draws: List[Sample] = []
+        self._offset = 0
+        self._repairs: List[Tuple[str, np.ndarray[Any, Any]]] = []  # (table, rows)
+
+    def add(self, table: str, count: int, reply: Reply) -> None:
+        """Copies (or gathers) one table's `count` rows into the batch."""
         if isinstance(reply, KeysReply):
-            plane = client._plane_of(table, reply.region)
-            specs.append((table, {f.name: (f.dtype, f.shape) for f in plane.fields}))
+            plane = self._client._plane_of(table, reply.region)
+            spec: Mapping[str, FieldSpec] = {f.name: (f.dtype, f.shape) for f in plane.fields}
+            draw = reply.draws
         else:
-            specs.append((table, {name: (a.dtype, a.shape[1:])
-                                  for name, a in leaves(reply).items()}))
-    if not replies:  # a batch of 0 rows
-        return mixed_sample(tables, counts, {}, np.zeros(0, np.uint64), np.zeros(0),
-                            np.zeros(0), np.zeros(0, np.uint32))
-    wanted = None if fields is None else list(selected(fields, specs[0][1]))
-    names = check_fields(specs, wanted)
-    draws = [reply.draws if isinstance(reply, KeysReply) else reply for _, _, reply in replies]
-    masks = [d.mask for d in draws if d.mask is not None]
-    mask = None if not masks else (masks[0] if len(draws) == 1 else np.concatenate(masks))
-    if len(replies) == 1 and not isinstance(replies[0][2], KeysReply):  # one table: no copy
-        only = draws[0]
-        return mixed_sample(tables, counts, {name: leaves(only)[name] for name in names},
-                            only.keys, only.probabilities, only.weights, only.times_sampled,
-                            mask)
-    keys = np.concatenate([d.keys for d in draws])
-    probabilities = np.concatenate([d.probabilities for d in draws])
-    weights = np.concatenate([d.weights for d in draws])
-    times_sampled = np.concatenate([d.times_sampled for d in draws])
-    first = specs[0][1]
-    data = _batch_arrays([(name, *first[name]) for name in names], len(keys))
-    offset = 0
-    for (table, count, reply), draw in zip(replies, draws):
-        rows = slice(offset, offset + count)
+            spec = {name: (a.dtype, a.shape[1:]) for name, a in leaves(reply).items()}
+            draw = reply
+        if self._first is None:
+            wanted = None if self._fields is None else list(selected(self._fields, spec))
+            self._names = check_fields([(table, spec)], wanted)
+            self._first = (table, spec)
+            if self._parts == 1 and not isinstance(reply, KeysReply):
+                self._draws.append(draw)  # one table's reply: its arrays, no copy
+                return
+            self._data = _batch_arrays([(name, *spec[name]) for name in self._names],
+                                       sum(self._counts))
+        else:
+            check_fields([self._first, (table, spec)], self._names)
+            if self._fields is None:  # the same fields as the first, no more
+                check_fields([(table, spec), self._first], None)
+        offset, data = self._offset, self._data
         if isinstance(reply, KeysReply):
-            plane = client._plane_of(table, reply.region)
             bad = plane.mapping.gather(draw.keys, data, offset, slots=reply.slots)
             plane.changed_rows += len(bad)
             if bad.size:
-                if redraw is None:
-                    raise AssertionError("a keys reply without a way to draw again")
-                _repair(client, table, redraw, data, bad + offset,
-                        (keys, probabilities, weights, times_sampled))
+                self._repairs.append((table, bad + offset))
         else:
-            for name, values in ((name, leaves(draw)[name]) for name in names):
-                data[name][rows] = values
-        offset += count
-    return mixed_sample(tables, counts, data, keys, probabilities, weights, times_sampled,
-                        mask)
+            rows = slice(offset, offset + count)
+            for name in self._names:
+                data[name][rows] = leaves(draw)[name]
+        self._draws.append(draw)
+        self._offset += count
+
+    def finish(self) -> MixedSample:
+        """The batch, its changed rows drawn again from their own tables."""
+        draws, tables, counts = self._draws, self._tables, self._counts
+        if not draws:  # a batch of 0 rows
+            return mixed_sample(tables, counts, {}, np.zeros(0, np.uint64), np.zeros(0),
+                                np.zeros(0), np.zeros(0, np.uint32))
+        masks = [d.mask for d in draws if d.mask is not None]
+        mask = None if not masks else (masks[0] if len(draws) == 1 else np.concatenate(masks))
+        if not self._data:  # one table's reply, as it came
+            only = draws[0]
+            return mixed_sample(tables, counts, {name: leaves(only)[name]
+                                                 for name in self._names},
+                                only.keys, only.probabilities, only.weights,
+                                only.times_sampled, mask)
+        keys = np.concatenate([d.keys for d in draws])
+        probabilities = np.concatenate([d.probabilities for d in draws])
+        weights = np.concatenate([d.weights for d in draws])
+        times_sampled = np.concatenate([d.times_sampled for d in draws])
+        for table, bad in self._repairs:
+            if self._redraw is None:
+                raise AssertionError("a keys reply without a way to draw again")
+            _repair(self._client, table, self._redraw, self._data, bad,
+                    (keys, probabilities, weights, times_sampled))
+        return mixed_sample(tables, counts, self._data, keys, probabilities, weights,
+                            times_sampled, mask)
 
 
 # Large batches' rows go into blocks reused once no batch refers to them any more (a fresh
