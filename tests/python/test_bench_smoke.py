@@ -75,3 +75,17 @@ def test_torch_learner_bench_reports_its_replay_wait(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["steps"] == 30 and doc["step_ms"] > 0 and 0 <= doc["wait_share"] < 1
     assert doc["inserts_per_s"] > 0  # the explorer inserted while the learner ran
+
+
+def test_mixed_batch_bench_reports_a_ratio_for_each_case(tmp_path):
+    out = tmp_path / "mixed.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "python" / "mixed.py"), "--binary",
+         str(server_binary()), "--workloads", "W1", "--reps", "1", "--duration", "0.05",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=180, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| mixed / single |" in proc.stdout
+    results = json.loads(out.read_text())["results"]
+    assert sorted(results) == ["tcp W1", "unix W1"]
+    assert all(case["ratio"] > 0 for case in results.values())
