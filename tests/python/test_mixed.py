@@ -230,6 +230,30 @@ def test_tables_that_disagree_on_a_field_are_refused_naming_it_and_both(client, 
         client.sample({online: 0.5, wide: 0.5}, 8, fields=["act"])
 
 
+def _reply(n, dim, base=0, fields=("item", "obs")):
+    data = {"item": np.arange(n) + base, "obs": np.zeros((n, dim), np.float32)}
+    return replayd.Sample({k: v for k, v in data.items() if k in fields},
+                          np.arange(n, dtype=np.uint64), np.full(n, 0.1), np.ones(n),
+                          np.ones(n, np.uint32))
+
+
+def test_replies_that_disagree_on_a_field_are_refused_when_assembled():
+    # Tables with frame fields are checked here, on their replies, not up front.
+    from replayd.mixed_draw import assemble
+    with pytest.raises(replayd.InvalidArgument,
+                       match=r"field 'obs' is float32\[4\] in table 'a' but float32\[8\] in "
+                             r"table 'b'"):
+        assemble(None, ("a", "b"), [3, 2], [("a", 3, _reply(3, 4)), ("b", 2, _reply(2, 8))],
+                 None, None)
+    with pytest.raises(replayd.InvalidArgument,
+                       match=r"field 'obs' is not in table 'a' \(table 'b' has it\)"):
+        assemble(None, ("a", "b"), [3, 2], [("a", 3, _reply(3, 4, fields=("item",))),
+                                            ("b", 2, _reply(2, 4))], None, None)
+    batch = assemble(None, ("a", "b"), [3, 2], [("a", 3, _reply(3, 4)),
+                                                ("b", 2, _reply(2, 8, base=10))], ["item"], None)
+    assert batch["item"].tolist() == [0, 1, 2, 10, 11] and list(batch.data) == ["item"]
+
+
 # -- waiting and failures -------------------------------------------------------------------
 
 def test_the_call_returns_when_every_tables_share_arrived(client, make_table):

@@ -292,7 +292,7 @@ class Assembly:
                 return
             self._data = _batch_arrays([(name, *spec[name]) for name in self._names],
                                        sum(self._counts))
-        else:
+        elif spec != self._first[1]:  # (the same fields: nothing to check)
             check_fields([self._first, (table, spec)], self._names)
             if self._fields is None:  # the same fields as the first, no more
                 check_fields([(table, spec), self._first], None)
