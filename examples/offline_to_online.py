@@ -17,7 +17,10 @@ same DQN without them.
 - The learner: double DQN with prioritized replay on one-step transitions from
   replayd.torch.ReplayDataset(client, {"online": 0.5, "demos": 0.5}, 64, nstep=1), a
   mixed batch (docs/MIXED.md): 32 rows of each table, each table's own importance
-  weights; |TD| + eps goes back to each row's own table.
+  weights; |TD| + eps goes back to each row's own table. On the demonstration rows it
+  adds DQfD's large-margin loss (--margin): the demonstrated action's Q value is kept
+  --margin above the others', so the greedy policy follows the demonstrator where it
+  went while the TD loss learns the values.
 
 Both arms run with the same hyperparameters and seeds; only the demonstrations' share of
 each batch differs (--demo-share, 0 without). The learner takes --updates-per-step learner
@@ -214,6 +217,7 @@ def train(client: replayd.Client, args: argparse.Namespace, seed: int, demo_shar
 
     dataset = replayd.torch.ReplayDataset(client, mix(args, demo_share), args.batch_size,
                                           nstep=1, gamma=args.gamma, timeout=5.0)
+    demo_index = dataset.tables.index(demos_table) if demo_share > 0 else None
     progress = Progress(args.max_steps, args.quiet)
     env_steps = [0] * args.explorers
     finished = 0
@@ -243,7 +247,8 @@ def train(client: replayd.Client, args: argparse.Namespace, seed: int, demo_shar
                 continue
             beta = min(1.0, 0.4 + 0.6 * sum(env_steps) / args.max_steps)
             weights = batch["weights"] ** (beta / 0.4)  # the sample's beta is 0.4
-            q = net(batch["obs"]).gather(1, batch["act"][:, None]).squeeze(1)
+            q_values = net(batch["obs"])
+            q = q_values.gather(1, batch["act"][:, None]).squeeze(1)
             with torch.no_grad():
                 next_action = net(batch["next_obs"]).argmax(1, keepdim=True)
                 next_q = target(batch["next_obs"]).gather(1, next_action).squeeze(1)
@@ -252,6 +257,9 @@ def train(client: replayd.Client, args: argparse.Namespace, seed: int, demo_shar
             td = y - q
             loss = (weights / weights.max() * torch.nn.functional.smooth_l1_loss(
                 q, y, reduction="none")).mean()
+            if demo_index is not None and args.margin > 0:
+                loss = loss + margin_loss(q_values, batch["act"],
+                                          batch["table"] == demo_index, args.margin)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
@@ -280,6 +288,20 @@ def train(client: replayd.Client, args: argparse.Namespace, seed: int, demo_shar
     return {"seed": seed, "demo_share": demo_share, "solved_at": solved_at,
             "env_steps": sum(env_steps), "learner_steps": learner_steps,
             "episodes": len(curve), "seconds": time.monotonic() - started, "curve": curve}
+
+
+def margin_loss(q_values: Any, actions: Any, demo_rows: Any, margin: float) -> Any:
+    """DQfD's large-margin loss on the demonstration rows: max over actions of Q(s, a) +
+    margin (0 for the demonstrated action), minus Q(s, demonstrated action); it keeps the
+    demonstrated action ahead of the others by `margin` on the demonstrations' states."""
+    import torch
+    q_demo = q_values[demo_rows]
+    if q_demo.shape[0] == 0:
+        return q_values.sum() * 0.0
+    act = actions[demo_rows]
+    margins = torch.full_like(q_demo, margin)
+    margins.scatter_(1, act[:, None], 0.0)
+    return ((q_demo + margins).max(1).values - q_demo.gather(1, act[:, None]).squeeze(1)).mean()
 
 
 # -- the comparison ----------------------------------------------------------------------
@@ -339,7 +361,7 @@ def plot(runs: List[Dict[str, Any]], args: argparse.Namespace, path: Path) -> bo
     ax.set_title(f"DQN on CartPole-v1 through replayd, with and without demonstrations\n"
                  f"(seeds {', '.join(map(str, seeds))}; dots: solved, dotted: the median)",
                  fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -370,9 +392,11 @@ def main() -> int:
     parser.add_argument("--demo-seed", type=int, default=12345)
     parser.add_argument("--max-steps", type=int, default=50_000,
                         help="environment steps of all explorers together, per run, at most")
+    parser.add_argument("--margin", type=float, default=0.8,
+                        help="DQfD's large-margin loss on demonstration rows (0: off)")
     parser.add_argument("--explorers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--updates-per-step", type=float, default=0.25,
+    parser.add_argument("--updates-per-step", type=float, default=0.5,
                         help="learner steps per environment step (both arms)")
     parser.add_argument("--hidden", type=int, default=64, help="units per hidden layer")
     parser.add_argument("--lr", type=float, default=1e-3)
