@@ -7,18 +7,23 @@ from typing import Dict, Tuple, Type
 
 from systems.base import System
 
-__all__ = ["SYSTEMS", "NETWORKED_ALTERNATIVES", "load_system"]
+__all__ = ["SYSTEMS", "BUILT_APART", "NETWORKED_ALTERNATIVES", "load_system"]
 
 #: name -> (module, class); the column order of the result table.
 SYSTEMS: Dict[str, Tuple[str, str]] = {
     "replayd": ("systems.replayd_system", "ReplaydSystem"),
     "replayd-socket": ("systems.replayd_system", "ReplaydSocketSystem"),
     "replayd.cpprb": ("systems.replayd_cpprb", "ReplaydCpprbSystem"),
+    "cpprb": ("systems.cpprb_real", "CpprbRealSystem"),
     "shm": ("systems.shm_ring", "ShmRingSystem"),
     "manager": ("systems.manager_proxy", "ManagerSystem"),
     "redis": ("systems.redis_store", "RedisSystem"),
     "zmq": ("systems.zmq_server", "ZmqSystem"),
 }
+
+#: Systems built outside this repository (the real cpprb: systems/cpprb_real.py), left out
+#: of compare.py's default.
+BUILT_APART = ("cpprb",)
 
 #: Alternatives reached through a socket (the "best networked" ratio is against these).
 NETWORKED_ALTERNATIVES = ("manager", "redis", "zmq")
