@@ -369,6 +369,26 @@ class Client:
         self._schemas.pop(table, None)
         self._call({"op": "drop_table", "table": table}, timeout=timeout)
 
+    def configure_table(self, table: str, *,
+                        rate_limiter: Union[None, RateLimiter, Mapping[str, Any]] = None,
+                        priority_exponent: Optional[float] = None,
+                        timeout: Any = DEFAULT) -> Dict[str, Any]:
+        """Changes `table`'s rate limiter and/or its prioritized sampler's exponent at run
+        time and returns its INFO object: e.g. load a dataset with no limiter, then turn a
+        samples-per-insert ratio on. The new limiter governs from the change on; the items
+        already stored are not charged to it (docs/PROTOCOL.md, ``configure_table``).
+        Requests waiting on the table are judged by the new settings at once. Snapshots
+        keep them. Raises InvalidArgument naming the problem (nothing changed; also for an
+        exponent on a table whose sampler is not prioritized)."""
+        meta: Dict[str, Any] = {"op": "configure_table", "table": table}
+        if rate_limiter is not None:
+            meta["rate_limiter"] = (rate_limiter.to_json()
+                                    if isinstance(rate_limiter, RateLimiter)
+                                    else dict(rate_limiter))
+        if priority_exponent is not None:
+            meta["priority_exponent"] = float(priority_exponent)
+        return dict(self._call(meta, timeout=timeout)["table"])
+
     def snapshot(self, *, timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Writes a snapshot of every table to the server's data directory and returns,
         once it is durable, ``{"file", "tables", "items", "bytes", "duration_ms",
