@@ -502,3 +502,12 @@ def test_rows_overwritten_under_the_copy_are_drawn_again_from_their_own_table(se
         finally:
             writer.join(30)
         assert c.plane_table(hammered).changed_rows > 0   # the race happened, was repaired
+
+
+def test_fractions_summing_a_little_above_one_still_give_exactly_n_rows():
+    from replayd.mixed import split_counts
+    # Within the 1e-6 tolerance, the floors can add up to more than n: the excess leaves
+    # the smallest remainders, as the C++ client's mixed_counts does.
+    assert split_counts([0.5000004, 0.5000004], 10_000_000) == [5_000_000, 5_000_000]
+    for n in range(0, 2000, 7):
+        assert sum(split_counts([0.3333336, 0.3333336, 0.3333336], n)) == n

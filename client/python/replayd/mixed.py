@@ -22,6 +22,7 @@ Pure and thread-safe.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence,
@@ -143,6 +144,15 @@ def split_counts(fractions: Sequence[float], n: int) -> List[int]:
     order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - counts[i]), i))
     for i in order[:max(0, left)]:
         counts[i] += 1
+    # Fractions summing a little above 1 may floor to more than n: the excess leaves the
+    # smallest remainders first (the reverse order), as the C++ client's mixed_counts.
+    excess = -left
+    for i in itertools.cycle(reversed(order)):
+        if excess <= 0:
+            break
+        if counts[i] > 0:
+            counts[i] -= 1
+            excess -= 1
     return counts
 
 
