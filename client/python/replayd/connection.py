@@ -183,12 +183,7 @@ class Connection:
                 self._pending.pop(request_id, None)
                 self._allocators.pop(request_id, None)
             raise
-        try:
-            with self._send_lock:
-                _send_all(self._sock, pieces)
-        except OSError as exc:
-            self._kill(f"sending to {self.address} failed: {exc}")
-            raise ConnectionLost(self._dead_message()) from None
+        self._send(pieces)
         return request_id, future
 
     def submit_all(self, requests: Sequence[Tuple[Union[Dict[str, Any], bytes], Sequence[Any],
@@ -221,13 +216,17 @@ class Connection:
                 for request_id, _ in sent:
                     self._pending.pop(request_id, None)
             raise
+        self._send(pieces)
+        return sent
+
+    def _send(self, pieces: List[Any]) -> None:
+        """Writes whole frames in one go; a failed write kills the connection."""
         try:
             with self._send_lock:
                 _send_all(self._sock, pieces)
         except OSError as exc:
             self._kill(f"sending to {self.address} failed: {exc}")
             raise ConnectionLost(self._dead_message()) from None
-        return sent
 
     def wait(self, request_id: int, future: Future[Any], timeout: Optional[float]) -> Any:
         """The result of a submitted request, waiting at most `timeout` seconds (None:
