@@ -66,7 +66,8 @@ TEST_CASE("a mixed batch holds each table's share, drawn and weighted by that ta
   const std::vector<rc::TableShare> shares{{"online", 0.25}, {"demos", 0.75}};
   std::map<std::int64_t, std::uint64_t> drawn;
   for (int round = 0; round < 50; ++round) {
-    const rc::MixedBatch batch = rc::sample_mixed(client, shares, 64, {.beta = 1.0, .timeout_ms = 30000});
+    const rc::MixedBatch batch =
+        rc::sample_mixed(client, shares, 64, {.beta = 1.0, .timeout_ms = 30000});
     REQUIRE(batch.size() == 64);
     REQUIRE(batch.part(0).size() == 16);
     REQUIRE(batch.part(1).size() == 48);
