@@ -27,6 +27,10 @@ struct HostedTable {
   std::uint64_t cached_sample_n = 0;
   bool cached_sample_rows = true;  // the cached metadata lists the fields (not keys only)
   std::string cached_sample_meta;
+  // The same for the last mixed sample whose first table this is (its n, rows or keys).
+  std::uint64_t cached_mixed_n = 0;
+  bool cached_mixed_rows = true;
+  std::string cached_mixed_meta;
 };
 
 // Wakes the front waiter of each of the table's queues: call after anything that may change

@@ -22,6 +22,8 @@ constexpr std::array<std::string_view, 8> kAppendStepsFields{
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
 constexpr std::array<std::string_view, 9> kSampleFields{
     "table", "n", "beta", "timeout_ms", "nstep", "gamma", "raw", "rows", "batches"};
+constexpr std::array<std::string_view, 6> kSampleMixedFields{"tables", "counts",     "n",
+                                                             "beta",   "timeout_ms", "rows"};
 constexpr std::array<std::string_view, 1> kMapStagingFields{"bytes"};
 constexpr std::array<std::string_view, 1> kUnmapStagingFields{"arena"};
 constexpr std::array<std::string_view, 2> kOpenEpisodesFields{"table", "n"};
@@ -60,6 +62,12 @@ const std::array kCommands{
             .handler = c::sample,
             .fields = kSampleFields,
             .needs_table = true,
+            .batch = true,
+            .waits_on = WaitsOn::rate_limiter,
+            .lane = Lane::learner},
+    Command{.name = "sample_mixed",
+            .handler = c::sample_mixed,
+            .fields = kSampleMixedFields,
             .batch = true,
             .waits_on = WaitsOn::rate_limiter,
             .lane = Lane::learner},

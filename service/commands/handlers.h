@@ -19,6 +19,7 @@ asio::awaitable<Result<Reply>> configure_table(Call& call);
 asio::awaitable<Result<Reply>> reset_table(Call& call);
 asio::awaitable<Result<Reply>> insert(Call& call);
 asio::awaitable<Result<Reply>> sample(Call& call);
+asio::awaitable<Result<Reply>> sample_mixed(Call& call);
 asio::awaitable<Result<Reply>> update_priorities(Call& call);
 asio::awaitable<Result<Reply>> delete_keys(Call& call);
 asio::awaitable<Result<Reply>> snapshot(Call& call);

@@ -226,6 +226,36 @@ void PlainSampleReply::fill_slots(std::uint64_t slot_bits) {
     slots[i] = static_cast<std::int64_t>(keys[i] & mask);
 }
 
+void PlainSampleReply::fill_slots(std::uint64_t slot_bits, std::uint64_t begin,
+                                  std::uint64_t count) {
+  const auto keys = reply.as<std::uint64_t>(0).subspan(begin, count);
+  const auto slots = reply.as<std::int64_t>(4).subspan(begin, count);
+  const std::uint64_t mask = (std::uint64_t{1} << slot_bits) - 1;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    slots[i] = static_cast<std::int64_t>(keys[i] & mask);
+}
+
+SampleBuffers PlainSampleReply::buffers(std::uint64_t begin, std::uint64_t count,
+                                        std::vector<std::span<std::byte>>& part_columns,
+                                        std::vector<std::span<const std::byte*>>& part_rows) {
+  const std::uint64_t n = reply.as<std::uint64_t>(0).size();
+  part_columns.clear();
+  part_rows.clear();
+  for (std::size_t f = 0; f < columns.size(); ++f) {
+    const std::uint64_t row_bytes = columns[f].size() / n;
+    part_columns.push_back(
+        columns[f].empty() ? columns[f] : columns[f].subspan(begin * row_bytes, count * row_bytes));
+  }
+  for (std::size_t f = 0; f < rows.size(); ++f)
+    part_rows.push_back(rows[f].empty() ? rows[f] : rows[f].subspan(begin, count));
+  return SampleBuffers{reply.as<std::uint64_t>(0).subspan(begin, count),
+                       reply.as<double>(1).subspan(begin, count),
+                       reply.as<double>(2).subspan(begin, count),
+                       reply.as<std::uint32_t>(3).subspan(begin, count),
+                       part_columns,
+                       part_rows};
+}
+
 SampleBuffers PlainSampleReply::buffers() {
   return SampleBuffers{reply.as<std::uint64_t>(0),
                        reply.as<double>(1),
@@ -249,6 +279,21 @@ Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::ui
   std::string meta = hosted.cached_sample_meta;
   meta += extra_meta;
   meta += sampled_state(size, mass);
+  meta += '}';
+  return sample.reply.finish_with_meta(request_id, std::move(meta));
+}
+
+Reply finish_mixed_sample(HostedTable& first, PlainSampleReply& sample, std::uint64_t request_id,
+                          std::string_view parts_meta) {
+  const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
+  if (first.cached_mixed_n != n || first.cached_mixed_rows != sample.with_rows) {
+    first.cached_mixed_meta =
+        sample_meta_prefix(first.table->schema(), n, sample.reply.offsets(), sample.with_rows);
+    first.cached_mixed_n = n;
+    first.cached_mixed_rows = sample.with_rows;
+  }
+  std::string meta = first.cached_mixed_meta;
+  meta += parts_meta;
   meta += '}';
   return sample.reply.finish_with_meta(request_id, std::move(meta));
 }

@@ -121,9 +121,15 @@ struct PlainSampleReply {
   std::vector<std::span<const std::byte*>> rows;
   bool with_rows = true;  // false: keys only (the per-draw columns and slots, no field)
   SampleBuffers buffers();
+  // The buffers of rows [begin, begin + count) only (one table's share of a mixed sample):
+  // `columns` and `rows` hold the per-field spans the result views; they must outlive it.
+  SampleBuffers buffers(std::uint64_t begin, std::uint64_t count,
+                        std::vector<std::span<std::byte>>& columns,
+                        std::vector<std::span<const std::byte*>>& rows);
   // Keys only, after the draws: the fifth column, each draw's slot (key & mask), which a
-  // client indexes its mapping with.
+  // client indexes its mapping with; of rows [begin, begin + count) when given.
   void fill_slots(std::uint64_t slot_bits);
+  void fill_slots(std::uint64_t slot_bits, std::uint64_t begin, std::uint64_t count);
 };
 // `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns, then
 // "slot" (int64).
@@ -136,5 +142,12 @@ Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t 
 Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::uint64_t request_id,
                           std::uint32_t size, const SamplingMass& mass,
                           std::string_view extra_meta = {});
+
+// The reply of a mixed sample (`sample_mixed`, docs/MIXED.md): the columns of `sample` as a
+// plain sample of all its rows would list them (the tables share the schema of `first`, the
+// batch's first table, which caches that list), then `parts_meta` (`,"parts":[...]`, each
+// table's rows in request order) and the closing brace.
+Reply finish_mixed_sample(HostedTable& first, PlainSampleReply& sample, std::uint64_t request_id,
+                          std::string_view parts_meta);
 
 }  // namespace replayd::service::commands

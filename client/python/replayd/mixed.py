@@ -231,8 +231,19 @@ def leaves(sample: Sample) -> Mapping[str, np.ndarray[Any, Any]]:
 
 
 def table_index(counts: Sequence[int]) -> np.ndarray[Any, Any]:
-    """The int64 table index of each row of a batch of `counts` rows per table."""
-    return np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    """The int64 table index of each row of a batch of `counts` rows per table (a new
+    array each time, copied from one cached per counts: a learner repeats its counts)."""
+    key = tuple(counts)
+    found = _TABLE_INDEX.get(key)
+    if found is None:
+        found = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        if len(_TABLE_INDEX) >= 256:
+            _TABLE_INDEX.clear()
+        _TABLE_INDEX[key] = found
+    return found.copy()
+
+
+_TABLE_INDEX: Dict[Tuple[int, ...], np.ndarray[Any, Any]] = {}
 
 
 # -- fields ------------------------------------------------------------------------------

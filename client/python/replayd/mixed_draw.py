@@ -1,7 +1,8 @@
-"""The requests of a mixed batch (replayd.mixed, docs/MIXED.md): one sample request per
-table with rows, all written to the connection in one write before any reply is read (one
-round trip for the batch, not one per table), and the replies assembled into one
-MixedSample.
+"""The requests of a mixed batch (replayd.mixed, docs/MIXED.md): a plain batch of tables
+with the same fields is one ``sample_mixed`` request (replayd.mixed_request); otherwise
+one sample request per table with rows, all written to the connection in one write before
+any reply is read (one round trip for the batch, not one per table), and the replies
+assembled into one MixedSample.
 
 `MixedDraw` is one batch in flight on one connection: Client.sample waits for it on the
 client's connection, a Sampler's thread on its private one. `combine` builds the same
@@ -33,6 +34,8 @@ from .connection import Connection
 from .episode_replies import decode_sequences
 from .errors import TimeoutError
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
+from .mixed_request import (assemble_mixed_reply, decode_mixed_reply, one_request,
+                            table_of_error)
 from .sample import Sample
 from .shm.sampling import KeysReply, auto_decoder, decode_keys_reply, keys_request
 from .wire import PayloadPool, encode_meta
@@ -157,9 +160,20 @@ class MixedDraw:
         self._fields = fields
         self._plane = plane and kind.plain
         self._parts: List[_Part] = []
-        check_schemas(client, mix.tables, fields)
         wanted = [(table, count) for table, count in zip(mix.tables, self._counts)
                   if count > 0]  # a table of 0 rows is not requested: nothing drawn
+        self._one: Optional[Tuple[int, "Future[Any]"]] = None
+        prepared = one_request(client, wanted, beta, seconds, self._plane) \
+            if kind.plain and len(wanted) > 1 else None
+        if prepared is not None:
+            # One request and one reply for every table (replayd.mixed_request): the
+            # tables hold the same fields (the server checks it too); `fields` is checked
+            # against them at assembly.
+            self._wanted = wanted
+            self._one = conn.submit(prepared.request, (), decode_mixed_reply,
+                                    caller_waits=caller_waits)
+            return
+        check_schemas(client, mix.tables, fields)
         sent = conn.submit_all([(meta, (), decode) for meta, decode in (
             table_request(client, kind, table, count, beta, seconds, self._plane)
             for table, count in wanted)], caller_waits=caller_waits)
@@ -170,6 +184,8 @@ class MixedDraw:
         """The batch, once every table's share arrived (at most `local` seconds from now;
         None: no limit). Raises the first failed table's error (the others' requests are
         forgotten; what they drew stays drawn)."""
+        if self._one is not None:
+            return self._one_result(local, notice)
         deadline = None if local is None else time.monotonic() + local
         # Each share is copied into the batch as soon as it arrives, while the server still
         # draws the next ones (and the next reply's wake-up is not waited for idle).
@@ -195,6 +211,22 @@ class MixedDraw:
                 self._forget(i + 1)
                 raise
         return assembly.finish()
+
+    def _one_result(self, local: Optional[float], notice: Optional[Notice]) -> MixedSample:
+        """The batch of the one ``sample_mixed`` request."""
+        assert self._one is not None
+        request_id, future = self._one
+        first_table, _ = self._wanted[0]
+        try:
+            if notice is not None and not future.done() and wait_notice.notices(local):
+                notice(self._conn, future, first_table, sum(c for _, c in self._wanted))
+            reply = self._conn.wait(request_id, future, local)
+        except TimeoutError as exc:  # the server's names the table that held its share
+            table = table_of_error(exc, first_table)
+            rows = dict(self._wanted).get(table, 0)
+            raise wait_notice.with_reason(self._client, "sample", table, rows, exc) from None
+        return assemble_mixed_reply(self._client, self._mix.tables, self._counts, reply,
+                                    self._fields, self._redraw, _batch_arrays, _repair)
 
     def _forget(self, first: int) -> None:
         for part in self._parts[first:]:
