@@ -3,6 +3,8 @@
 // weights, the counts follow the same largest-remainder rule as the Python client, and a
 // mixed batch's priority updates land on each row's own table.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
 #include <map>
 #include <numeric>
 
@@ -115,6 +117,43 @@ TEST_CASE("a mixed batch's priority updates land on each row's own table") {
     updated += item == demo_item;
   CHECK(updated > 90);  // 1000 / 1001 of 100 draws
   CHECK_THROWS_AS(rc::update_mixed_priorities(client, batch, std::vector<double>{1.0}), rc::Error);
+}
+
+TEST_CASE("a plain mixed batch waits for every table at once, and a failure draws nothing") {
+  ServerProcess server;
+  rc::Client client(server.unix_address());
+  client.create_table(table_of("online", "uniform"));
+  client.create_table(table_of("demos", "uniform"));  // empty: min_size 1 holds its share
+  fill(client, "online", 0, {1, 1, 1});
+  const std::vector<rc::TableShare> shares{{"online", 0.5}, {"demos", 0.5}};
+  CHECK_THROWS_WITH(rc::sample_mixed(client, shares, 8, {.timeout_ms = 200}),
+                    Catch::Contains("table 'demos'"));
+  const auto samples = [&](std::string_view table) {
+    return table_stat(client, table, "counters", "samples");
+  };
+  CHECK(samples("online") == 0);  // one request: nothing was drawn from online either
+
+  // A share that arrives later releases the waiting batch.
+  auto waiting = std::async(std::launch::async, [&] {
+    rc::Client learner(server.unix_address());
+    return rc::sample_mixed(learner, shares, 8, {.timeout_ms = 30000});
+  });
+  CHECK(waiting.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  fill(client, "demos", 100, {1});
+  const rc::MixedBatch batch = waiting.get();
+  REQUIRE(batch.part(1).size() == 4);
+  for (std::int64_t item : batch.part(1).field("item").as<std::int64_t>())
+    CHECK(item == 100);
+  CHECK(samples("online") == 4);
+  CHECK(samples("demos") == 4);
+
+  auto other = json_object(R"({"name": "other", "capacity": 10,
+      "fields": [{"name": "item", "dtype": "int32", "shape": []}]})");
+  client.create_table(other);
+  const std::vector<rc::TableShare> different{{"online", 0.5}, {"other", 0.5}};
+  CHECK_THROWS_WITH(rc::sample_mixed(client, different, 8, {.timeout_ms = 0}),
+                    Catch::Contains("field 'item' differs between table 'online' and table "
+                                    "'other'"));
 }
 
 }  // namespace replayd::testing

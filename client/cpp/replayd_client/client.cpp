@@ -97,6 +97,40 @@ std::future<SampleBatch> Client::sample_async(std::string_view table, std::uint6
   return connection_->call<SampleBatch, decode_sample>(meta, {});
 }
 
+std::future<SampleBatch> Client::sample_tables_async(std::span<const std::string> tables,
+                                                     std::span<const std::uint64_t> counts,
+                                                     SampleOptions options) {
+  if (!std::isfinite(options.beta)) {
+    throw Error(ErrorCode::invalid_argument, "sample_mixed: beta must be finite and >= 0");
+  }
+  if (tables.empty() || tables.size() != counts.size()) {
+    throw Error(ErrorCode::invalid_argument, "sample_mixed: give one count per table (" +
+                                                 std::to_string(tables.size()) + " tables, " +
+                                                 std::to_string(counts.size()) + " counts)");
+  }
+  std::string& meta = scratch_meta();
+  meta.append("{\"op\":\"sample_mixed\",\"tables\":[");
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    if (i) meta.push_back(',');
+    append_json_string(meta, tables[i]);
+    n += counts[i];
+  }
+  meta.append("],\"counts\":[");
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (i) meta.push_back(',');
+    append_json_uint(meta, counts[i]);
+  }
+  meta.append("],\"n\":");
+  append_json_uint(meta, n);
+  meta.append(",\"beta\":");
+  append_json_double(meta, options.beta);
+  meta.append(",\"timeout_ms\":");
+  append_json_optional_uint(meta, options.timeout_ms);
+  meta.push_back('}');
+  return connection_->call<SampleBatch, decode_sample>(meta, {});
+}
+
 std::future<UpdateResult> Client::update_priorities_async(std::string_view table,
                                                           std::span<const std::uint64_t> keys,
                                                           std::span<const double> priorities) {

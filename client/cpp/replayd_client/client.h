@@ -157,6 +157,17 @@ class Client {
   std::future<SampleBatch> sample_async(std::string_view table, std::uint64_t n,
                                         SampleOptions options = {});
 
+  // One batch drawn from several tables in one request (`sample_mixed`, docs/MIXED.md):
+  // counts[i] >= 1 rows of tables[i], rows grouped by table in that order, each table's
+  // drawn by its own selector (its probabilities and weights) and counted by its own rate
+  // limiter. Waits until every table admits its share at once (options.timeout_ms covers
+  // the whole wait); a failure draws nothing. The tables must hold the same fields and no
+  // frame fields (Error(invalid_argument) naming the field and both tables). See also
+  // sample_mixed (replayd_client/mixed/mixed_sample.h), which takes fractions.
+  std::future<SampleBatch> sample_tables_async(std::span<const std::string> tables,
+                                               std::span<const std::uint64_t> counts,
+                                               SampleOptions options = {});
+
   // Sets new priorities for `keys` (same length; finite, >= 0). Keys no longer stored are
   // counted as stale. Never waits on the server. Throws Error(invalid_argument) before
   // sending when the lengths differ.

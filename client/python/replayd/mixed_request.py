@@ -90,9 +90,10 @@ def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: flo
     batch holds at least PLANE_MIN_BATCH_BYTES of them."""
     schemas = tuple(client.schema(table) for table, _ in wanted)
     key = (tuple(wanted), beta, seconds, plane, tuple(map(id, schemas)), PLANE_MIN_BATCH_BYTES)
-    found = _PREPARED.get(key, False)
-    if found is not False and (found is None or found.schemas == schemas):
-        return found  # type: ignore[return-value]
+    if key in _PREPARED:
+        found = _PREPARED[key]
+        if found is None or found.schemas == schemas:
+            return found
     prepared: Optional[OneRequest] = None
     first = schemas[0].fields
     if not any(f.is_frame for f in first) and all(s.fields == first for s in schemas[1:]):
@@ -144,7 +145,7 @@ def assemble_mixed_reply(client: ClientLike, tables: Tuple[str, ...], counts: Se
         return mixed_sample(tables, counts, {name: draws.data[name] for name in names},
                             draws.keys, draws.probabilities, draws.weights,
                             draws.times_sampled, draws.mask)
-    planes = [client._plane_of(table, region) for table, _, region in reply.parts]
+    planes = [client._plane_of(table, int(region or 0)) for table, _, region in reply.parts]
     spec = {f.name: (f.dtype, f.shape) for f in planes[0].fields}
     wanted = None if fields is None else list(selected(fields, spec))
     names = check_fields([(reply.parts[0][0], spec)], wanted)
@@ -158,9 +159,12 @@ def assemble_mixed_reply(client: ClientLike, tables: Tuple[str, ...], counts: Se
         if bad.size:
             repairs.append((table, bad + offset))
         offset += count
-    info = (draws.keys, draws.probabilities, draws.weights, draws.times_sampled)
+    info: Tuple[np.ndarray[Any, Any], ...] = (draws.keys, draws.probabilities, draws.weights,
+                                              draws.times_sampled)
     if repairs:  # the repaired rows' draws are written in: own arrays, not the reply's
         info = tuple(np.array(column) for column in info)
         for table, bad in repairs:
             repair(client, table, redraw, data, bad, info)
-    return mixed_sample(tables, counts, data, *info, draws.mask)
+    keys, probabilities, weights, times_sampled = info
+    return mixed_sample(tables, counts, data, keys, probabilities, weights, times_sampled,
+                        draws.mask)

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <set>
 
 #include "replayd_client/error.h"
+#include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
 namespace {
@@ -30,6 +32,60 @@ MixedBatch draw(Client& client, std::span<const TableShare> shares, std::uint64_
     tables.push_back(shares[t].table);
     // Every request is on the wire already: waiting on them in turn costs one round trip.
     if (pending[t].valid()) parts[t] = pending[t].get();
+  }
+  return MixedBatch(std::move(tables), std::move(parts));
+}
+
+// Rows [begin, begin + count) of `batch` as a batch of their own (each column's rows
+// copied, laid out as a reply of count rows would be).
+SampleBatch rows_of(const SampleBatch& batch, std::uint64_t begin, std::uint64_t count) {
+  const SampleLayout& whole = *batch.layout();
+  auto layout = std::make_shared<SampleLayout>();
+  layout->n = count;
+  layout->nstep = whole.nstep;
+  std::uint64_t offset = 0;
+  for (const ColumnSpec& column : whole.columns) {
+    ColumnSpec spec = column;
+    spec.shape.front() = count;
+    spec.bytes = whole.n ? column.bytes / whole.n * count : 0;
+    spec.offset = offset;
+    offset += spec.bytes + padding_after(spec.bytes);
+    layout->columns.push_back(std::move(spec));
+  }
+  layout->payload_bytes = offset;
+  Buffer payload(offset);
+  if (offset) std::memset(payload.data(), 0, offset);  // padding zeroed
+  for (std::size_t c = 0; c < whole.columns.size(); ++c) {
+    const auto bytes = batch.column(c).bytes();
+    const std::uint64_t row_bytes = whole.n ? whole.columns[c].bytes / whole.n : 0;
+    if (row_bytes == 0) continue;
+    std::memcpy(payload.data() + layout->columns[c].offset, bytes.data() + begin * row_bytes,
+                count * row_bytes);
+  }
+  return SampleBatch(std::move(layout), std::move(payload));
+}
+
+// A plain mixed batch of two or more tables: one sample_mixed request, its rows split into
+// each table's part.
+MixedBatch draw_in_one_request(Client& client, std::span<const TableShare> shares,
+                               const std::vector<std::uint64_t>& counts,
+                               const SampleOptions& options) {
+  std::vector<std::string> wanted;
+  std::vector<std::uint64_t> wanted_counts;
+  for (std::size_t t = 0; t < shares.size(); ++t) {
+    if (counts[t] == 0) continue;  // a table of 0 rows is not requested
+    wanted.push_back(shares[t].table);
+    wanted_counts.push_back(counts[t]);
+  }
+  const SampleBatch whole = client.sample_tables_async(wanted, wanted_counts, options).get();
+  std::vector<std::string> tables;
+  std::vector<SampleBatch> parts(shares.size());
+  std::uint64_t begin = 0;
+  for (std::size_t t = 0; t < shares.size(); ++t) {
+    tables.push_back(shares[t].table);
+    if (counts[t] == 0) continue;
+    parts[t] = rows_of(whole, begin, counts[t]);
+    begin += counts[t];
   }
   return MixedBatch(std::move(tables), std::move(parts));
 }
@@ -95,6 +151,9 @@ std::size_t MixedBatch::table_of(std::size_t row) const {
 
 MixedBatch sample_mixed(Client& client, std::span<const TableShare> shares, std::uint64_t n,
                         SampleOptions options) {
+  const std::vector<std::uint64_t> counts = mixed_counts(shares, n);
+  if (std::count_if(counts.begin(), counts.end(), [](std::uint64_t c) { return c > 0; }) > 1)
+    return draw_in_one_request(client, shares, counts, options);
   return draw(client, shares, n, options,
               [](Client& c, const std::string& table, std::uint64_t count, const SampleOptions& o) {
                 return c.sample_async(table, count, o);

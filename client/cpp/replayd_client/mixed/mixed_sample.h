@@ -1,10 +1,12 @@
 // Mixed batches: one batch drawn from several tables, each table's share a fixed fraction
 // (RLPD's half offline, half online; a demonstrations table beside online replay), as the
-// Python client's sample({"online": 0.5, "demos": 0.5}, n) (docs/MIXED.md). The server
-// knows nothing of mixing: one request per table that has rows in the batch, all sent
-// before any reply is awaited (one round trip), each drawn by its table's own selector and
-// counted by its own rate limiter. The batch keeps each table's part as that table's
-// SampleBatch, rows grouped by table in the order the shares were given.
+// Python client's sample({"online": 0.5, "demos": 0.5}, n) (docs/MIXED.md). A plain batch
+// of two or more tables is one `sample_mixed` request (Client::sample_tables_async: the
+// server waits until every table admits its share and draws them all at once); an n-step
+// batch is one request per table with rows, all sent before any reply is awaited (one round
+// trip). Each table's rows are drawn by its own selector and counted by its own rate
+// limiter. The batch keeps each table's part as that table's SampleBatch, rows grouped by
+// table in the order the shares were given.
 // Threading: as Client (the calls may come from several threads).
 #pragma once
 
@@ -54,9 +56,10 @@ class MixedBatch {
   std::vector<std::size_t> offsets_;  // tables + 1 entries
 };
 
-// Draws a mixed batch of n: one sample (or, with `nstep`, one n-step sample) per table with
-// rows in it, sent together. Waits like Client::sample for every share; a share that fails
-// fails the call (the other shares were drawn and counted by their tables' limiters).
+// Draws a mixed batch of n. sample_mixed: one sample_mixed request (the tables must hold
+// the same fields, no frame fields; a failure draws nothing). sample_mixed_nstep: one
+// n-step sample per table with rows, sent together; a share that fails fails the call (the
+// other shares were drawn and counted by their tables' limiters).
 MixedBatch sample_mixed(Client& client, std::span<const TableShare> shares, std::uint64_t n,
                         SampleOptions options = {});
 MixedBatch sample_mixed_nstep(Client& client, std::span<const TableShare> shares, std::uint64_t n,
