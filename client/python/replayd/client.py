@@ -43,7 +43,9 @@ from .sample import Sample
 from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
 from .shm import PlaneTable, StagingArena, keys_request, take_descriptor
-from .shm.staging import map_staging
+from .shm.insert_arena import (ARENA_BYTES, MAX_ARENA_BYTES, InsertArena, InsertPlan,
+                               insert_plan, stageable)
+from .shm.staging import ARENA_REFUSED, map_staging
 from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decoder,
                            decode_keys_reply)
 from .tables import queue_options, stack_options
@@ -102,6 +104,11 @@ class Client:
         # process's current connection (a new one may be another server's).
         self._planes: Dict[str, Optional[PlaneTable]] = {}
         self._insert_window = threading.BoundedSemaphore(_MAX_ASYNC_INSERTS)
+        # The staging arena of insert and insert_async (shm/insert_arena.py), for this
+        # process's current connection; the connection whose server refused one.
+        self._insert_arena: Optional[InsertArena] = None
+        self._insert_arena_refused: Optional[Connection] = None
+        self._insert_arena_lock = threading.Lock()
         _LIVE_CLIENTS.add(self)
 
     # -- handle ------------------------------------------------------------------------
@@ -413,6 +420,10 @@ class Client:
         ``max_frame_bytes``, from its hello) goes in several requests, pipelined on one
         connection, each waiting at most `timeout` for the rate limiter; the keys come
         back in item order. If one fails, its error says how many items were stored.
+
+        Over the shared-memory plane (docs/SHM.md, "Batched inserts") the rows are copied
+        once into the connection's staging arena and the request names them; keys, rows,
+        errors and waits are those of the socket path, which serves everything else.
         """
         schema = self.schema(table)
         batch = prepare_insert(schema, data, priorities)
@@ -423,10 +434,13 @@ class Client:
         local = None if seconds is None else seconds + _GRACE_S
         conn = self.connection()
         meta = requests.insert_meta(table, batch, seconds)
+        parts = split_insert(batch, table, meta, conn.limits)
+        stager = self._insert_stager(conn, table, schema, batch, parts, seconds)
 
         def send(part: InsertBatch) -> Tuple[int, "Future[Any]"]:
             _, request_id, future = self._send_insert(table, part, seconds, window=False,
-                                                      caller_waits=True, conn=conn)
+                                                      caller_waits=True, conn=conn,
+                                                      stager=stager, schema=schema)
             return request_id, future
 
         def wait(request_id: int, future: "Future[Any]", part: InsertBatch) -> Any:
@@ -434,26 +448,32 @@ class Client:
             try:
                 return conn.wait(request_id, future, local)
             except TimeoutError as exc:
+                if stager is not None and not future.done():  # forgotten: its region too
+                    self._drop_insert_arena(stager)
                 raise wait_notice.with_reason(self, "insert", table, part.n, exc) from None
 
-        return insert_parts(split_insert(batch, table, meta, conn.limits), table, send, wait)
+        return insert_parts(parts, table, send, wait)
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
                      timeout: Any = DEFAULT) -> "Future[np.ndarray[Any, Any]]":
         """Like `insert` but returns at once with a Future of the keys.
 
-        The data has been handed to the kernel when this returns, so the caller may reuse
-        its arrays. At most 32 of these are in flight per Client and process; beyond that
-        this call waits for the oldest to complete. A batch larger than one request may be
-        goes in several, as with `insert` (each counts towards the 32).
+        The data has been copied (into the staging arena, over the plane) or handed to the
+        kernel when this returns, so the caller may reuse its arrays. At most 32 of these
+        are in flight per Client and process; beyond that this call waits for the oldest
+        to complete. A batch larger than one request may be goes in several, as with
+        `insert` (each counts towards the 32).
         """
-        batch = prepare_insert(self.schema(table), data, priorities)
+        schema = self.schema(table)
+        batch = prepare_insert(schema, data, priorities)
         seconds = self._timeout_of(timeout)
         conn = self.connection()
         parts = split_insert(batch, table, requests.insert_meta(table, batch, seconds),
                              conn.limits)
+        stager = self._insert_stager(conn, table, schema, batch, parts, seconds)
         return gathered_keys([self._send_insert(table, part, seconds, window=True,
-                                                conn=conn)[2] for part in parts])
+                                                conn=conn, stager=stager, schema=schema)[2]
+                              for part in parts])
 
     def send_insert(self, table: str, batch: InsertBatch, *,
                     timeout: Optional[float] = None) -> "Future[np.ndarray[Any, Any]]":
@@ -463,14 +483,24 @@ class Client:
 
     def _send_insert(self, table: str, batch: InsertBatch, seconds: Optional[float], *,
                      window: bool, caller_waits: bool = False,
-                     conn: Optional[Connection] = None) -> Tuple[Connection, int, Future[Any]]:
-        meta = requests.insert_meta(table, batch, seconds)
+                     conn: Optional[Connection] = None, stager: Optional[InsertArena] = None,
+                     schema: Optional[TableSchema] = None
+                     ) -> Tuple[Connection, int, Future[Any]]:
+        """Sends one insert request: staged in `stager` when given and it has room (its
+        `schema`: the one the batch was checked against), else through the socket."""
         conn = self.connection() if conn is None else conn
         if window:
             self._insert_window.acquire()
         try:
-            request_id, future = conn.submit(meta, batch.buffers(), decode_keys,
-                                             caller_waits=caller_waits)
+            sent = None
+            if stager is not None and schema is not None:
+                plan = insert_plan(table, schema, batch, requests.timeout_ms(seconds))
+                sent = stager.send(plan, batch, caller_waits=caller_waits)
+            if sent is None:
+                meta = requests.insert_meta(table, batch, seconds)
+                sent = conn.submit(meta, batch.buffers(), decode_keys,
+                                   caller_waits=caller_waits)
+            request_id, future = sent
         except BaseException:
             if window:
                 self._insert_window.release()
@@ -480,6 +510,57 @@ class Client:
             future.add_done_callback(lambda _f: window_slots.release())
         future.add_done_callback(self._schema_check(table))
         return conn, request_id, future
+
+    def _insert_stager(self, conn: Connection, table: str, schema: TableSchema,
+                       batch: InsertBatch, parts: List[InsertBatch],
+                       seconds: Optional[float]) -> Optional[InsertArena]:
+        """The staging arena that `parts` (of `batch`) go through, or None for the socket:
+        shm off or not offered, a batch not exactly the table's columns, a part too
+        large, the arena refused (see replayd.shm.insert_arena)."""
+        if self._shm is False or not conn.shm_offered or not stageable(schema, batch):
+            return None
+        plan = insert_plan(table, schema, parts[0], requests.timeout_ms(seconds))
+        arena = self._insert_arena
+        if arena is not None and arena.conn is conn and not arena.retired and arena.fits(plan):
+            return arena
+        return self._new_insert_arena(conn, plan)
+
+    def _new_insert_arena(self, conn: Connection, plan: InsertPlan) -> Optional[InsertArena]:
+        """A (larger) insert arena on `conn`, replacing this process's previous one; None
+        when parts of `plan` are too large for any, or the server refuses it (the
+        connection's inserts then keep the socket)."""
+        with self._insert_arena_lock:
+            arena = self._insert_arena
+            if arena is not None and arena.conn is conn and not arena.retired and \
+                    arena.fits(plan):
+                return arena  # another thread made it meanwhile
+            if self._insert_arena_refused is conn:
+                return None
+            size = ARENA_BYTES
+            if arena is not None and arena.conn is conn:
+                size = max(size, arena.nbytes)
+            while 2 * plan.nbytes > size and size < MAX_ARENA_BYTES:
+                size *= 2
+            if 2 * plan.nbytes > size:
+                return None
+            try:
+                staging = map_staging(conn, size, self._timeout)
+            except ARENA_REFUSED:
+                self._insert_arena_refused = conn
+                return None
+            self._insert_arena = InsertArena(conn, staging)
+        if arena is not None:
+            self._drop_insert_arena(arena)
+        return self._insert_arena
+
+    def _drop_insert_arena(self, arena: InsertArena) -> None:
+        """Takes no more regions from `arena` and releases it (on the server, when its
+        connection lives: requests still reading it keep the server's mapping)."""
+        arena.retire()
+        try:
+            self.unmap_staging(arena.conn, arena.arena)
+        except ReplayError:
+            pass
 
     def writer(self, table: str, batch: Optional[int] = None, *,
                max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, timeout: Any = DEFAULT,

@@ -51,6 +51,8 @@ def rows_per_request(batch: InsertBatch, table: str, meta: Mapping[str, Any],
         row_bytes = sum(a.itemsize * math.prod(a.shape[1:]) for a in batch.arrays)
         if batch.priorities is not None:
             row_bytes += 8
+        if rows * row_bytes + _meta_bound(meta) <= int(max_frame):
+            return max(1, rows)  # fits whatever the metadata's exact length (no JSON)
         # Header, metadata (its numbers never longer than the whole batch's) and at most
         # 7 bytes of padding after each column.
         fixed = HEADER_BYTES + len(encode_meta(dict(meta))) + 8 * (len(batch.arrays) + 1)
@@ -61,6 +63,16 @@ def rows_per_request(batch: InsertBatch, table: str, meta: Mapping[str, Any],
                                     f"{max_frame}")
         rows = min(rows, fit)
     return max(1, rows)
+
+
+def _meta_bound(meta: Mapping[str, Any]) -> int:
+    """An upper bound of an insert frame's bytes besides its rows: header, metadata (a
+    character escapes to at most 6 bytes of JSON, a number to at most 24) and padding."""
+    columns = meta.get("columns") or ()
+    text = len(str(meta.get("table", ""))) + sum(len(str(c.get("name", ""))) for c in columns)
+    numbers = sum(len(c.get("shape") or ()) for c in columns)
+    return (HEADER_BYTES + 256 + 6 * text + 24 * numbers + 64 * len(columns)
+            + 8 * (len(columns) + 1))
 
 
 def split_insert(batch: InsertBatch, table: str, meta: Mapping[str, Any],

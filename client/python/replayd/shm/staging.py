@@ -76,8 +76,12 @@ class StagingArena:
         # arena, in a lost batch's traceback say, would crash the process when read).
         return np.frombuffer(self._map, dtype, math.prod(shape), offset).reshape(shape)
 
+    def memoryview(self) -> memoryview:
+        """The whole arena as writable bytes (it holds the mapping, as `view` does)."""
+        return memoryview(self._map)
+
     def close(self) -> None:
-        """Unmaps the arena once no array views it any more."""
+        """Unmaps the arena once no array or memoryview views it any more."""
         try:
             self._map.close()
         except BufferError:
