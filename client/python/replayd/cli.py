@@ -119,7 +119,22 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
         print(f"  inserts: {insert_state(table)}; {waiting.get('inserts', 0)} waiting")
         for line in _replay_lines(table.get("replay")):
             print(f"  {line}")
+    for line in _value_lines(server.get("values")):
+        print(line)
     return EXIT_OK
+
+
+def _value_lines(published: Any) -> List[str]:
+    """The published values of the server's INFO (docs/VALUES.md): one line each, under a
+    heading; none from a server that reports none (or predates them)."""
+    if not published:
+        return []
+    lines = ["", f"published values: {len(published)}"]
+    for value in published:
+        lines.append(f"  {value.get('name', '?')}: version {value.get('version', '?')}, "
+                     f"{int(value.get('bytes', 0)):,} bytes in {value.get('arrays', '?')} "
+                     f"arrays, {value.get('fetchers_waiting', 0)} fetchers waiting")
+    return lines
 
 
 def _replay_lines(replay: Optional[Dict[str, Any]]) -> List[str]:
@@ -189,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds to wait for the server (default 10)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    status = commands.add_parser("status", help="tables, sizes, rates, rate limiter state")
+    status = commands.add_parser("status", help="tables, sizes, rates, rate limiter state, "
+                                                "published values")
     status.add_argument("address")
     status.add_argument("--interval", type=float, default=1.0,
                         help="seconds between the two readings rates come from; 0: totals "

@@ -26,7 +26,7 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
 
 import numpy as np
 
-from . import requests, wait_notice
+from . import requests, values, wait_notice
 from .address import Address, parse_address
 from .columns import InsertBatch, decode_keys, prepare_insert, sample_decoder, sample_nbytes
 from .connection import Connection
@@ -50,6 +50,7 @@ from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decode
                            decode_keys_reply)
 from .tables import queue_options, stack_options
 from .wire import Allocator
+from .values import Fetched
 from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer
 
 __all__ = ["Client"]
@@ -404,6 +405,45 @@ class Client:
         ResourceExhausted when the write failed (disk full, ...)."""
         reply: Dict[str, Any] = self._call({"op": "snapshot"}, timeout=timeout)
         return reply
+
+    # -- published values (docs/VALUES.md) ---------------------------------------------
+
+    def publish(self, name: str, arrays: Mapping[str, Any], *, version: Optional[int] = None,
+                timeout: Any = DEFAULT) -> int:
+        """Publishes `arrays` (name -> numpy array or torch tensor, e.g. a state_dict) as
+        the next version of value `name` and returns that version; fetchers waiting for it
+        are woken. `version`: None for the current one + 1 (1 for a new name), or an
+        explicit higher one.
+
+        The arrays are sent in parts of at most 4 MiB, all written before any reply is
+        read, straight from the arrays' memory (non-contiguous ones are copied once);
+        other clients are served between the parts. `timeout` bounds each wait for the
+        server's replies, not the writing of the bytes.
+        Raises ResourceExhausted naming the server budget a value would exceed
+        (max_value_bytes, max_values_bytes, max_values), InvalidArgument for a version not
+        above the current one, a bad name or a dtype replayd cannot carry (object arrays,
+        ...). A failure after the upload began closes this connection, which frees the
+        unfinished upload on the server (calls in flight on it fail with ConnectionLost).
+        """
+        return values.publish(self.connection(), name, arrays, version=version,
+                              seconds=self._timeout_of(timeout))
+
+    def fetch(self, name: str, *, newer_than: Optional[int] = None,
+              timeout: Any = DEFAULT) -> Fetched:
+        """``(version, arrays)`` of value `name` once its version is above `newer_than`
+        (None: any version, the first publish of a name not published yet included).
+
+        Until then the request waits on the server, at most `timeout` seconds (sent as
+        ``timeout_ms``, as `sample` does; 0: answer at once, None: without limit), and
+        returns ``(current version, None)`` when the wait ends without a newer version
+        (the current version is None when the name was never published): such a reply
+        carries no value bytes, so an explorer may ask between episodes for nothing.
+        `arrays` maps each name to an array viewing the reply's payload (no copy;
+        writable, and owned by this result alone). Raises replayd.TimeoutError only when
+        no reply arrives within `timeout` plus a grace of 2 s.
+        """
+        return values.fetch(self.connection(), name, newer_than=newer_than,
+                            seconds=self._timeout_of(timeout), grace=_GRACE_S)
 
     # -- items -------------------------------------------------------------------------
 

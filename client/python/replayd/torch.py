@@ -44,6 +44,10 @@ Threading: a ReplayDataset is iterated by one thread per process. It pickles as 
 settings (the Client pickles as its address), so DataLoader workers (``num_workers > 0``)
 each open their own connection and sampler.
 
+Published values (docs/VALUES.md, replayd.torch_values): ``publish_module(client, name,
+module)`` publishes a module's state_dict, ``load_latest(client, name, module,
+newer_than=v)`` loads a newer version into a module.
+
 Typing: torch's own annotations are incomplete (untyped CUDA stream and event calls), so
 the few calls into them go through names typed Any (`_cuda`); the module passes ``mypy --strict``
 with or without torch's stubs followed.
@@ -65,6 +69,7 @@ from .nesting import nest
 from .requests import SequenceShape
 from .sample import Sample
 from .sampler import Sampler
+from .torch_values import load_latest, publish_module
 
 # Untyped in torch's annotations: torch.cuda's Stream, Event, stream(), current_stream(),
 # and get_worker_info.
@@ -72,7 +77,7 @@ _cuda: Any = torch.cuda
 _get_worker_info: Any = get_worker_info
 
 __all__ = ["ReplayDataset", "as_tensors", "update_priorities", "update_mixed_priorities",
-           "RESERVED_NAMES"]
+           "RESERVED_NAMES", "publish_module", "load_latest"]
 
 #: Keys of a batch dict besides the fields.
 RESERVED_NAMES = ("keys", "weights", "probabilities", "times_sampled")

@@ -26,6 +26,8 @@ Episodic tables (replayd.sharded.episodes): `episode_writer` keeps each episode 
 shard; ``sample(..., nstep=k)`` and `sample_sequences` draw windows from the union of a
 uniform episodic table's shards by the same split; `read_all` / `episodes` read every shard.
 
+Published values (`publish`, `fetch`, docs/VALUES.md) live on shard 0 only.
+
 Keys are global: the shard's index sits in the top 8 bits (at most 256 shards) above the
 shard's own key (< 2^56). Like Client, a ShardedClient pickles as its addresses.
 Thread-safe: every method may be called from several threads.
@@ -47,6 +49,7 @@ from ..errors import InvalidArgument, ReplayError
 from ..mixed import Mix, MixLike, Schedule, priority_parts, schedule_of, scheduled_mix
 from ..mixed_draw import combine
 from ..sample import Sample
+from ..values import Fetched
 from .episodes import ShardedEpisodeWriter, read_all, sample_windows_async
 from .union import (LOCAL_MASK, MAX_SHARDS, SHARD_BITS, draw_shares, global_keys, split_keys,
                     union_sample)
@@ -129,6 +132,20 @@ class ShardedClient:
     def table_info(self, table: str) -> List[Dict[str, Any]]:
         """Each shard's INFO of `table`, in shard order."""
         return [shard.table_info(table) for shard in self.shards]
+
+    # -- published values (docs/VALUES.md) ---------------------------------------------
+
+    def publish(self, name: str, arrays: Mapping[str, Any], *, version: Optional[int] = None,
+                timeout: Any = DEFAULT) -> int:
+        """`Client.publish` on shard 0: published values are not sharded (a value is
+        small beside a table, and one version of it must be in one place), so every
+        publisher and fetcher of a ShardedClient meets on the first shard."""
+        return self.shards[0].publish(name, arrays, version=version, timeout=timeout)
+
+    def fetch(self, name: str, *, newer_than: Optional[int] = None,
+              timeout: Any = DEFAULT) -> Fetched:
+        """`Client.fetch` on shard 0 (see `publish`)."""
+        return self.shards[0].fetch(name, newer_than=newer_than, timeout=timeout)
 
     # -- items -------------------------------------------------------------------------
 
