@@ -29,6 +29,7 @@ from .sharded import ShardedClient, ShardedEpisodeWriter
 from .tables import queue, stack
 from .writer import Writer
 from .episodes import EpisodeWriter
+from .vector_writers import VectorEpisodeWriter, VectorWriter
 
 # The module's former name: ``replayd.frame_fields.CorruptFrame`` (as documented before the
 # rename) still names the same class.
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "ShardedClient", "Sample", "MixedSample", "Sampler", "Writer", "EpisodeWriter",
+    "VectorWriter", "VectorEpisodeWriter",
     "ShardedEpisodeWriter", "Field", "TableSchema", "Address",
     "parse_address",
     "MinSize", "SampleToInsertRatio", "Queue", "Custom", "RateLimiter", "queue", "stack",

@@ -51,6 +51,7 @@ from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decode
 from .tables import queue_options, stack_options
 from .wire import Allocator
 from .values import Fetched
+from .vector_writers import VectorEpisodeWriter, VectorWriter
 from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer
 
 __all__ = ["Client"]
@@ -891,6 +892,29 @@ class Client:
         return EpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
                              timeout=self._timeout_of(timeout), keep_keys=keep_keys,
                              max_delay=max_delay)
+
+    def vector_writer(self, table: str, envs: int, batch: Optional[int] = None, *,
+                      max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, timeout: Any = DEFAULT,
+                      keep_keys: bool = False,
+                      max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> VectorWriter:
+        """A VectorWriter: each `append` adds one item per environment of a vectorized
+        environment (arrays of `envs` rows) to a plain table; batches as `writer`'s (see
+        replayd.vector_writers)."""
+        return VectorWriter(self, table, envs, batch, max_in_flight=max_in_flight,
+                            timeout=self._timeout_of(timeout), keep_keys=keep_keys,
+                            max_delay=max_delay)
+
+    def vector_episode_writer(self, table: str, envs: int, batch: int = 64, *,
+                              max_in_flight: int = 8, timeout: Any = DEFAULT,
+                              keep_keys: bool = False,
+                              max_delay: Optional[float] = DEFAULT_MAX_DELAY
+                              ) -> VectorEpisodeWriter:
+        """A VectorEpisodeWriter: each `append` adds one step per environment (arrays of
+        `envs` rows) to an episodic table, each environment its own episode, and ends the
+        episodes its `terminated` / `truncated` flags name (see replayd.vector_writers)."""
+        return VectorEpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
+                                   timeout=self._timeout_of(timeout), keep_keys=keep_keys,
+                                   max_delay=max_delay)
 
     def sample_sequences(self, table: Union[str, MixLike], batch: int, length: int, *,
                          stride: int = 1, burn_in: int = 0, pad: bool = False,

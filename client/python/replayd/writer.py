@@ -230,6 +230,36 @@ class Writer:
         elif self._max_delay is not None and _monotonic() - self._first_at > self._max_delay:
             self._send()
 
+    def _extend(self, arrays: List[np.ndarray[Any, Any]],
+                priorities: Optional[np.ndarray[Any, Any]]) -> None:
+        """Adds k rows at once: `arrays` holds one array of k rows per field, of the
+        field's dtype and shape (checked by the caller: replayd.vector_writers), and
+        `priorities` k float64 or None. As k appends would, but one slice copy per field
+        per batch they fall in; full batches go out as they fill."""
+        if self._closed or self._failed:
+            self._check_open()
+        with_priority = priorities is not None
+        if self._count and self._with_priorities is not with_priority:
+            self._send()
+        k = int(arrays[0].shape[0]) if arrays else 0
+        done = 0
+        while done < k:
+            row = self._count
+            take = min(k - done, self._batch - row)
+            for column, array in zip(self._columns, arrays):
+                column[row:row + take] = array[done:done + take]
+            if priorities is not None:
+                self._priorities[row:row + take] = priorities[done:done + take]
+            self._with_priorities = with_priority
+            self._count = row + take
+            done += take
+            if self._count == self._batch:
+                self._send()
+            elif row == 0:
+                self._first_at = _monotonic()
+            elif self._max_delay is not None and _monotonic() - self._first_at > self._max_delay:
+                self._send()
+
     def flush(self) -> None:
         """Sends the partial batch and waits until every batch is confirmed; raises the
         first error of a batch sent earlier."""
