@@ -153,7 +153,7 @@ def _paired_ratios(index: Dict[tuple, Dict[str, Any]], workloads: List[str],
     """replayd over shm and over replayd-socket, repetition by repetition: a drift of the
     machine between repetitions moves both sides of each ratio alike."""
     out = []
-    others = [s for s in ("shm", "replayd-socket") if s in systems]
+    others = [s for s in ("shm", "replayd-socket", "cpprb", "cpprb-mp") if s in systems]
     for w in workloads:
         for m in measures:
             mine = index.get((w, m, "replayd"))
@@ -166,7 +166,7 @@ def _paired_ratios(index: Dict[tuple, Dict[str, Any]], workloads: List[str],
                                                       theirs["transitions_per_s"]["runs"]) if b)
                 if ratios:
                     median = statistics.median(ratios)
-                    label = "shm" if other == "shm" else "socket"
+                    label = "socket" if other == "replayd-socket" else other
                     parts.append(f"replayd/{label} {median:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
             if parts:
                 out.append(f"  {w} {ROW_TITLES[m]}: " + ", ".join(parts))

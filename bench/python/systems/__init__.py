@@ -15,15 +15,16 @@ SYSTEMS: Dict[str, Tuple[str, str]] = {
     "replayd-socket": ("systems.replayd_system", "ReplaydSocketSystem"),
     "replayd.cpprb": ("systems.replayd_cpprb", "ReplaydCpprbSystem"),
     "cpprb": ("systems.cpprb_real", "CpprbRealSystem"),
+    "cpprb-mp": ("systems.cpprb_mp", "CpprbMPSystem"),
     "shm": ("systems.shm_ring", "ShmRingSystem"),
     "manager": ("systems.manager_proxy", "ManagerSystem"),
     "redis": ("systems.redis_store", "RedisSystem"),
     "zmq": ("systems.zmq_server", "ZmqSystem"),
 }
 
-#: Systems built outside this repository (the real cpprb: systems/cpprb_real.py), left out
-#: of compare.py's default.
-BUILT_APART = ("cpprb",)
+#: Systems built outside this repository (the real cpprb: systems/cpprb_real.py and
+#: systems/cpprb_mp.py), left out of compare.py's default.
+BUILT_APART = ("cpprb", "cpprb-mp")
 
 #: Alternatives reached through a socket (the "best networked" ratio is against these).
 NETWORKED_ALTERNATIVES = ("manager", "redis", "zmq")
