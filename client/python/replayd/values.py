@@ -13,7 +13,8 @@ Both run on a caller's Connection (thread-safe like every request on it). An upl
 fails after ``publish_begin`` (a lost connection, a local timeout, a refused part) would
 hold its bytes on the server until its connection closes, so `publish` closes the
 connection then: other requests in flight on it fail with ConnectionLost, and the Client
-opens a new one at its next call.
+opens a new one at its next call. (A refused commit ends its upload on the server: the
+connection stays.)
 """
 from __future__ import annotations
 
@@ -166,22 +167,27 @@ def publish(conn: Connection, name: str, arrays: Mapping[str, Any], *,
         if not (isinstance(exc, ReplayError) and exc.code not in _UNANSWERED):
             conn.close()  # publish_begin may still execute and hold an upload
         raise
+    sent: List[Tuple[int, "Future[Any]"]] = []
     try:
         upload = reply["upload"]
         _check_layout(name, reply, described, total)
-        sent: List[Tuple[int, "Future[Any]"]] = []
         for offset, pieces in _parts([a for _, a in prepared], part_bytes(conn.limits)):
             sent.append(conn.submit({"op": "publish_part", "upload": upload, "offset": offset},
                                     pieces, caller_waits=True))
         sent.append(conn.submit({"op": "publish_commit", "upload": upload},
                                 caller_waits=True))
         deadline = None if seconds is None else time.monotonic() + seconds
-        replies = [conn.wait(request_id, future, None if deadline is None
-                             else max(0.0, deadline - time.monotonic()))
-                   for request_id, future in sent]
-        return int(replies[-1]["version"])
-    except BaseException:
-        conn.close()  # the only way to drop an unfinished upload (see the module's notes)
+        for request_id, future in sent:
+            reply = conn.wait(request_id, future, None if deadline is None
+                              else max(0.0, deadline - time.monotonic()))
+        return int(reply["version"])
+    except BaseException as exc:
+        # A refused commit (another publisher committed a higher version meanwhile) ended
+        # the upload on the server; after anything else it may still be held there.
+        if not (isinstance(exc, ReplayError) and exc.code not in _UNANSWERED and
+                all(future.done() and future.exception() is None for _, future in sent[:-1])
+                and sent and sent[-1][1].done()):
+            conn.close()  # the only way to drop an unfinished upload (see the module's notes)
         raise
 
 
