@@ -81,6 +81,40 @@ ServerMetrics::ServerMetrics(std::string_view version, std::span<const OpLabel> 
            .Help("Items left out of snapshots because they were overwritten while written")
            .Register(registry)
            .Add({});
+  values_published_ = &BuildCounter()
+                           .Name("replayd_values_published_total")
+                           .Help("Versions of published values committed")
+                           .Register(registry)
+                           .Add({});
+  auto& fetches = BuildCounter()
+                      .Name("replayd_value_fetches_total")
+                      .Help(
+                          "Fetches answered, with a newer version (changed=true) or without "
+                          "one (their wait ended: no value bytes moved)")
+                      .Register(registry);
+  value_fetches_changed_ = &fetches.Add({{"changed", "true"}});
+  value_fetches_unchanged_ = &fetches.Add({{"changed", "false"}});
+  value_fetched_bytes_ = &BuildCounter()
+                              .Name("replayd_value_fetched_bytes_total")
+                              .Help("Value bytes sent in fetch replies")
+                              .Register(registry)
+                              .Add({});
+  value_fetch_age_ = &BuildHistogram()
+                          .Name("replayd_value_fetch_age_seconds")
+                          .Help(
+                              "How long after its publication each fetched version was sent "
+                              "(the lag of the fetchers that waited is the smallest)")
+                          .Register(registry)
+                          .Add({}, prometheus::Histogram::BucketBoundaries{
+                                       0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 5, 30});
+  value_version_ = &BuildGauge()
+                        .Name("replayd_value_version")
+                        .Help("The current version of each published value")
+                        .Register(registry);
+  value_bytes_ = &BuildGauge()
+                      .Name("replayd_value_bytes")
+                      .Help("Bytes of each published value's current version")
+                      .Register(registry);
   last_snapshot_items_saved_ = &BuildGauge()
                                     .Name("replayd_last_snapshot_items_saved")
                                     .Help("Items the last snapshot holds")
@@ -195,6 +229,23 @@ void ServerMetrics::rate_limiter_waited(std::size_t op, Clock::duration waited) 
   if (op < wait_seconds_.size() && wait_seconds_[op] != nullptr) {
     wait_seconds_[op]->Observe(seconds_of(waited));
   }
+}
+
+void ServerMetrics::value_published(const std::string& name, std::uint64_t version,
+                                    std::uint64_t bytes) {
+  values_published_->Increment();
+  value_version_->Add({{"name", name}}).Set(static_cast<double>(version));
+  value_bytes_->Add({{"name", name}}).Set(static_cast<double>(bytes));
+}
+
+void ServerMetrics::value_fetched(bool changed, std::uint64_t bytes, Clock::duration age) {
+  if (!changed) {
+    value_fetches_unchanged_->Increment();
+    return;
+  }
+  value_fetches_changed_->Increment();
+  value_fetched_bytes_->Increment(static_cast<double>(bytes));
+  value_fetch_age_->Observe(seconds_of(age));
 }
 
 void ServerMetrics::snapshot_written(std::uint64_t saved, std::uint64_t dropped) {

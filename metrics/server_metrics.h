@@ -68,6 +68,12 @@ class ServerMetrics {
   // A snapshot finished: `saved` items are in the file, `dropped` were overwritten while it
   // was written and are left out (docs/SNAPSHOT.md).
   void snapshot_written(std::uint64_t saved, std::uint64_t dropped);
+  // A published value's new version was committed (docs/VALUES.md): its version and bytes
+  // by name (names are bounded by limits.max_values).
+  void value_published(const std::string& name, std::uint64_t version, std::uint64_t bytes);
+  // A fetch was answered: with a value of `bytes` published `age` before (changed), or
+  // without one (its wait ended with no newer version).
+  void value_fetched(bool changed, std::uint64_t bytes, Clock::duration age = {});
   // The index of the "unknown" op label.
   std::size_t unknown_op() const { return op_names_.size() - 1; }
 
@@ -94,6 +100,13 @@ class ServerMetrics {
   prometheus::Counter* snapshot_items_dropped_ = nullptr;
   prometheus::Gauge* last_snapshot_items_saved_ = nullptr;
   prometheus::Gauge* last_snapshot_items_dropped_ = nullptr;
+  prometheus::Counter* values_published_ = nullptr;
+  prometheus::Counter* value_fetches_changed_ = nullptr;
+  prometheus::Counter* value_fetches_unchanged_ = nullptr;
+  prometheus::Counter* value_fetched_bytes_ = nullptr;
+  prometheus::Histogram* value_fetch_age_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* value_version_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* value_bytes_ = nullptr;
   prometheus::Family<prometheus::Counter>* requests_ = nullptr;
   prometheus::Family<prometheus::Counter>* errors_ = nullptr;
   std::vector<std::string> op_names_;  // per op label, "unknown" last

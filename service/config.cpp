@@ -77,6 +77,13 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      limits.max_unread_descriptors_per_connection, 1, 1u << 16));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_queued_descriptors", limits.max_queued_descriptors, 1, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_value_bytes", limits.max_value_bytes, 0, std::uint64_t{1} << 44));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "max_values_bytes", limits.max_values_bytes, 0, std::uint64_t{1} << 46));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_values", limits.max_values, 0, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_publishes_per_connection",
+                                     limits.max_publishes_per_connection, 0, 1u << 10));
   REPLAYD_ASSIGN_OR_RETURN(limits.learner_share,
                            reader.number_or("learner_share", limits.learner_share));
   if (!(limits.learner_share >= 0 && limits.learner_share <= 1)) {

@@ -80,6 +80,13 @@ struct Limits {
   // connections, snapshots and tables.
   std::uint32_t max_unread_descriptors_per_connection = 64;
   std::uint32_t max_queued_descriptors = 1024;
+  // Published values (docs/VALUES.md): bytes of one value, bytes of every value held and
+  // every publish in progress together, names, and publishes one connection may have in
+  // progress. Each is checked by publish_begin before anything is allocated.
+  std::uint64_t max_value_bytes = std::uint64_t{2} << 30;
+  std::uint64_t max_values_bytes = std::uint64_t{4} << 30;
+  std::uint32_t max_values = 256;
+  std::uint32_t max_publishes_per_connection = 2;
 };
 
 struct ServerConfig {

@@ -20,6 +20,8 @@ const char* waits_on_name(WaitsOn waits_on) {
       return "snapshot";
     case WaitsOn::earlier_inserts:
       return "earlier_inserts";
+    case WaitsOn::value:
+      return "value";
   }
   return "nothing";
 }

@@ -223,6 +223,7 @@ void Server::stop() {
   if (tcp_acceptor_) tcp_acceptor_->close(ignored);
   if (signals_) signals_->cancel(ignored);
   context_.tables.cancel_all_waiters(CancelReason::shutting_down);
+  context_.values.cancel_all(CancelReason::shutting_down);
   context_.scheduler.cancel_all();
   snapshotter_->stop();
   for (Session* session :

@@ -15,6 +15,7 @@
 #include "service/shm/connection_plane.h"
 #include "service/shm/shared_columns.h"
 #include "service/table_registry.h"
+#include "service/values/value_store.h"
 #include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
@@ -40,6 +41,8 @@ std::span<const metrics::OpLabel> metric_op_labels();
 struct ServiceContext {
   TableRegistry tables;
   Limits limits;
+  // Published values (docs/VALUES.md); its budgets are `limits`.
+  ValueStore values{limits};
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::unordered_set<Session*> sessions;  // open connections; each Session adds/removes itself
   WaitQueue sessions_drained;             // woken when the last session ends

@@ -82,6 +82,7 @@ enum class WaitsOn : std::uint8_t {
   rate_limiter,     // the table's rate limiter and min size; in arrival order per table
   snapshot,         // the end of a snapshot run
   earlier_inserts,  // the table's inserts and appends that arrived before it and wait
+  value,            // a newer version of a published value
 };
 
 struct Command {

@@ -24,6 +24,10 @@ constexpr std::array<std::string_view, 9> kSampleFields{
     "table", "n", "beta", "timeout_ms", "nstep", "gamma", "raw", "rows", "batches"};
 constexpr std::array<std::string_view, 6> kSampleMixedFields{"tables", "counts",     "n",
                                                              "beta",   "timeout_ms", "rows"};
+constexpr std::array<std::string_view, 3> kPublishBeginFields{"name", "version", "arrays"};
+constexpr std::array<std::string_view, 2> kPublishPartFields{"upload", "offset"};
+constexpr std::array<std::string_view, 1> kPublishCommitFields{"upload"};
+constexpr std::array<std::string_view, 3> kFetchFields{"name", "newer_than", "timeout_ms"};
 constexpr std::array<std::string_view, 1> kMapStagingFields{"bytes"};
 constexpr std::array<std::string_view, 1> kUnmapStagingFields{"arena"};
 constexpr std::array<std::string_view, 2> kOpenEpisodesFields{"table", "n"};
@@ -125,6 +129,18 @@ const std::array kCommands{
             .needs_table = true,
             .table_kind = TableKind::any,
             .batch = true,
+            .lane = Lane::learner},
+    Command{.name = "publish_begin", .handler = c::publish_begin, .fields = kPublishBeginFields},
+    Command{.name = "publish_part",
+            .handler = c::publish_part,
+            .fields = kPublishPartFields,
+            .takes_payload = true,
+            .lane = Lane::explorer},
+    Command{.name = "publish_commit", .handler = c::publish_commit, .fields = kPublishCommitFields},
+    Command{.name = "fetch",
+            .handler = c::fetch,
+            .fields = kFetchFields,
+            .waits_on = WaitsOn::value,
             .lane = Lane::learner},
     Command{
         .name = "map_table", .handler = c::map_table, .fields = kTableField, .needs_table = true},

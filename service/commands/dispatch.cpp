@@ -50,7 +50,7 @@ Status check_declared(ServiceContext& context, const Command& command, JsonReade
                             std::to_string(context.limits.max_batch_items));
     }
   }
-  if (command.waits_on == WaitsOn::rate_limiter) {
+  if (command.waits_on == WaitsOn::rate_limiter || command.waits_on == WaitsOn::value) {
     REPLAYD_ASSIGN_OR_RETURN(auto ms, request.optional_uint("timeout_ms"));
     if (ms && *ms > (std::uint64_t{1} << 40)) return request.error("timeout_ms", "is too large");
     if (ms) call.timeout = std::chrono::milliseconds(*ms);

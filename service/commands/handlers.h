@@ -28,6 +28,11 @@ asio::awaitable<Result<Reply>> append_steps(Call& call);
 asio::awaitable<Result<Reply>> end_episode(Call& call);
 asio::awaitable<Result<Reply>> sample_sequences(Call& call);
 asio::awaitable<Result<Reply>> read_steps(Call& call);
+// Published values (service/values/, docs/VALUES.md).
+asio::awaitable<Result<Reply>> publish_begin(Call& call);
+asio::awaitable<Result<Reply>> publish_part(Call& call);
+asio::awaitable<Result<Reply>> publish_commit(Call& call);
+asio::awaitable<Result<Reply>> fetch(Call& call);
 // The shared-memory data plane (service/commands/shm/, docs/SHM.md).
 asio::awaitable<Result<Reply>> map_table(Call& call);
 asio::awaitable<Result<Reply>> map_staging(Call& call);

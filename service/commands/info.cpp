@@ -19,6 +19,26 @@ json::object plane_json(const shm::PlaneBudget& plane) {
                       {"dropped_table_bytes_mapped", plane.dropped_block_bytes}};
 }
 
+// Published values (docs/VALUES.md): each name's version, bytes, arrays and waiting
+// fetches; and what publishes in progress hold.
+json::array values_json(const ValueStore& store) {
+  json::array values;
+  for (const auto& [name, value] : store.values()) {
+    json::object entry{{"name", name},
+                       {"version", nullptr},
+                       {"bytes", 0},
+                       {"arrays", 0},
+                       {"fetchers_waiting", value->fetchers.size()}};
+    if (value->current) {
+      entry["version"] = value->current->version;
+      entry["bytes"] = value->current->bytes;
+      entry["arrays"] = value->current->arrays.size();
+    }
+    values.push_back(std::move(entry));
+  }
+  return values;
+}
+
 }  // namespace
 
 asio::awaitable<Result<Reply>> info(Call& call) {
@@ -42,7 +62,10 @@ asio::awaitable<Result<Reply>> info(Call& call) {
                                         {"uptime_s", uptime_s},
                                         {"shared_memory", service.column_memory != nullptr},
                                         {"staging_bytes", service.plane.staging_bytes},
-                                        {"plane", plane_json(service.plane)}}},
+                                        {"plane", plane_json(service.plane)},
+                                        {"values", values_json(service.values)},
+                                        {"values_bytes", service.values.held_bytes()},
+                                        {"publishing_bytes", service.values.upload_bytes()}}},
                 {"tables", std::move(tables)}}));
 }
 

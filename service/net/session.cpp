@@ -65,6 +65,7 @@ Session::~Session() {
   release(parked_bytes_, parked_bytes_);
   // The connection was the writer of its open episodes: they end as truncated, steps kept.
   context_.tables.end_writer(id_);
+  context_.values.end_connection(id_);  // its unfinished publishes are dropped
   context_.metrics.connection_closed();
   if (context_.sessions.empty()) context_.sessions_drained.wake_all();
 }

@@ -63,13 +63,18 @@ struct Reply {
   // Counts the descriptors against their budgets (ConnectionPlane::hold_descriptor_reply)
   // until they are written or the reply is discarded; opaque here.
   std::shared_ptr<void> descriptor_hold;
+  // Keeps alive the memory `pieces` view when that memory is not table storage (a
+  // published value's version): such pieces stay valid however long the reply waits, so
+  // the reply is never settled (copied) before it is written.
+  std::shared_ptr<const void> pinned;
   // The header and metadata went out already and `payload` holds the rest of the frame
   // (what settle(written) leaves after a partial write).
   bool remainder_only = false;
   bool is_error = false;
   std::string_view error_code;  // static string; empty unless is_error
 
-  bool borrows() const { return !pieces.empty(); }
+  // Whether the reply views table rows that it must write or copy before anything else runs.
+  bool borrows() const { return !pieces.empty() && !pinned; }
   std::size_t payload_bytes() const;
   // Bytes still to write.
   std::size_t wire_bytes() const {

@@ -114,7 +114,11 @@ json::object limits_json(const Limits& limits) {
       {"max_staging_arenas_per_connection", limits.max_staging_arenas_per_connection},
       {"max_staging_arenas", limits.max_staging_arenas},
       {"max_unread_descriptors_per_connection", limits.max_unread_descriptors_per_connection},
-      {"max_queued_descriptors", limits.max_queued_descriptors}};
+      {"max_queued_descriptors", limits.max_queued_descriptors},
+      {"max_value_bytes", limits.max_value_bytes},
+      {"max_values_bytes", limits.max_values_bytes},
+      {"max_values", limits.max_values},
+      {"max_publishes_per_connection", limits.max_publishes_per_connection}};
 }
 
 }  // namespace replayd::service::commands

@@ -1,0 +1,255 @@
+#include "service/values/value_store.h"
+
+#include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
+#include <set>
+
+namespace replayd::service {
+namespace {
+
+constexpr std::size_t kMaxNameChars = 128;
+constexpr std::size_t kMaxArrays = 4096;
+constexpr std::size_t kMaxArrayNameChars = 256;
+constexpr std::size_t kMaxDims = 8;
+
+std::uint64_t padded(std::uint64_t bytes) {
+  return (bytes + 7) / 8 * 8;
+}
+
+std::string gib_text(std::uint64_t bytes) {
+  return std::to_string(bytes) + " bytes";
+}
+
+}  // namespace
+
+std::string value_arrays_json(const std::vector<ValueArray>& arrays) {
+  std::string out = "[";
+  for (const ValueArray& array : arrays) {
+    if (out.size() > 1) out += ',';
+    out += "{\"name\":" + boost::json::serialize(boost::json::string(array.name));
+    out += ",\"dtype\":\"" + std::string(dtype_name(array.dtype)) + "\",\"shape\":[";
+    for (std::size_t d = 0; d < array.shape.size(); ++d) {
+      if (d) out += ',';
+      out += std::to_string(array.shape[d]);
+    }
+    out += "],\"offset\":" + std::to_string(array.offset) + "}";
+  }
+  return out + "]";
+}
+
+namespace {
+
+// Lays the arrays out (offsets, bytes) and checks them; the payload's bytes, or an error.
+Result<std::uint64_t> lay_out(std::vector<ValueArray>& arrays, std::uint64_t max_bytes) {
+  if (arrays.empty() || arrays.size() > kMaxArrays) {
+    return make_error(ErrorCode::invalid_argument,
+                      "arrays: a value holds 1 to " + std::to_string(kMaxArrays) + " arrays, got " +
+                          std::to_string(arrays.size()));
+  }
+  std::set<std::string_view> names;
+  std::uint64_t offset = 0;
+  for (ValueArray& array : arrays) {
+    if (array.name.empty() || array.name.size() > kMaxArrayNameChars)
+      return make_error(ErrorCode::invalid_argument, "arrays: a name has 1 to 256 characters");
+    if (!names.insert(array.name).second) {
+      return make_error(ErrorCode::invalid_argument,
+                        "arrays: '" + array.name + "' is named twice; names are distinct");
+    }
+    if (array.shape.size() > kMaxDims) {
+      return make_error(ErrorCode::invalid_argument, "arrays: '" + array.name + "' has " +
+                                                         std::to_string(array.shape.size()) +
+                                                         " dimensions, at most 8");
+    }
+    // Overflow-safe: stop as soon as the product passes the largest value allowed.
+    std::uint64_t bytes = dtype_size(array.dtype);
+    for (std::uint64_t dim : array.shape) {
+      if (dim != 0 && bytes > max_bytes / dim) {
+        return make_error(ErrorCode::resource_exhausted,
+                          "array '" + array.name +
+                              "' alone is more than max_value_bytes = " + gib_text(max_bytes));
+      }
+      bytes *= dim;
+    }
+    array.offset = offset;
+    array.bytes = bytes;
+    offset += padded(bytes);
+    if (offset > max_bytes) {
+      return make_error(ErrorCode::resource_exhausted,
+                        "the value is more than max_value_bytes = " + gib_text(max_bytes) +
+                            "; publish a smaller value or raise limits.max_value_bytes");
+    }
+  }
+  return offset;
+}
+
+}  // namespace
+
+bool valid_value_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameChars) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-' || c == '/';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<std::shared_ptr<PublishedValue>> ValueStore::entry(const std::string& name) {
+  if (auto found = values_.find(name); found != values_.end()) return found->second;
+  if (!valid_value_name(name)) {
+    return make_error(ErrorCode::invalid_argument,
+                      "name: '" + name + "' is not a value name (1 to 128 characters of A-Z a-z " +
+                          "0-9 _ . - /)");
+  }
+  if (values_.size() >= limits_.max_values) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "the server holds max_values = " + std::to_string(limits_.max_values) +
+                          " value names; '" + name + "' would be one more");
+  }
+  auto value = std::make_shared<PublishedValue>();
+  value->name = name;
+  values_.emplace(name, value);
+  return value;
+}
+
+Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::string& name,
+                                       std::optional<std::uint64_t> version,
+                                       std::vector<ValueArray> arrays) {
+  if (!valid_value_name(name)) {
+    return make_error(ErrorCode::invalid_argument,
+                      "name: '" + name + "' is not a value name (1 to 128 characters of A-Z a-z " +
+                          "0-9 _ . - /)");
+  }
+  const auto existing = values_.find(name);
+  const std::uint64_t current = existing == values_.end() ? 0 : existing->second->version();
+  if (version && *version <= current) {
+    return make_error(ErrorCode::invalid_argument, "version: " + std::to_string(*version) +
+                                                       " is not above the current version " +
+                                                       std::to_string(current) + " of '" + name +
+                                                       "' (leave it out to publish version " +
+                                                       std::to_string(current + 1) + ")");
+  }
+  std::size_t mine = 0;
+  for (const auto& [id, upload] : uploads_)
+    mine += upload.connection == connection;
+  if (mine >= limits_.max_publishes_per_connection) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "this connection has " + std::to_string(mine) +
+                          " publishes in progress, max_publishes_per_connection = " +
+                          std::to_string(limits_.max_publishes_per_connection) +
+                          "; commit them before beginning another");
+  }
+  if (existing == values_.end() && values_.size() >= limits_.max_values) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "the server holds max_values = " + std::to_string(limits_.max_values) +
+                          " value names; '" + name + "' would be one more");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(const std::uint64_t bytes, lay_out(arrays, limits_.max_value_bytes));
+  if (held_bytes() + bytes > limits_.max_values_bytes) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "publishing " + gib_text(bytes) + " beside the " + gib_text(held_bytes()) +
+                          " of values held and publishes in progress would exceed "
+                          "max_values_bytes = " +
+                          gib_text(limits_.max_values_bytes));
+  }
+  const std::uint64_t id = next_upload_++;
+  Upload& upload = uploads_[id];
+  upload.connection = connection;
+  upload.name = name;
+  upload.version = version;
+  upload.arrays = std::move(arrays);
+  upload.bytes = bytes;
+  upload_bytes_ += bytes;
+  return UploadTicket{id, bytes, &upload.arrays};
+}
+
+Result<ValueStore::Upload*> ValueStore::upload_of(std::uint64_t connection, std::uint64_t upload) {
+  auto found = uploads_.find(upload);
+  if (found == uploads_.end() || found->second.connection != connection) {
+    return make_error(ErrorCode::not_found,
+                      "upload " + std::to_string(upload) +
+                          " is not a publish in progress of this connection (uploads end with "
+                          "their commit or their connection)");
+  }
+  return &found->second;
+}
+
+Result<std::uint64_t> ValueStore::add_part(std::uint64_t connection, std::uint64_t id,
+                                           std::uint64_t offset, ByteBuffer bytes) {
+  REPLAYD_ASSIGN_OR_RETURN(Upload * upload, upload_of(connection, id));
+  if (offset != upload->received) {
+    return make_error(ErrorCode::invalid_argument,
+                      "offset: " + std::to_string(offset) + ", but " +
+                          std::to_string(upload->received) +
+                          " bytes were received so far: send the parts in order");
+  }
+  if (bytes.size() > upload->bytes - upload->received) {
+    return make_error(ErrorCode::invalid_argument,
+                      "a part of " + std::to_string(bytes.size()) + " bytes at offset " +
+                          std::to_string(offset) + " goes beyond the value's " +
+                          std::to_string(upload->bytes) + " bytes");
+  }
+  upload->received += bytes.size();
+  if (!bytes.empty()) upload->parts.push_back(std::move(bytes));
+  return upload->received;
+}
+
+Result<const PublishedValue*> ValueStore::commit(std::uint64_t connection, std::uint64_t id) {
+  REPLAYD_ASSIGN_OR_RETURN(Upload * upload, upload_of(connection, id));
+  if (upload->received != upload->bytes) {
+    return make_error(ErrorCode::invalid_argument,
+                      "the value is " + std::to_string(upload->bytes) + " bytes and " +
+                          std::to_string(upload->received) +
+                          " were received: send every part before the commit");
+  }
+  // begin() counted a new name against max_values already; a fetch may have made it since.
+  std::shared_ptr<PublishedValue>& slot = values_[upload->name];
+  if (!slot) {
+    slot = std::make_shared<PublishedValue>();
+    slot->name = upload->name;
+  }
+  const std::shared_ptr<PublishedValue> value = slot;
+  const std::uint64_t current = value->version();
+  if (upload->version && *upload->version <= current) {
+    // Another publish of a higher version committed since begin().
+    const std::string message = "version: " + std::to_string(*upload->version) +
+                                " is no longer above the current version " +
+                                std::to_string(current) + " of '" + upload->name + "'";
+    upload_bytes_ -= upload->bytes;
+    uploads_.erase(id);
+    return make_error(ErrorCode::invalid_argument, message);
+  }
+  auto version = std::make_shared<ValueVersion>();
+  version->version = upload->version.value_or(current + 1);
+  version->bytes = upload->bytes;
+  version->arrays_json = value_arrays_json(upload->arrays);
+  version->arrays = std::move(upload->arrays);
+  version->parts = std::move(upload->parts);
+  version->published_at = std::chrono::steady_clock::now();
+  if (value->current) committed_bytes_ -= value->current->bytes;
+  committed_bytes_ += version->bytes;
+  upload_bytes_ -= upload->bytes;
+  uploads_.erase(id);
+  value->current = std::move(version);
+  ++publishes_;
+  value->fetchers.wake_all();
+  return value.get();
+}
+
+void ValueStore::end_connection(std::uint64_t connection) {
+  for (auto it = uploads_.begin(); it != uploads_.end();) {
+    if (it->second.connection == connection) {
+      upload_bytes_ -= it->second.bytes;
+      it = uploads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ValueStore::cancel_all(CancelReason reason) {
+  for (auto& [name, value] : values_)
+    value->fetchers.cancel_all(reason);
+}
+
+}  // namespace replayd::service
