@@ -189,3 +189,44 @@ def test_threads_inserting_at_once_over_the_plane_lose_and_mix_no_row(server, ta
         np.testing.assert_array_equal(got["wide"], np.repeat(got["id"][:, None], 512, 1))
         assert sorted(got["id"][:-1].tolist()) == sorted(
             t * 10_000 + i for t in range(4) for i in range(2000))
+
+
+def test_cpprb_adds_of_many_rows_go_through_the_insert_arena(server):
+    from replayd.cpprb import PrioritizedReplayBuffer
+    rb = PrioritizedReplayBuffer(100, {"obs": {"shape": 4}, "act": {}},
+                                 address=server.unix_address)
+    for start in range(0, 150, 30):  # batches of 30; the ring wraps
+        ids = np.arange(start, start + 30)
+        rb.add(obs=np.repeat(ids[:, None], 4, 1), act=ids, priorities=ids + 1.0)
+    assert rb._client._insert_arena is not None  # the appends were staged
+    assert rb.get_stored_size() == 100
+    stored_rows = rb.get_all_transitions()
+    act = stored_rows["act"].ravel()
+    assert sorted(act.tolist()) == list(range(50, 150))
+    np.testing.assert_array_equal(stored_rows["obs"], np.repeat(act[:, None], 4, 1))
+
+
+@pytest.mark.parametrize("shm", [None, False], ids=["plane", "socket"])
+def test_a_dataset_load_stages_its_chunks_and_stores_what_the_socket_stores(server, table_name,
+                                                                            shm):
+    from replayd.datasets.step_sender import StepSender
+    with replayd.Client(server.unix_address, timeout=30, shm=shm) as c:
+        c.create_table(table_name, {"obs": ("float32", (3,)), "rew": ("float32", ())}, 10_000,
+                       episodic=True, reward="rew")
+        sender = StepSender(c, table_name)
+        episodes = sender.open_episodes(3)
+        for chunk in range(4):  # 3 episodes of 40 steps, 10 per chunk, interleaved
+            ids = np.repeat(np.array(episodes, np.uint64), 10)
+            t = chunk * 10 + np.tile(np.arange(10), 3)
+            value = (1000 * np.repeat(np.arange(3), 10) + t).astype(np.float32)
+            ends = [(e, i % 2 == 0, None) for i, e in enumerate(episodes)] if chunk == 3 else []
+            sender.send({"obs": np.repeat(value[:, None], 3, 1), "rew": value}, ids, ends)
+        sender.flush()
+        assert (sender._arena is not None) == (shm is None)
+        sender.close()
+        got = list(c.episodes(table_name))
+        assert [len(e["rew"]) for e in got] == [40, 40, 40]
+        for i, e in enumerate(got):
+            np.testing.assert_array_equal(e["rew"], 1000 * i + np.arange(40, dtype=np.float32))
+            np.testing.assert_array_equal(e["obs"], np.repeat(e["rew"][:, None], 3, 1))
+            assert int(e["end"][-1]) == (1 if i % 2 == 0 else 2)

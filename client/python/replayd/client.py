@@ -43,13 +43,13 @@ from .sample import Sample
 from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
 from .shm import PlaneTable, StagingArena, keys_request, take_descriptor
-from .shm.insert_arena import (ARENA_BYTES, MAX_ARENA_BYTES, InsertArena, InsertPlan,
-                               insert_plan, stageable)
+from .shm.insert_arena import (ARENA_BYTES, MAX_ARENA_BYTES, InsertArena, insert_plan,
+                               stageable)
 from .shm.staging import ARENA_REFUSED, map_staging
 from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decoder,
                            decode_keys_reply)
 from .tables import queue_options, stack_options
-from .wire import Allocator
+from .wire import Allocator, padded
 from .values import Fetched
 from .vector_writers import VectorEpisodeWriter, VectorWriter
 from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer
@@ -561,28 +561,29 @@ class Client:
         if self._shm is False or not conn.shm_offered or not stageable(schema, batch):
             return None
         plan = insert_plan(table, schema, parts[0], requests.timeout_ms(seconds))
-        arena = self._insert_arena
-        if arena is not None and arena.conn is conn and not arena.retired and arena.fits(plan):
-            return arena
-        return self._new_insert_arena(conn, plan)
+        return self._insert_arena_for(conn, plan.nbytes)
 
-    def _new_insert_arena(self, conn: Connection, plan: InsertPlan) -> Optional[InsertArena]:
-        """A (larger) insert arena on `conn`, replacing this process's previous one; None
-        when parts of `plan` are too large for any, or the server refuses it (the
-        connection's inserts then keep the socket)."""
+    def _insert_arena_for(self, conn: Connection, nbytes: int) -> Optional[InsertArena]:
+        """This process's insert arena on `conn` if regions of `nbytes` fit in it, else a
+        larger one replacing it; None when they are too large for any, or the server
+        refuses it (the connection's inserts then keep the socket)."""
+        arena = self._insert_arena
+        if arena is not None and arena.conn is conn and not arena.retired and \
+                arena.fits_bytes(nbytes):
+            return arena
         with self._insert_arena_lock:
             arena = self._insert_arena
             if arena is not None and arena.conn is conn and not arena.retired and \
-                    arena.fits(plan):
+                    arena.fits_bytes(nbytes):
                 return arena  # another thread made it meanwhile
             if self._insert_arena_refused is conn:
                 return None
             size = ARENA_BYTES
             if arena is not None and arena.conn is conn:
                 size = max(size, arena.nbytes)
-            while 2 * plan.nbytes > size and size < MAX_ARENA_BYTES:
+            while 2 * nbytes > size and size < MAX_ARENA_BYTES:
                 size *= 2
-            if 2 * plan.nbytes > size:
+            if 2 * nbytes > size:
                 return None
             try:
                 staging = map_staging(conn, size, self._timeout)
@@ -593,6 +594,26 @@ class Client:
         if arena is not None:
             self._drop_insert_arena(arena)
         return self._insert_arena
+
+    def send_steps(self, table: str, batch: InsertBatch, episode_ids: Any
+                   ) -> "Future[np.ndarray[Any, Any]]":
+        """Sends ``append_steps`` of `batch` (columns exactly as the table wants them) to
+        `episode_ids` (n uint64: episodes opened on this process's connection) without
+        waiting; the Future holds the steps' keys. Staged in the connection's insert arena
+        when it can be, as `insert_async` (docs/SHM.md, "Batched inserts")."""
+        conn = self.connection()
+        meta = requests.insert_meta(table, batch, None)
+        meta["op"] = "append_steps"
+        ids = np.ascontiguousarray(episode_ids, dtype="<u8")
+        columns = [*batch.arrays, ids] + ([] if batch.priorities is None
+                                          else [batch.priorities])
+        if self._shm is not False and conn.shm_offered and \
+                stageable(self.schema(table), batch):
+            arena = self._insert_arena_for(conn, sum(padded(c.nbytes) for c in columns))
+            sent = None if arena is None else arena.send_columns(meta, columns, batch.n)
+            if sent is not None:
+                return sent[1]
+        return conn.submit(meta, columns, decode_keys)[1]
 
     def _drop_insert_arena(self, arena: InsertArena) -> None:
         """Takes no more regions from `arena` and releases it (on the server, when its

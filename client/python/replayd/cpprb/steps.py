@@ -38,15 +38,9 @@ RESERVED = ("discount", "steps", "key", "episode", "position", "sequence", HIDDE
 def send_steps(client: "Client", table: str, batch: InsertBatch, episode: int
                ) -> "Future[np.ndarray[Any, Any]]":
     """Sends ``append_steps`` of `batch` to `episode` on the process's connection without
-    waiting; the future holds the steps' keys."""
-    meta = requests.insert_meta(table, batch, None)
-    meta["op"] = "append_steps"
-    ids = np.full(batch.n, episode, dtype="<u8")
-    payload = [*batch.arrays, ids]  # the episode ids come before the priorities
-    if batch.priorities is not None:
-        payload.append(batch.priorities)
-    _, future = client.connection().submit(meta, payload, decode_keys)
-    return future
+    waiting (staged over the shared-memory plane when it can be: `Client.send_steps`);
+    the future holds the steps' keys."""
+    return client.send_steps(table, batch, np.full(batch.n, episode, dtype="<u8"))
 
 
 class Episode:

@@ -21,6 +21,8 @@ from ..client_interface import ClientLike
 from ..columns import decode_keys
 from ..errors import InvalidArgument
 from ..schema import Field
+from ..shm.insert_arena import InsertArena, open_insert_arena
+from ..wire import padded
 
 __all__ = ["StepSender", "EpisodeEnd"]
 
@@ -40,7 +42,11 @@ class StepSender:
         self._schema = client.schema(table)
         self._fields: Tuple[Field, ...] = self._schema.fields
         self._next_of = [f for f in self._fields if f.next_of]
-        self._conn = client.open_connection()
+        self._conn = client.open_connection(shm=True)
+        # Over the plane, each append's columns go through a staging arena of the
+        # connection (docs/SHM.md, "Batched inserts"); made at the first append.
+        self._arena: Optional[InsertArena] = None
+        self._arena_refused = False
         self._in_flight: Deque[Tuple[Future[Any], int]] = deque()  # (reply, ends it holds)
         self._max_in_flight = max_in_flight
         self.stored_episodes = 0  # episodes whose end the server confirmed
@@ -139,7 +145,8 @@ class StepSender:
                 meta["final_columns"] = final_metas
                 buffers += final_buffers
         if n:
-            self._submit(meta, buffers, len(listed))
+            staged = listed is not with_final or not listed  # final columns: the socket
+            self._submit(meta, buffers, len(listed), staged_rows=n if staged else 0)
         self._end_alone([end for end in ends if not any(end is x for x in listed)])
 
     def _end_alone(self, ends: Sequence[EpisodeEnd]) -> None:
@@ -168,11 +175,38 @@ class StepSender:
         return metas, arrays
 
     def _submit(self, meta: Dict[str, Any], buffers: List[Any], ends: int,
-                decode: Any = decode_keys) -> None:
+                decode: Any = decode_keys, staged_rows: int = 0) -> None:
+        """Sends one request (`staged_rows`: an append of that many rows whose `buffers`
+        may go through the staging arena instead of the socket)."""
         while len(self._in_flight) >= self._max_in_flight:
             self._reap()
-        _, future = self._conn.submit(meta, buffers, decode)
+        sent = self._staged(meta, buffers, staged_rows) if staged_rows else None
+        _, future = sent if sent is not None else self._conn.submit(meta, buffers, decode)
         self._in_flight.append((future, ends))
+
+    def _staged(self, meta: Dict[str, Any], buffers: List[Any], rows: int) -> Any:
+        """(request id, future) of the append sent staged, or None (the socket)."""
+        nbytes = sum(padded(b.nbytes) for b in buffers)
+        arena = self._arena
+        if arena is None or not arena.fits_bytes(nbytes):
+            if (self._arena_refused or not self._conn.shm_offered
+                    or any(f.is_frame for f in self._fields)):
+                return None
+            if arena is not None:  # too small for this append: a larger one
+                arena.retire()
+                self._unmap(arena)
+            self._arena = arena = open_insert_arena(self._conn, nbytes, None)
+            if arena is None:
+                self._arena_refused = True
+                return None
+        return arena.send_columns(meta, buffers, rows)
+
+    def _unmap(self, arena: InsertArena) -> None:
+        """Releases `arena` (requests still reading it keep the server's mapping)."""
+        try:
+            self._conn.call({"op": "unmap_staging", "arena": arena.arena.id})
+        finally:
+            arena.arena.close()
 
     def _reap(self) -> None:
         """Waits for the oldest request; raises its error."""
@@ -189,3 +223,5 @@ class StepSender:
     def close(self) -> None:
         """Closes the connection: the server ends its still-open episodes as truncated."""
         self._conn.close()
+        if self._arena is not None:
+            self._arena.arena.close()  # the server released it with the connection

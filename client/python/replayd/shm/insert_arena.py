@@ -36,10 +36,11 @@ import numpy as np
 
 from ..columns import InsertBatch, decode_keys
 from ..schema import TableSchema
-from ..wire import encode_meta
-from .staging import StagingArena, batch_layout
+from ..wire import encode_meta, padded
+from .staging import ARENA_REFUSED, StagingArena, batch_layout, map_staging
 
-__all__ = ["InsertArena", "InsertPlan", "insert_plan", "ARENA_BYTES", "MAX_ARENA_BYTES", "ROOM_WAIT_S", "stageable"]
+__all__ = ["InsertArena", "InsertPlan", "insert_plan", "arena_bytes_for", "open_insert_arena",
+           "ARENA_BYTES", "MAX_ARENA_BYTES", "ROOM_WAIT_S", "stageable"]
 
 #: The first arena's size: two calls of 64 W2 transitions (3.6 MB each) at once, one
 #: filled while the server copies the other; over 2,000 of 64 W1 ones (3.5 KB each).
@@ -137,10 +138,6 @@ class InsertArena:
     def nbytes(self) -> int:
         return self.arena.nbytes
 
-    def fits(self, plan: InsertPlan) -> bool:
-        """Whether parts of `plan` are small enough for this arena's ring."""
-        return 2 * plan.nbytes <= self.arena.nbytes
-
     def send(self, plan: InsertPlan, part: InsertBatch, *, caller_waits: bool
              ) -> Optional[Tuple[int, "Future[Any]"]]:
         """Copies `part` (a `stageable` one, laid out by `plan`) into a free region and
@@ -164,6 +161,39 @@ class InsertArena:
             raise
         region.request = future
         return request_id, future
+
+    def send_columns(self, meta: Dict[str, Any], columns: List[np.ndarray[Any, Any]],
+                     rows: int, *, decode: Any = decode_keys, caller_waits: bool = False
+                     ) -> Optional[Tuple[int, "Future[Any]"]]:
+        """The general form of `send`: `columns` laid out as a payload of `rows` rows
+        (each padded to 8 bytes, in order: the fields, then an append's episode ids, then
+        the priorities) in a free region, and `meta` sent with its ``"staged"`` member.
+        None when no region fits (see `fits_bytes`) or none came free within ROOM_WAIT_S
+        (send the payload through the socket). For requests whose metadata differs each
+        time (an append's ends): `send` caches what this encodes."""
+        offsets, nbytes = _layout(columns)
+        nbytes = _padded_size(nbytes)
+        if not self.fits_bytes(nbytes):
+            return None
+        region = self._reserve(nbytes)
+        if region is None:
+            return None
+        try:
+            for offset, array in zip(offsets, columns):
+                _copy_in(self._bytes, region.start + offset, array)
+            staged = dict(meta, staged={"arena": self.arena.id, "offset": region.start,
+                                        "rows": rows})
+            request_id, future = self.conn.submit(staged, (), decode,
+                                                  caller_waits=caller_waits)
+        except BaseException:
+            self._abandon(region)
+            raise
+        region.request = future
+        return request_id, future
+
+    def fits_bytes(self, nbytes: int) -> bool:
+        """Whether a region of `nbytes` is small enough for this arena's ring."""
+        return 2 * _padded_size(nbytes) <= self.arena.nbytes
 
     def retire(self) -> None:
         """No more regions: the arena is being replaced, or a request was forgotten (a
@@ -215,6 +245,39 @@ class InsertArena:
         failed: "Future[Any]" = Future()
         failed.set_result(None)
         region.request = failed
+
+
+def open_insert_arena(conn: Any, nbytes: int, timeout: Optional[float]
+                      ) -> Optional[InsertArena]:
+    """An InsertArena on `conn` whose ring takes regions of `nbytes`; None when the
+    connection has no plane, the regions are too large, or the server refuses the
+    arena (its requests then keep the socket)."""
+    size = arena_bytes_for(nbytes)
+    if size is None or not getattr(conn, "shm_offered", False):
+        return None
+    try:
+        return InsertArena(conn, map_staging(conn, size, timeout))
+    except ARENA_REFUSED:
+        return None
+
+
+def _layout(columns: List[np.ndarray[Any, Any]]) -> Tuple[List[int], int]:
+    """Offsets of `columns` in a payload (each padded to 8 bytes) and its bytes."""
+    offsets: List[int] = []
+    offset = 0
+    for array in columns:
+        offsets.append(offset)
+        offset += padded(array.nbytes)
+    return offsets, offset
+
+
+def arena_bytes_for(nbytes: int, current: int = 0) -> Optional[int]:
+    """The size of an arena whose ring takes regions of `nbytes` (ARENA_BYTES, doubled
+    as needed, at least `current`), or None when even MAX_ARENA_BYTES is too small."""
+    size = max(ARENA_BYTES, current)
+    while 2 * _padded_size(nbytes) > size and size < MAX_ARENA_BYTES:
+        size *= 2
+    return size if 2 * _padded_size(nbytes) <= size else None
 
 
 def _copy_in(target: memoryview, offset: int, array: np.ndarray[Any, Any]) -> None:
