@@ -5,7 +5,11 @@ Each explorer (started with the "spawn" method, receiving a pickled replayd.Clie
 small environment with an epsilon-greedy linear Q policy and appends transitions to a
 replayd Writer, which sends them in batches without waiting for replies. The learner
 iterates a prefetching Sampler, takes a TD step on a linear Q function weighted by the
-importance weights, and sends the new |TD| errors back as priorities.
+importance weights, and sends the new |TD| errors back as priorities. The policy goes
+back to the explorers through the server as a published value (docs/VALUES.md): the
+learner publishes its weights every --publish-every steps, and each explorer fetches a
+newer version, if there is one, between episodes (a fetch of an unchanged value moves no
+bytes).
 
 From the repository root, with a server running (`./scripts/run` in another terminal
 serves unix:///tmp/replayd.sock, the default --address):
@@ -60,12 +64,14 @@ class Corridor:
 
 
 def explorer(client: replayd.Client, table: str, explorer_id: int, args: argparse.Namespace,
-             weights, results) -> None:
-    """Runs the environment and writes every transition; reports its insert rate."""
+             results) -> None:
+    """Runs the environment and writes every transition; reports its insert rate and the
+    policy versions it acted with."""
     env = Corridor(args.corridor, args.obs_dim, seed=explorer_id)
     rng = np.random.default_rng(100 + explorer_id)
     epsilon = 0.4 ** (1 + 7 * explorer_id / max(1, args.explorers - 1))  # Ape-X epsilons
-    q = np.frombuffer(weights.get_obj(), dtype=np.float64).reshape(2, args.obs_dim)
+    version, q = latest_policy(client, args, None, np.zeros((2, args.obs_dim)))
+    versions = {version}
     obs = env.reset()
     start = time.perf_counter()
     with client.writer(table, batch=args.writer_batch) as writer:
@@ -76,16 +82,28 @@ def explorer(client: replayd.Client, table: str, explorer_id: int, args: argpars
                 action = int(np.argmax(q @ obs))
             next_obs, reward, done = env.step(action)
             writer.append(obs=obs, act=action, rew=reward, next_obs=next_obs, done=done)
+            if done:
+                version, q = latest_policy(client, args, version, q)
+                versions.add(version)
             obs = env.reset() if done else next_obs
     elapsed = time.perf_counter() - start
-    results.put((explorer_id, writer.items_written, elapsed))
+    results.put((explorer_id, writer.items_written, elapsed, len(versions)))
     client.close()
 
 
-def learn(client: replayd.Client, table: str, args: argparse.Namespace, weights) -> dict:
-    """The learner: prioritized samples in, TD steps, new priorities out."""
-    q = np.frombuffer(weights.get_obj(), dtype=np.float64).reshape(2, args.obs_dim)
+def latest_policy(client: replayd.Client, args: argparse.Namespace, version, q):
+    """The learner's newest published weights when newer than `version`, else `q` as it
+    is: the fetch does not wait (timeout=0), and moves no bytes when nothing changed."""
+    newer, arrays = client.fetch(args.policy, newer_than=version, timeout=0)
+    return (newer, arrays["q"]) if arrays is not None else (version, q)
+
+
+def learn(client: replayd.Client, table: str, args: argparse.Namespace,
+          q: np.ndarray) -> dict:
+    """The learner: prioritized samples in, TD steps, new priorities out, the policy
+    published every --publish-every steps."""
     gamma, lr = 0.95, 0.05
+    published = 0
     pending = []
     items = 0
     start = time.perf_counter()
@@ -98,8 +116,10 @@ def learn(client: replayd.Client, table: str, args: argparse.Namespace, weights)
             predicted = (obs * q[act]).sum(axis=1)
             td = target - predicted
             grad = (sample.weights * td)[:, None] * obs
-            with weights.get_lock():
-                np.add.at(q, act, lr * grad / len(sample))
+            np.add.at(q, act, lr * grad / len(sample))
+            if (step + 1) % args.publish_every == 0:
+                client.publish(args.policy, {"q": q})
+                published += 1
             pending.append(client.update_priorities_async(table, sample.keys,
                                                           np.abs(td) + 1e-3))
             if len(pending) >= 32:
@@ -110,7 +130,8 @@ def learn(client: replayd.Client, table: str, args: argparse.Namespace, weights)
     for future in pending:
         future.result()
     elapsed = time.perf_counter() - start
-    return {"batches": args.learner_steps, "items": items, "elapsed": elapsed}
+    return {"batches": args.learner_steps, "items": items, "elapsed": elapsed,
+            "published": published}
 
 
 def main() -> None:
@@ -127,7 +148,13 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=100_000)
     parser.add_argument("--obs-dim", type=int, default=16)
     parser.add_argument("--corridor", type=int, default=20)
+    parser.add_argument("--publish-every", type=int, default=10,
+                        help="learner steps between two publishes of the policy")
+    parser.add_argument("--policy", default=None,
+                        help="the published value of the policy (default: TABLE/policy)")
     args = parser.parse_args()
+    if args.policy is None:
+        args.policy = f"{args.table}/policy"
 
     client = replayd.Client(args.address, timeout=60)
     fields = {"obs": (np.float32, args.obs_dim), "act": (np.int64, ()),
@@ -139,16 +166,16 @@ def main() -> None:
     client.reset(args.table)  # counters are cumulative: remember where they stand
     baseline = client.table_info(args.table)["counters"]
 
+    q = np.zeros((2, args.obs_dim))
+    client.publish(args.policy, {"q": q})  # the explorers' first policy
     ctx = multiprocessing.get_context("spawn")
-    weights = ctx.Array("d", 2 * args.obs_dim)  # the policy, shared with the explorers
     results = ctx.Queue()
-    procs = [ctx.Process(target=explorer,
-                         args=(client, args.table, e, args, weights, results))
+    procs = [ctx.Process(target=explorer, args=(client, args.table, e, args, results))
              for e in range(args.explorers)]
     wall = time.perf_counter()
     for p in procs:
         p.start()
-    learner = learn(client, args.table, args, weights)
+    learner = learn(client, args.table, args, q)
     reports = [results.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
@@ -156,8 +183,9 @@ def main() -> None:
             raise SystemExit(f"explorer exited with {p.exitcode}")
     wall = time.perf_counter() - wall
 
-    inserted = sum(n for _, n, _ in reports)
-    slowest = max(t for _, _, t in reports)
+    inserted = sum(n for _, n, _, _ in reports)
+    slowest = max(t for _, _, t, _ in reports)
+    seen = [v for _, _, _, v in sorted(reports)]
     info = client.table_info(args.table)
     counters = {k: v - baseline[k] for k, v in info["counters"].items()}
     print(f"explorers: {args.explorers} x {args.steps} steps, {inserted} transitions in "
@@ -167,6 +195,8 @@ def main() -> None:
           f"{learner['elapsed']:.2f} s -> {learner['batches'] / learner['elapsed']:,.0f} "
           f"batches/s, {learner['items'] / learner['elapsed']:,.0f} samples/s "
           f"(prefetch {args.prefetch})")
+    print(f"policy '{args.policy}': published {learner['published'] + 1} times; explorers "
+          f"acted with {', '.join(map(str, seen))} versions of it")
     print(f"table '{args.table}': size {info['size']}, inserts {counters['inserts']}, "
           f"samples {counters['samples']}, priority updates "
           f"{counters['priority_updates']}, wall {wall:.2f} s")

@@ -9,7 +9,10 @@ through replayd.
 - The learner iterates replayd.torch.ReplayDataset (a prefetching sampler thread, tensors
   sharing the received memory), takes double-DQN steps (online net picks the next action,
   target net scores it; Huber loss weighted by the importance weights), sends |TD| + eps
-  back as priorities, and publishes its weights to the explorers every few steps.
+  back as priorities, and publishes its weights to the explorers every few steps as a
+  published value (docs/VALUES.md: replayd.torch.publish_module); explorers fetch a newer
+  version, if any, between episodes (``fetch(..., newer_than=version, timeout=0)``: an
+  unchanged value costs a round trip and no bytes).
 - The table's SampleToInsertRatio limiter keeps `--samples-per-insert` sampled items per
   inserted transition, so learner and explorers keep the same pace on any machine.
 
@@ -54,37 +57,35 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client" / "python"))
 
 import replayd  # noqa: E402
-from _cartpole import (SOLVED_RETURN, SOLVED_WINDOW, Progress, SharedWeights,  # noqa: E402
-                       make_env, numpy_q, q_network)
+from _cartpole import (SOLVED_RETURN, SOLVED_WINDOW, Progress, make_env,  # noqa: E402
+                       numpy_q, q_network)
 
 TABLE_FIELDS = {"obs": (np.float32, 4), "act": (np.int64, ()), "rew": (np.float32, ()),
                 "next_obs": (np.float32, 4), "done": (np.uint8, ())}
 
 
 def explorer(client: replayd.Client, table: str, index: int, args: argparse.Namespace,
-             published: SharedWeights, stop: Any, reports: Any) -> None:
+             stop: Any, reports: Any) -> None:
     """Acts with the latest published weights, writes every transition, reports each
     episode's (explorer's env steps, return)."""
     env = make_env(seed=1000 + index)
     rng = np.random.default_rng(index)
-    params = published.snapshot()
     steps_budget = args.env_steps // args.explorers
     try:
-        run_explorer(client, table, args, env, rng, params, published, stop, reports, index,
-                     steps_budget)
+        run_explorer(client, table, args, env, rng, stop, reports, index, steps_budget)
     except replayd.ReplayError:
         if not stop.is_set():  # the learner dropping the table at the end is expected
             raise
 
 
 def run_explorer(client: replayd.Client, table: str, args: argparse.Namespace, env: Any,
-                 rng: np.random.Generator, params: np.ndarray, published: SharedWeights,
-                 stop: Any, reports: Any, index: int, steps_budget: int) -> None:
-    seen = -1
+                 rng: np.random.Generator, stop: Any, reports: Any, index: int,
+                 steps_budget: int) -> None:
+    # The learner published its first weights before starting the explorers.
+    version, params = newer_params(client, args, None, None, timeout=60)
     obs, episode_return, steps = env.reset(), 0.0, 0
     with client.writer(table, batch=32, max_in_flight=4) as writer:
         while steps < steps_budget and not stop.is_set():
-            seen = published.copy_if_newer(params, seen)
             epsilon = max(args.epsilon_min, 1.0 - steps / args.epsilon_decay_steps)
             if rng.random() < epsilon:
                 action = int(rng.integers(2))
@@ -99,7 +100,22 @@ def run_explorer(client: replayd.Client, table: str, args: argparse.Namespace, e
             if terminated or truncated:
                 reports.put((index, steps, episode_return))
                 obs, episode_return = env.reset(), 0.0
+                version, params = newer_params(client, args, version, params, timeout=0)
     reports.put((index, steps, None))  # finished
+
+
+def newer_params(client: replayd.Client, args: argparse.Namespace, version: Optional[int],
+                 params: Any, timeout: float) -> Tuple[Optional[int], np.ndarray]:
+    """The learner's weights as the flat vector `numpy_q` reads, when a version newer than
+    `version` is published (waiting up to `timeout` s for one); else `params` unchanged.
+    The value is the net's state_dict: its parameters in order, as parameters_to_vector
+    lays them out."""
+    newer, arrays = client.fetch(args.policy, newer_than=version, timeout=timeout)
+    if arrays is None:
+        if params is None:
+            raise SystemExit(f"no weights published as '{args.policy}' within {timeout} s")
+        return version, params
+    return newer, np.concatenate([array.ravel() for array in arrays.values()])
 
 
 # -- the learner -------------------------------------------------------------------------
@@ -248,12 +264,11 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
                 error_buffer=args.samples_per_insert * args.min_replay))
 
         context = multiprocessing.get_context("spawn")
-        flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach().numpy()
-        published = SharedWeights(context, flat)
+        replayd.torch.publish_module(client, args.policy, net)  # the explorers' first weights
         stop = context.Event()
         reports = context.Queue()
-        explorers = [context.Process(target=explorer, args=(client, table, i, args, published,
-                                                            stop, reports))
+        explorers = [context.Process(target=explorer, args=(client, table, i, args, stop,
+                                                            reports))
                      for i in range(args.explorers)]
         for process in explorers:
             process.start()
@@ -312,8 +327,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
                 if learner_steps % args.target_every == 0:
                     target.load_state_dict(net.state_dict())
                 if learner_steps % args.publish_every == 0:
-                    flat = torch.nn.utils.parameters_to_vector(net.parameters()).detach()
-                    published.publish(flat.numpy())
+                    replayd.torch.publish_module(client, args.policy, net)
                 mean_return = float(np.mean(recent)) if recent else 0.0
                 progress.update(sum(env_steps), mean_return, learner_steps,
                                 dataset.wait_seconds / max(step_time, 1e-9))
@@ -439,6 +453,9 @@ def main() -> int:
                         help="learner steps between target network updates")
     parser.add_argument("--publish-every", type=int, default=25,
                         help="learner steps between weight updates to the explorers")
+    parser.add_argument("--policy", default=None,
+                        help="the published value the weights go through "
+                             "(default: TABLE/q)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"),
                         help="where the plots go (default examples/out)")
@@ -450,6 +467,8 @@ def main() -> int:
                                           "metrics listener, HOST:PORT")
     parser.add_argument("--quiet", action="store_true", help="only the final summary")
     args = parser.parse_args()
+    if args.policy is None:
+        args.policy = f"{args.table}/q"
     if args.explorers < 1:
         parser.error("--explorers must be >= 1")
     result = train(args)

@@ -131,9 +131,13 @@ def _value_lines(published: Any) -> List[str]:
         return []
     lines = ["", f"published values: {len(published)}"]
     for value in published:
-        lines.append(f"  {value.get('name', '?')}: version {value.get('version', '?')}, "
+        waiting = f"{value.get('fetchers_waiting', 0)} fetchers waiting"
+        if value.get("version") is None:  # named by a fetch that waits for it
+            lines.append(f"  {value.get('name', '?')}: not published yet, {waiting}")
+            continue
+        lines.append(f"  {value.get('name', '?')}: version {value['version']}, "
                      f"{int(value.get('bytes', 0)):,} bytes in {value.get('arrays', '?')} "
-                     f"arrays, {value.get('fetchers_waiting', 0)} fetchers waiting")
+                     f"arrays, {waiting}")
     return lines
 
 
