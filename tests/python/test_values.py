@@ -357,3 +357,29 @@ def test_torch_helpers_load_a_published_module(client, value_name):
     with pytest.raises(replayd.InvalidArgument, match="does not fit the module"):
         load_latest(client, value_name, other)
     assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())
+
+
+def test_a_publish_failing_after_it_began_frees_its_upload(make_server, monkeypatch):
+    """A refused part leaves the upload held on the server; the client closes the connection
+    so that the server drops it, and the budget is free again for the next publish."""
+    from replayd import values
+
+    server = make_server(extra_args=["--config", config_file(
+        {"limits": {"max_values_bytes": 1 << 20}})])
+    cut = values._parts
+
+    def misplaced(arrays: Any, size: int) -> Any:
+        parts = cut(arrays, size)
+        return parts[:1] + [(offset + 8, pieces) for offset, pieces in parts[1:]]
+
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        conn = c.connection()
+        monkeypatch.setattr(values, "_parts", misplaced)
+        monkeypatch.setattr(values, "part_bytes", lambda limits: 64 << 10)  # 10 parts
+        with pytest.raises(replayd.InvalidArgument, match="offset"):
+            c.publish("w", {"w": np.zeros(600 << 10, np.uint8)})
+        monkeypatch.undo()
+        assert not conn.alive
+        assert c.publish("w", {"w": np.ones(600 << 10, np.uint8)}) == 1
+        version, fetched = c.fetch("w", timeout=0)
+        assert version == 1 and fetched is not None and int(fetched["w"].sum()) == 600 << 10
