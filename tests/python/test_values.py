@@ -237,6 +237,10 @@ def test_refused_arrays_name_the_problem(client, value_name):
         client.publish(value_name, [np.zeros(1)])  # type: ignore[arg-type]
     with pytest.raises(replayd.InvalidArgument, match="version must be an int"):
         client.publish(value_name, {"x": np.zeros(1)}, version=1.5)  # type: ignore[arg-type]
+    with pytest.raises(replayd.InvalidArgument, match="1 to 4096 arrays"):
+        client.publish(value_name, {})  # the server's words
+    with pytest.raises(replayd.InvalidArgument, match="not a value name"):
+        client.publish("no spaces here", {"x": np.zeros(1)})
     assert client.fetch(value_name, timeout=0) == (None, None)
     client.ping()  # refused before anything was sent: the connection is fine
 
@@ -351,6 +355,9 @@ def test_torch_helpers_load_a_published_module(client, value_name):
     for (key, want), got in zip(learner.state_dict().items(), explorer.state_dict().values()):
         assert torch.equal(want, got), key
     assert load_latest(client, value_name, explorer, newer_than=version) is None
+
+    with pytest.raises(replayd.InvalidArgument, match="'half' .*bfloat16"):
+        client.publish(value_name, {"half": torch.zeros(2, dtype=torch.bfloat16)})
 
     other = torch.nn.Linear(4, 3)
     before = {k: v.clone() for k, v in other.state_dict().items()}

@@ -8,7 +8,8 @@ requests pipeline (replies are matched by request id).
 
 Timeouts are in seconds. A call's `timeout` defaults to the Client's; None waits forever.
 For `sample` and `insert` it is also sent to the server as ``timeout_ms``, the longest the
-request may wait for the table's rate limiter.
+request may wait for the table's rate limiter; for `fetch`, the longest it may wait for a
+newer version of a published value (docs/VALUES.md).
 
 Shared memory (docs/SHM.md): over a Unix socket to a server of the same uid, samples gather
 their rows from the table's column block mapped read-only, and writers stage their rows in
