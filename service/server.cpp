@@ -53,9 +53,11 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
   snapshotter_ = std::make_unique<Snapshotter>(
       io_, context_.tables,
       SnapshotOptions{config_.data_dir, config_.snapshot_interval_s, config_.snapshot_keep,
-                      config_.snapshot_test_pause_ms, [this](const SnapshotStats& stats) {
+                      config_.snapshot_test_pause_ms,
+                      [this](const SnapshotStats& stats) {
                         context_.metrics.snapshot_written(stats.items, stats.items_dropped);
-                      }});
+                      }},
+      &context_.values);
   context_.snapshots = snapshotter_.get();
 }
 
@@ -73,7 +75,7 @@ Status Server::open() {
     REPLAYD_ASSIGN_OR_RETURN(
         RestoreOutcome restored,
         restore_tables(config_.data_dir, config_.tables, context_.limits, config_.allow_empty_start,
-                       context_.tables, context_.column_memory));
+                       context_.tables, context_.column_memory, &context_.values));
     snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
     context_.tables.end_all_writers();
     remove_snapshot_temporaries(config_.data_dir);

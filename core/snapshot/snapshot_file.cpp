@@ -17,7 +17,8 @@ Error bad(const std::string& what) {
 }  // namespace
 
 Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
-                                     std::uint64_t created_unix_ms, SnapshotSink& sink) {
+                                     std::uint64_t created_unix_ms, SnapshotSink& sink,
+                                     std::span<const SnapshotValueOut> values) {
   std::byte header[kSnapshotHeaderBytes];
   std::memcpy(header, kSnapshotMagic, 8);
   std::memcpy(header + 8, &kSnapshotVersion, 4);
@@ -30,7 +31,7 @@ Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
   stats.tables = static_cast<std::uint32_t>(tables.size());
   ByteWriter info;
   info.u32(stats.tables);
-  info.u32(0);
+  info.u32(static_cast<std::uint32_t>(values.size()));
   info.u64(created_unix_ms);
   REPLAYD_RETURN_IF_ERROR(writer.section(kFileInfo, info.data()));
   std::uint64_t written = 0;  // FEND counts every item written, lost ones included
@@ -40,10 +41,12 @@ Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
     written += table->size();
     stats.items_dropped += lost;
   }
+  for (const SnapshotValueOut& value : values)
+    REPLAYD_RETURN_IF_ERROR(write_value_sections(value, writer));
   stats.items = written - stats.items_dropped;
   ByteWriter end;
   end.u32(stats.tables);
-  end.u32(0);
+  end.u32(static_cast<std::uint32_t>(values.size()));
   end.u64(written);
   REPLAYD_RETURN_IF_ERROR(writer.section(kFileEnd, end.data()));
   stats.bytes = kSnapshotHeaderBytes + writer.bytes_written();
@@ -74,10 +77,14 @@ Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimi
   ByteReader info(info_bytes);
   DecodedSnapshot decoded;
   std::uint32_t table_count = 0;
-  std::uint32_t reserved = 0;
-  if (!info.u32(table_count) || !info.u32(reserved) || !info.u64(decoded.created_unix_ms) ||
-      info.remaining() != 0) {
+  std::uint32_t value_count = 0;  // 0 before version 4
+  if (!info.u32(table_count) || !info.u32(value_count) || !info.u64(decoded.created_unix_ms) ||
+      info.remaining() != 0 || (version < 4 && value_count != 0)) {
     return bad("section FINF: malformed");
+  }
+  if (value_count > limits.max_values) {
+    return bad("the snapshot holds " + std::to_string(value_count) +
+               " published values, more than max_values = " + std::to_string(limits.max_values));
   }
   if (table_count > limits.max_tables) {
     return bad("the snapshot holds " + std::to_string(table_count) +
@@ -91,12 +98,17 @@ Result<DecodedSnapshot> read_snapshot(SnapshotSource& source, const SnapshotLimi
     decoded.stats.items += items_written;
     decoded.tables.push_back(std::move(table));
   }
+  for (std::uint32_t i = 0; i < value_count; ++i) {
+    REPLAYD_ASSIGN_OR_RETURN(auto value, read_value_sections(reader, limits.max_value_bytes));
+    decoded.values.push_back(std::move(value));
+  }
   REPLAYD_ASSIGN_OR_RETURN(auto end_bytes, reader.section(kFileEnd));
   ByteReader end(end_bytes);
   std::uint32_t end_tables = 0;
+  std::uint32_t end_values = 0;
   std::uint64_t end_items = 0;
-  if (!end.u32(end_tables) || !end.u32(reserved) || !end.u64(end_items) || end.remaining() != 0 ||
-      end_tables != table_count || end_items != decoded.stats.items) {
+  if (!end.u32(end_tables) || !end.u32(end_values) || !end.u64(end_items) || end.remaining() != 0 ||
+      end_tables != table_count || end_values != value_count || end_items != decoded.stats.items) {
     return bad("section FEND: table or item count does not match the tables read");
   }
   REPLAYD_RETURN_IF_ERROR(reader.expect_end());

@@ -17,6 +17,7 @@
 #include "core/result.h"
 #include "core/snapshot/snapshot_io.h"
 #include "core/snapshot/snapshot_sections.h"
+#include "core/snapshot/value_snapshot.h"
 #include "core/table/table.h"
 
 namespace replayd {
@@ -26,7 +27,9 @@ inline constexpr char kSnapshotMagic[8] = {'R', 'P', 'L', 'Y', 'S', 'N', 'A', 'P
 // while the image was written (a forked writer reading columns the server keeps writing, in
 // shared memory): they are dropped when the image is read. Version 1 images still load.
 // Version 3 adds, after those, each table's metadata (TableConfig::metadata).
-inline constexpr std::uint32_t kSnapshotVersion = 3;
+// Version 4 adds published values after the tables (core/snapshot/value_snapshot.h), their
+// count in FINF's and FEND's second field (0 before).
+inline constexpr std::uint32_t kSnapshotVersion = 4;
 inline constexpr std::uint32_t kOldestSnapshotVersion = 1;
 inline constexpr std::uint32_t kSnapshotHeaderBytes = 16;  // magic, version, header crc32c
 
@@ -38,22 +41,27 @@ struct SnapshotStats {
   std::uint64_t bytes = 0;          // bytes of the whole image
 };
 
-// Writes the file header, every table, and the end section, in that order. On success
+// Writes the file header, every table, every published value, and the end section, in that
+// order. On success
 // returns what was written; on a sink error, returns it (the image is then incomplete: no
 // end section). Cost: O(total capacity + stored bytes); memory: one 1 MiB section buffer.
 Result<SnapshotStats> write_snapshot(std::span<const Table* const> tables,
-                                     std::uint64_t created_unix_ms, SnapshotSink& sink);
+                                     std::uint64_t created_unix_ms, SnapshotSink& sink,
+                                     std::span<const SnapshotValueOut> values = {});
 
 struct SnapshotLimits {
   std::uint32_t max_tables = 256;                           // tables in one image
   std::uint64_t max_table_bytes = std::uint64_t{64} << 30;  // capacity x item bytes
   // Where decoded tables get their column blocks (not owned); null: private memory.
   ColumnMemorySource* column_memory = nullptr;
+  std::uint32_t max_values = 256;                          // published values in one image
+  std::uint64_t max_value_bytes = std::uint64_t{2} << 30;  // bytes of one value
 };
 
 struct DecodedSnapshot {
   std::uint64_t created_unix_ms = 0;
   std::vector<std::unique_ptr<Table>> tables;  // in the order they were written
+  std::vector<SnapshotValueIn> values;         // published values (version 4 images)
   SnapshotStats stats;
 };
 

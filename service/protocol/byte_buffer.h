@@ -14,6 +14,9 @@ class ByteBuffer {
   ByteBuffer() = default;
   explicit ByteBuffer(std::size_t size)
       : data_(size ? std::make_unique_for_overwrite<std::byte[]>(size) : nullptr), size_(size) {}
+  // Takes over `data` (at least `size` bytes, allocated with new[]).
+  ByteBuffer(std::unique_ptr<std::byte[]> data, std::size_t size)
+      : data_(std::move(data)), size_(size) {}
 
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }

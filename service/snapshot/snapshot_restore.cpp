@@ -35,7 +35,8 @@ std::string describe_difference(const TableConfig& snapshot, const TableConfig& 
 Result<RestoreOutcome> restore_tables(const std::string& dir,
                                       const std::vector<TableConfig>& configured,
                                       const Limits& limits, bool allow_empty_start,
-                                      TableRegistry& registry, ColumnMemorySource* column_memory) {
+                                      TableRegistry& registry, ColumnMemorySource* column_memory,
+                                      ValueStore* values) {
   RestoreOutcome outcome;
   DecodedSnapshot decoded;
   std::string source;
@@ -45,7 +46,8 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
     newest_problem = files.error().message;
   } else {
     if (!files->empty()) outcome.newest_sequence = files->front().sequence;
-    const SnapshotLimits snapshot_limits{limits.max_tables, limits.max_table_bytes, column_memory};
+    const SnapshotLimits snapshot_limits{limits.max_tables, limits.max_table_bytes, column_memory,
+                                         limits.max_values, limits.max_value_bytes};
     for (const SnapshotFile& file : *files) {
       auto read = read_snapshot_file(file.path, snapshot_limits);
       if (read) {
@@ -98,6 +100,17 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
         outcome.kept_through, dir);
   }
 
+  for (SnapshotValueIn& value : decoded.values) {
+    const std::string name = value.name;
+    const std::uint64_t version = value.version;
+    if (values == nullptr) break;
+    if (auto restored_value = values->restore(std::move(value)); !restored_value) {
+      spdlog::error("published value '{}': not restored from {}: {}", name, source,
+                    restored_value.error().message);
+    } else {
+      spdlog::info("published value '{}': restored version {} from {}", name, version, source);
+    }
+  }
   std::map<std::string, std::unique_ptr<Table>, std::less<>> restored;
   for (auto& table : decoded.tables) {
     std::string name = table->name();

@@ -5,7 +5,9 @@
 //     restored from the snapshot; one whose description differs starts empty from the
 //     config, and the differing keys are logged;
 //   - a snapshot table absent from the config (created at run time) is restored;
-//   - a configured table absent from the snapshot starts empty.
+//   - a configured table absent from the snapshot starts empty;
+//   - the snapshot's published values are restored into `values` (one this server's
+//     budgets refuse is left out, logged).
 // Threading: blocking file reads; runs in Server::open(), before anything is served.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "core/table/table_config.h"
 #include "service/config.h"
 #include "service/table_registry.h"
+#include "service/values/value_store.h"
 
 namespace replayd::service {
 
@@ -41,7 +44,8 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
                                       const std::vector<TableConfig>& configured,
                                       const Limits& limits, bool allow_empty_start,
                                       TableRegistry& registry,
-                                      ColumnMemorySource* column_memory = nullptr);
+                                      ColumnMemorySource* column_memory = nullptr,
+                                      ValueStore* values = nullptr);
 
 // Why two descriptions differ, ignoring the seed: "capacity: 1000 in the snapshot, 2000 in
 // the config; ...". Empty when they describe the same table.

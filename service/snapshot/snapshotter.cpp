@@ -69,8 +69,9 @@ std::string describe_exit(int status) {
 
 }  // namespace
 
-Snapshotter::Snapshotter(asio::io_context& io, const TableRegistry& tables, SnapshotOptions options)
-    : io_(io), tables_(tables), options_(std::move(options)), timer_(io) {
+Snapshotter::Snapshotter(asio::io_context& io, const TableRegistry& tables, SnapshotOptions options,
+                         const ValueStore* values)
+    : io_(io), tables_(tables), values_(values), options_(std::move(options)), timer_(io) {
   // A file-size limit (ulimit -f) must fail the write with EFBIG, not kill the server.
   if (enabled()) std::signal(SIGXFSZ, SIG_IGN);
 }
@@ -117,13 +118,16 @@ Result<WrittenSnapshot> Snapshotter::write_now(std::uint64_t sequence) const {
   std::vector<const Table*> tables;
   for (const auto& hosted : tables_.list())
     tables.push_back(hosted->table.get());
+  // Views of the values' parts: a forked writer's copy of the store never changes.
+  const std::vector<SnapshotValueOut> values =
+      values_ ? values_->snapshot_values() : std::vector<SnapshotValueOut>();
   const auto created_unix_ms =
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
   auto written = write_snapshot_file(
       options_.data_dir, sequence,
-      [&](SnapshotSink& sink) { return write_snapshot(tables, created_unix_ms, sink); },
+      [&](SnapshotSink& sink) { return write_snapshot(tables, created_unix_ms, sink, values); },
       options_.test_pause_ms);
   if (written) prune_snapshots(options_.data_dir, options_.keep, kept_through_);
   return written;

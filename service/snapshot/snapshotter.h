@@ -22,6 +22,7 @@
 #include "core/snapshot/table_snapshot.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/table_registry.h"
+#include "service/values/value_store.h"
 #include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
@@ -45,7 +46,9 @@ struct SnapshotOutcome {
 
 class Snapshotter {
  public:
-  Snapshotter(asio::io_context& io, const TableRegistry& tables, SnapshotOptions options);
+  // `values`: the published values written with the tables (null: none).
+  Snapshotter(asio::io_context& io, const TableRegistry& tables, SnapshotOptions options,
+              const ValueStore* values = nullptr);
   ~Snapshotter();
   Snapshotter(const Snapshotter&) = delete;
   Snapshotter& operator=(const Snapshotter&) = delete;
@@ -88,6 +91,7 @@ class Snapshotter {
 
   asio::io_context& io_;
   const TableRegistry& tables_;
+  const ValueStore* values_ = nullptr;
   SnapshotOptions options_;
   asio::steady_timer timer_;
   WaitQueue finished_;

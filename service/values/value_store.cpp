@@ -236,6 +236,59 @@ Result<const PublishedValue*> ValueStore::commit(std::uint64_t connection, std::
   return value.get();
 }
 
+std::vector<SnapshotValueOut> ValueStore::snapshot_values() const {
+  std::vector<SnapshotValueOut> out;
+  for (const auto& [name, value] : values_) {
+    if (!value->current) continue;
+    const ValueVersion& current = *value->current;
+    SnapshotValueOut saved{name, current.version, {}, current.bytes, {}};
+    for (const ValueArray& array : current.arrays)
+      saved.arrays.push_back({array.name, array.dtype, array.shape, array.offset, array.bytes});
+    for (const ByteBuffer& part : current.parts)
+      saved.parts.push_back(part.span());
+    out.push_back(std::move(saved));
+  }
+  return out;
+}
+
+Status ValueStore::restore(SnapshotValueIn saved) {
+  if (!valid_value_name(saved.name))
+    return make_error(ErrorCode::invalid_argument, "'" + saved.name + "' is not a value name");
+  if (saved.bytes > limits_.max_value_bytes) {
+    return make_error(ErrorCode::resource_exhausted, std::to_string(saved.bytes) +
+                                                         " bytes, more than max_value_bytes = " +
+                                                         std::to_string(limits_.max_value_bytes));
+  }
+  if (held_bytes() + saved.bytes > limits_.max_values_bytes) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "beside the values restored before it, more than max_values_bytes = " +
+                          std::to_string(limits_.max_values_bytes));
+  }
+  if (!values_.contains(saved.name) && values_.size() >= limits_.max_values) {
+    return make_error(ErrorCode::resource_exhausted,
+                      "more than max_values = " + std::to_string(limits_.max_values) + " names");
+  }
+  auto version = std::make_shared<ValueVersion>();
+  version->version = saved.version;
+  version->bytes = saved.bytes;
+  for (SnapshotValueArray& array : saved.arrays) {
+    version->arrays.push_back(
+        {std::move(array.name), array.dtype, std::move(array.shape), array.offset, array.bytes});
+  }
+  version->arrays_json = value_arrays_json(version->arrays);
+  if (saved.bytes > 0) version->parts.emplace_back(std::move(saved.payload), saved.bytes);
+  version->published_at = std::chrono::steady_clock::now();
+  std::shared_ptr<PublishedValue>& slot = values_[saved.name];
+  if (!slot) {
+    slot = std::make_shared<PublishedValue>();
+    slot->name = saved.name;
+  }
+  if (slot->current) committed_bytes_ -= slot->current->bytes;
+  committed_bytes_ += version->bytes;
+  slot->current = std::move(version);
+  return Ok{};
+}
+
 void ValueStore::end_connection(std::uint64_t connection) {
   for (auto it = uploads_.begin(); it != uploads_.end();) {
     if (it->second.connection == connection) {

@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/result.h"
+#include "core/snapshot/value_snapshot.h"
 #include "service/config.h"
 #include "service/protocol/byte_buffer.h"
 #include "service/waiting/wait_queue.h"
@@ -93,6 +94,12 @@ class ValueStore {
   std::uint64_t held_bytes() const { return committed_bytes_ + upload_bytes_; }
   std::uint64_t upload_bytes() const { return upload_bytes_; }
   std::uint64_t publishes() const { return publishes_; }
+  // The current versions, for a snapshot (docs/SNAPSHOT.md): views of the store's parts,
+  // valid while the store is not changed (a forked snapshot writer's copy never is).
+  std::vector<SnapshotValueOut> snapshot_values() const;
+  // Restores a value read from a snapshot, at start (before anything is served). Refused
+  // (resource_exhausted naming the budget) when the budgets of this server do not allow it.
+  Status restore(SnapshotValueIn value);
   // Cancels every waiting fetch (server shutdown).
   void cancel_all(CancelReason reason);
 

@@ -32,7 +32,8 @@ TEST_CASE("a value published in parts is fetched byte for byte, newer versions o
       {"w", rc::DType::float32, {300'001}, std::as_bytes(std::span(weights))},
       {"step", rc::DType::int64, {}, std::as_bytes(std::span(step))}};
   // Parts of 64 KiB: the value goes in 19 of them.
-  CHECK(rc::publish(learner, "policy", value, {.version = std::nullopt, .part_bytes = 64 << 10}) == 1);
+  CHECK(rc::publish(learner, "policy", value, {.version = std::nullopt, .part_bytes = 64 << 10}) ==
+        1);
   const rc::FetchedValue first = rc::fetch(explorer, "policy");
   REQUIRE(first.changed());
   CHECK(first.version() == 1);
@@ -94,6 +95,33 @@ TEST_CASE(
   for (int i = 0; i < 100 && values_bytes(client) != 8000; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(values_bytes(client) == 8000);
+}
+
+}  // namespace replayd::testing
+
+namespace replayd::testing {
+
+TEST_CASE("published values and their versions survive a restart from the data directory") {
+  ServerProcess server(ServerOptions{.config_json = "", .extra_args = {}, .data_dir = true});
+  std::vector<std::uint16_t> weights(70'000);
+  std::iota(weights.begin(), weights.end(), std::uint16_t{3});
+  const std::vector<rc::ValueArrayIn> value{
+      {"w", rc::DType::uint16, {7, 10'000}, std::as_bytes(std::span(weights))}};
+  {
+    rc::Client client(server.unix_address());
+    CHECK(rc::publish(client, "policy", value, {.version = 41, .part_bytes = 4096}) == 41);
+    CHECK(rc::publish(client, "critic", value) == 1);
+  }
+  server.restart();  // SIGTERM: the final snapshot holds the values
+  rc::Client client(server.unix_address());
+  const rc::FetchedValue policy = rc::fetch(client, "policy", std::nullopt, 0);
+  REQUIRE(policy.changed());
+  CHECK(policy.version() == 41);
+  CHECK(policy.array("w").shape == std::vector<std::uint64_t>{7, 10'000});
+  REQUIRE(policy.array("w").bytes.size() == weights.size() * 2);
+  CHECK(std::memcmp(policy.array("w").bytes.data(), weights.data(), weights.size() * 2) == 0);
+  CHECK(rc::fetch(client, "critic", std::nullopt, 0).version() == 1);
+  CHECK(rc::publish(client, "policy", value) == 42);  // versions go on from the restored one
 }
 
 }  // namespace replayd::testing

@@ -83,7 +83,7 @@ std::vector<std::byte> handmade(std::uint32_t finf_tables, std::span<const std::
   return sink.data();
 }
 
-TEST_CASE("an image starts with the magic, format version 3 and a checksum of both") {
+TEST_CASE("an image starts with the magic, format version 4 and a checksum of both") {
   const auto image = image_of({});
   REQUIRE(image.size() >= kSnapshotHeaderBytes);
   CHECK(std::memcmp(image.data(), "RPLYSNAP", 8) == 0);
@@ -91,7 +91,7 @@ TEST_CASE("an image starts with the magic, format version 3 and a checksum of bo
   std::uint32_t crc = 0;
   std::memcpy(&version, image.data() + 8, 4);
   std::memcpy(&crc, image.data() + 12, 4);
-  CHECK(version == 3);
+  CHECK(version == 4);
   CHECK(crc == crc32c(std::span(image).first(12)));
 }
 
@@ -223,4 +223,50 @@ TEST_CASE("a memory sink appends everything written to it") {
 }
 
 }  // namespace
+}  // namespace replayd
+
+namespace replayd {
+
+TEST_CASE(
+    "published values round trip after the tables, and a damaged or oversized one is "
+    "refused") {
+  const auto table = small_table("t", 3);
+  std::vector<std::byte> first(24), second(8);
+  for (std::size_t i = 0; i < first.size(); ++i)
+    first[i] = std::byte(i * 7);
+  second[0] = std::byte{9};
+  SnapshotValueOut value{"policy/actor",
+                         12,
+                         {{"w", DType::float32, {2, 3}, 0, 24}, {"b", DType::int64, {}, 24, 8}},
+                         32,
+                         {first, second}};
+  MemorySink sink;
+  const std::vector<const Table*> tables{table.get()};
+  REQUIRE(write_snapshot(tables, 1, sink, std::span(&value, 1)).ok());
+  const auto image = sink.data();
+  auto decoded = decode(image);
+  REQUIRE(decoded.ok());
+  REQUIRE(decoded->tables.size() == 1);
+  REQUIRE(decoded->values.size() == 1);
+  const SnapshotValueIn& read = decoded->values.front();
+  CHECK(read.name == "policy/actor");
+  CHECK(read.version == 12);
+  REQUIRE(read.arrays.size() == 2);
+  CHECK(read.arrays[0].shape == std::vector<std::uint64_t>{2, 3});
+  CHECK(read.arrays[1].dtype == DType::int64);
+  CHECK(read.arrays[1].offset == 24);
+  CHECK(std::memcmp(read.payload.get(), first.data(), 24) == 0);
+  CHECK(read.payload[24] == std::byte{9});
+
+  SnapshotLimits small;
+  small.max_value_bytes = 16;
+  CHECK_THAT(rejection(image, small), Contains("more than max_value_bytes = 16"));
+  SnapshotLimits none;
+  none.max_values = 0;
+  CHECK_THAT(rejection(image, none), Contains("more than max_values = 0"));
+  auto damaged = image;
+  damaged[damaged.size() - 40] ^= std::byte{1};  // inside the value's data section
+  CHECK_FALSE(decode(damaged).ok());
+}
+
 }  // namespace replayd
