@@ -43,6 +43,7 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
   if (config_.shared_memory) {
     column_source_ = std::make_unique<shm::SharedColumnSource>();
     context_.column_memory = column_source_.get();
+    context_.values.use_shared_memory(true);
   }
   context_.plane.max_staging_bytes = config_.limits.max_staging_bytes;
   context_.plane.max_arenas = config_.limits.max_staging_arenas;

@@ -27,7 +27,8 @@ constexpr std::array<std::string_view, 6> kSampleMixedFields{"tables", "counts",
 constexpr std::array<std::string_view, 3> kPublishBeginFields{"name", "version", "arrays"};
 constexpr std::array<std::string_view, 2> kPublishPartFields{"upload", "offset"};
 constexpr std::array<std::string_view, 1> kPublishCommitFields{"upload"};
-constexpr std::array<std::string_view, 3> kFetchFields{"name", "newer_than", "timeout_ms"};
+constexpr std::array<std::string_view, 4> kFetchFields{"name", "newer_than", "timeout_ms",
+                                                       "shared_memory"};
 constexpr std::array<std::string_view, 1> kMapStagingFields{"bytes"};
 constexpr std::array<std::string_view, 1> kUnmapStagingFields{"arena"};
 constexpr std::array<std::string_view, 2> kOpenEpisodesFields{"table", "n"};

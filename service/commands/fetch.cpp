@@ -2,8 +2,12 @@
 // than the caller's, else a wait on the server, in the value's queue, woken by each commit
 // (service/values/value_store.h), until a newer one is committed or timeout_ms passes. The
 // reply's payload is the committed version itself (its parts, pinned by the reply until
-// written: no copy); a wait that ends without a newer version replies without a value.
+// written: no copy); a wait that ends without a newer version replies without a value. With
+// "shared_memory": true, a connection offered the plane gets the version's sealed memfd
+// (read-only) instead of its bytes, when the value lives in one.
 #include "service/commands/handlers.h"
+#include "service/shm/connection_plane.h"
+#include "service/shm/memfd.h"
 #include "service/values/value_store.h"
 #include "service/waiting/admission.h"
 
@@ -28,6 +32,7 @@ asio::awaitable<Result<Reply>> fetch(Call& call) {
   if (const auto* given = call.args.value("newer_than"); given && !given->is_null()) {
     REPLAYD_CO_ASSIGN_OR_RETURN(newer_than, call.args.optional_uint("newer_than"));
   }
+  REPLAYD_CO_ASSIGN_OR_RETURN(bool wants_shared, call.args.boolean_or("shared_memory", false));
   REPLAYD_CO_ASSIGN_OR_RETURN(std::shared_ptr<PublishedValue> value,
                               call.service.values.entry(name));
   const auto is_newer = [&value, &newer_than] {
@@ -47,13 +52,25 @@ asio::awaitable<Result<Reply>> fetch(Call& call) {
   const std::shared_ptr<const ValueVersion> version = value->current;
   const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - version->published_at);
-  Reply reply = reply_with(call, "{\"name\":" + name_json(value->name) +
-                                     ",\"version\":" + std::to_string(version->version) +
-                                     ",\"bytes\":" + std::to_string(version->bytes) +
-                                     ",\"arrays\":" + version->arrays_json +
-                                     ",\"published_ms_ago\":" + std::to_string(age.count()) + "}");
-  for (const ByteBuffer& part : version->parts)
-    reply.pieces.push_back(part.span());
+  std::string meta =
+      "{\"name\":" + name_json(value->name) + ",\"version\":" + std::to_string(version->version) +
+      ",\"bytes\":" + std::to_string(version->bytes) + ",\"arrays\":" + version->arrays_json +
+      ",\"published_ms_ago\":" + std::to_string(age.count());
+  if (wants_shared && version->payload.memfd.valid() && call.plane != nullptr &&
+      call.plane->access().offered) {
+    // The block itself, read-only: the fetcher maps it and copies (or views) the arrays.
+    REPLAYD_CO_ASSIGN_OR_RETURN(auto hold, call.plane->hold_descriptor_reply());
+    REPLAYD_CO_ASSIGN_OR_RETURN(UniqueFd read_only,
+                                shm::reopen_read_only(version->payload.memfd.get()));
+    Reply reply = reply_with(call, meta + ",\"shared_memory\":true,\"descriptors\":1}");
+    reply.descriptors.push_back(std::move(read_only));
+    reply.descriptor_hold = std::move(hold);
+    call.service.metrics.value_fetched(true, 0, age);
+    co_return reply;
+  }
+  Reply reply = reply_with(call, meta + "}");
+  for (std::span<const std::byte> piece : version->payload.pieces())
+    reply.pieces.push_back(piece);
   if (!reply.pieces.empty()) {
     reply.pinned = version;
     encode_header(FrameHeader{FrameKind::reply, call.request_id,

@@ -1,7 +1,10 @@
 #include "service/values/value_store.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
+#include <cstring>
 #include <set>
 
 namespace replayd::service {
@@ -84,6 +87,17 @@ Result<std::uint64_t> lay_out(std::vector<ValueArray>& arrays, std::uint64_t max
 
 }  // namespace
 
+std::vector<std::span<const std::byte>> ValuePayload::pieces() const {
+  std::vector<std::span<const std::byte>> out;
+  if (memfd.valid()) {
+    if (!mapping.bytes().empty()) out.push_back(mapping.bytes());
+    return out;
+  }
+  for (const ByteBuffer& part : parts)
+    out.push_back(part.span());
+  return out;
+}
+
 bool valid_value_name(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameChars) return false;
   for (char c : name) {
@@ -152,8 +166,24 @@ Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::stri
                           "max_values_bytes = " +
                           gib_text(limits_.max_values_bytes));
   }
+  ValuePayload payload;
+  if (shared_memory_ && bytes > 0) {
+    // The block is made now and filled part by part: no copy of the whole value in one turn.
+    auto memfd = shm::create_memfd("replayd value " + name, bytes);
+    auto mapping =
+        memfd ? shm::Mapping::map(memfd->get(), bytes) : Result<shm::Mapping>(memfd.error());
+    if (mapping) {
+      payload.memfd = std::move(memfd).value();
+      payload.mapping = std::move(mapping).value();
+    } else {
+      spdlog::warn(
+          "published value '{}': not in shared memory ({}); it is fetched through the socket", name,
+          mapping.error().message);
+    }
+  }
   const std::uint64_t id = next_upload_++;
   Upload& upload = uploads_[id];
+  upload.payload = std::move(payload);
   upload.connection = connection;
   upload.name = name;
   upload.version = version;
@@ -189,8 +219,14 @@ Result<std::uint64_t> ValueStore::add_part(std::uint64_t connection, std::uint64
                           std::to_string(offset) + " goes beyond the value's " +
                           std::to_string(upload->bytes) + " bytes");
   }
+  if (upload->payload.memfd.valid()) {
+    if (!bytes.empty()) {
+      std::memcpy(upload->payload.mapping.bytes().data() + offset, bytes.data(), bytes.size());
+    }
+  } else if (!bytes.empty()) {
+    upload->payload.parts.push_back(std::move(bytes));
+  }
   upload->received += bytes.size();
-  if (!bytes.empty()) upload->parts.push_back(std::move(bytes));
   return upload->received;
 }
 
@@ -224,7 +260,12 @@ Result<const PublishedValue*> ValueStore::commit(std::uint64_t connection, std::
   version->bytes = upload->bytes;
   version->arrays_json = value_arrays_json(upload->arrays);
   version->arrays = std::move(upload->arrays);
-  version->parts = std::move(upload->parts);
+  if (upload->payload.memfd.valid()) {
+    // Nobody writes it any more: no new writable mapping or write(), by anyone.
+    REPLAYD_RETURN_IF_ERROR(
+        shm::seal_memfd(upload->payload.memfd.get(), shm::Writers::server_only));
+  }
+  version->payload = std::move(upload->payload);
   version->published_at = std::chrono::steady_clock::now();
   if (value->current) committed_bytes_ -= value->current->bytes;
   committed_bytes_ += version->bytes;
@@ -244,8 +285,7 @@ std::vector<SnapshotValueOut> ValueStore::snapshot_values() const {
     SnapshotValueOut saved{name, current.version, {}, current.bytes, {}};
     for (const ValueArray& array : current.arrays)
       saved.arrays.push_back({array.name, array.dtype, array.shape, array.offset, array.bytes});
-    for (const ByteBuffer& part : current.parts)
-      saved.parts.push_back(part.span());
+    saved.parts = current.payload.pieces();
     out.push_back(std::move(saved));
   }
   return out;
@@ -276,7 +316,20 @@ Status ValueStore::restore(SnapshotValueIn saved) {
         {std::move(array.name), array.dtype, std::move(array.shape), array.offset, array.bytes});
   }
   version->arrays_json = value_arrays_json(version->arrays);
-  if (saved.bytes > 0) version->parts.emplace_back(std::move(saved.payload), saved.bytes);
+  if (saved.bytes > 0 && shared_memory_) {
+    // At start, before anything is served: the copy into the block may take its time.
+    auto memfd = shm::create_memfd("replayd value " + saved.name, saved.bytes);
+    auto mapping =
+        memfd ? shm::Mapping::map(memfd->get(), saved.bytes) : Result<shm::Mapping>(memfd.error());
+    if (mapping) {
+      std::memcpy(mapping->bytes().data(), saved.payload.get(), saved.bytes);
+      REPLAYD_RETURN_IF_ERROR(shm::seal_memfd(memfd->get(), shm::Writers::server_only));
+      version->payload.memfd = std::move(memfd).value();
+      version->payload.mapping = std::move(mapping).value();
+    }
+  }
+  if (saved.bytes > 0 && !version->payload.memfd.valid())
+    version->payload.parts.emplace_back(std::move(saved.payload), saved.bytes);
   version->published_at = std::chrono::steady_clock::now();
   std::shared_ptr<PublishedValue>& slot = values_[saved.name];
   if (!slot) {

@@ -23,6 +23,8 @@
 #include "core/snapshot/value_snapshot.h"
 #include "service/config.h"
 #include "service/protocol/byte_buffer.h"
+#include "service/protocol/unique_fd.h"
+#include "service/shm/memfd.h"
 #include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
@@ -35,13 +37,23 @@ struct ValueArray {
   std::uint64_t bytes = 0;
 };
 
+// A value's payload: in a sealed memfd that same-host fetchers map (the server's shared
+// memory, docs/SHM.md), or the parts as they arrived (no shared memory).
+struct ValuePayload {
+  std::vector<ByteBuffer> parts;  // in order; empty when in a memfd
+  UniqueFd memfd;                 // the block, sealed against writes once committed
+  shm::Mapping mapping;           // the server's mapping of it
+  // The payload's bytes, in order (views valid while the payload lives).
+  std::vector<std::span<const std::byte>> pieces() const;
+};
+
 // One committed version of a value. Immutable once committed.
 struct ValueVersion {
   std::uint64_t version = 0;
   std::vector<ValueArray> arrays;
-  std::uint64_t bytes = 0;        // the payload: the arrays laid out, padded to 8
-  std::vector<ByteBuffer> parts;  // the payload as it arrived, in order
-  std::string arrays_json;        // the "arrays" list of replies, made once
+  std::uint64_t bytes = 0;  // the payload: the arrays laid out, padded to 8
+  ValuePayload payload;
+  std::string arrays_json;  // the "arrays" list of replies, made once
   std::chrono::steady_clock::time_point published_at;
 };
 
@@ -65,6 +77,11 @@ struct UploadTicket {
 class ValueStore {
  public:
   explicit ValueStore(const Limits& limits) : limits_(limits) {}
+
+  // Values published from now on live in memfds that same-host fetchers map (the server's
+  // shared memory is on). A memfd that cannot be made leaves that value in private memory
+  // (fetched through the socket), logged.
+  void use_shared_memory(bool on) { shared_memory_ = on; }
 
   // Starts a publish of `arrays` (name, dtype, shape; offsets are assigned here) as `name`,
   // at `version` (nullopt: current + 1; else it must exceed the current version), for
@@ -111,7 +128,7 @@ class ValueStore {
     std::vector<ValueArray> arrays;
     std::uint64_t bytes = 0;
     std::uint64_t received = 0;
-    std::vector<ByteBuffer> parts;
+    ValuePayload payload;
   };
   Result<Upload*> upload_of(std::uint64_t connection, std::uint64_t upload);
 
@@ -122,6 +139,7 @@ class ValueStore {
   std::uint64_t committed_bytes_ = 0;
   std::uint64_t upload_bytes_ = 0;
   std::uint64_t publishes_ = 0;
+  bool shared_memory_ = false;
 };
 
 // The "arrays" member of replies: [{"name","dtype","shape","offset"}, ...].

@@ -441,11 +441,13 @@ class Client:
         (the current version is None when the name was never published): such a reply
         carries no value bytes, so an explorer may ask between episodes for nothing.
         `arrays` maps each name to an array viewing the reply's payload (no copy;
-        writable, and owned by this result alone). Raises replayd.TimeoutError only when
+        writable, and owned by this result alone); over the shared-memory plane, the
+        value's block in the server's shared memory, mapped copy-on-write. Raises replayd.TimeoutError only when
         no reply arrives within `timeout` plus a grace of 2 s.
         """
         return values.fetch(self.connection(), name, newer_than=newer_than,
-                            seconds=self._timeout_of(timeout), grace=_GRACE_S)
+                            seconds=self._timeout_of(timeout), grace=_GRACE_S,
+                            shared=self.shm_enabled())
 
     # -- items -------------------------------------------------------------------------
 

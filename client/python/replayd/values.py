@@ -19,6 +19,7 @@ connection stays.)
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from concurrent.futures import Future
@@ -27,7 +28,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 import numpy as np
 
 from .connection import Connection
-from .errors import InvalidArgument, ProtocolError, ReplayError
+from .errors import InvalidArgument, ProtocolError, ReplayError, ResourceExhausted
 from .requests import timeout_ms
 from .schema import WIRE_DTYPES
 from .wire import padded
@@ -202,11 +203,13 @@ def _check_layout(name: str, reply: Mapping[str, Any], described: List[Dict[str,
 
 
 def fetch(conn: Connection, name: str, *, newer_than: Optional[int],
-          seconds: Optional[float], grace: float) -> Fetched:
+          seconds: Optional[float], grace: float, shared: bool = False) -> Fetched:
     """The value `name` once its version is above `newer_than` (None: any version),
     waiting on the server at most `seconds` (None: without limit); `Fetched(current version,
     None)` when the wait ends without one. The local wait is `seconds` + `grace`, for the
-    reply to arrive; past it, replayd.TimeoutError."""
+    reply to arrive; past it, replayd.TimeoutError. `shared`: the connection has the
+    shared-memory plane; the server then sends the value's sealed block, which is mapped
+    copy-on-write here (the arrays view it: nothing is copied until written)."""
     if not isinstance(name, str):
         raise InvalidArgument(f"a value's name must be a str, got {name!r}")
     if newer_than is not None and (isinstance(newer_than, bool) or
@@ -216,6 +219,8 @@ def fetch(conn: Connection, name: str, *, newer_than: Optional[int],
     meta = {"op": "fetch", "name": name,
             "newer_than": None if newer_than is None else int(newer_than),
             "timeout_ms": timeout_ms(seconds)}
+    if shared:
+        meta["shared_memory"] = True
     result: Fetched = conn.call(meta, decode=decode_fetch,
                                 timeout=None if seconds is None else seconds + grace)
     return result
@@ -227,6 +232,8 @@ def decode_fetch(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Fetc
     version = None if version is None else int(version)
     if meta.get("changed") is False:
         return Fetched(version, None)
+    if meta.get("shared_memory"):
+        payload = _mapped_block(meta)
     if meta.get("bytes") != payload.nbytes:
         raise ProtocolError(f"a fetch reply announces {meta.get('bytes')!r} bytes and carries "
                             f"{payload.nbytes}")
@@ -241,3 +248,65 @@ def decode_fetch(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> Fetc
                                 f"{offset}..{end} of a {payload.nbytes}-byte payload")
         arrays[str(described["name"])] = payload[offset:end].view(dtype).reshape(shape)
     return Fetched(version, arrays)
+
+
+def _mapped_block(meta: Mapping[str, Any]) -> np.ndarray[Any, Any]:
+    """The value's block a shared-memory fetch reply carries, mapped privately (writes stay
+    in this process, copy-on-write; untouched pages are the server's, not copied) and its
+    descriptor closed: the mapping holds no descriptor (Python's mmap would keep a
+    duplicate per fetch). Unmapped when no array views it any more."""
+    from .shm import take_descriptor
+    fd = take_descriptor(dict(meta))
+    try:
+        size = int(meta["bytes"])
+        held = os.fstat(fd).st_size
+        if held < size:
+            raise ProtocolError(f"a fetch reply's block holds {held} bytes, less than the "
+                                f"value's {size}")
+        block = _PrivateMapping(fd, size)
+    finally:
+        os.close(fd)
+    return np.asarray(block)
+
+
+class _PrivateMapping:
+    """A MAP_PRIVATE, read-write mapping of a file's first `size` bytes (libc's mmap: no
+    descriptor kept), exposed to numpy; unmapped when garbage collected, which happens once
+    no array views it (numpy keeps this object as the arrays' base)."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        import ctypes
+        import mmap
+        libc = _libc()
+        self._size = max(size, 1)
+        address = libc.mmap(None, self._size, mmap.PROT_READ | mmap.PROT_WRITE,
+                            mmap.MAP_PRIVATE, fd, 0)
+        if address is None or address == ctypes.c_void_p(-1).value:
+            errno = ctypes.get_errno()
+            raise ResourceExhausted(f"cannot map a fetched value of {size} bytes: "
+                                    f"{os.strerror(errno)}")
+        self._address: Optional[int] = address
+        self.__array_interface__ = {"data": (address, False), "shape": (size,),
+                                    "typestr": "|u1", "version": 3}
+
+    def __del__(self) -> None:
+        address, self._address = getattr(self, "_address", None), None
+        if address is not None:
+            _libc().munmap(address, self._size)
+
+
+_LIBC: List[Any] = []
+
+
+def _libc() -> Any:
+    """libc with mmap/munmap typed (loaded once)."""
+    if not _LIBC:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.munmap.restype = ctypes.c_int
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        _LIBC.append(libc)
+    return _LIBC[0]
