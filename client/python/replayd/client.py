@@ -928,14 +928,15 @@ class Client:
                             timeout=self._timeout_of(timeout), keep_keys=keep_keys,
                             max_delay=max_delay)
 
-    def vector_episode_writer(self, table: str, envs: int, batch: int = 64, *,
+    def vector_episode_writer(self, table: str, envs: int, batch: Optional[int] = None, *,
                               max_in_flight: int = 8, timeout: Any = DEFAULT,
                               keep_keys: bool = False,
                               max_delay: Optional[float] = DEFAULT_MAX_DELAY
                               ) -> VectorEpisodeWriter:
         """A VectorEpisodeWriter: each `append` adds one step per environment (arrays of
         `envs` rows) to an episodic table, each environment its own episode, and ends the
-        episodes its `terminated` / `truncated` flags name (see replayd.vector_writers)."""
+        episodes its `terminated` / `truncated` flags name; `batch` None: as `writer`'s
+        (see replayd.vector_writers)."""
         return VectorEpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
                                    timeout=self._timeout_of(timeout), keep_keys=keep_keys,
                                    max_delay=max_delay)

@@ -31,7 +31,7 @@ from .episodes import EpisodeWriter
 from .errors import InvalidArgument
 from .nesting import flatten_values
 from .schema import TableSchema
-from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer
+from .writer import DEFAULT_MAX_DELAY, DEFAULT_MAX_IN_FLIGHT, Writer, default_batch
 
 __all__ = ["VectorWriter", "VectorEpisodeWriter", "env_rows"]
 
@@ -158,7 +158,9 @@ class VectorWriter:
 class VectorEpisodeWriter:
     """Appends one step per environment of `envs` to an episodic table per call, each
     environment writing its own episode (see the module's docstring); options as
-    `EpisodeWriter`'s.
+    `EpisodeWriter`'s, but for `batch`: None (the default) takes the Writer's default
+    (`default_batch`: about 64 KiB of steps, 64 to 1024), not 64: a call brings `envs`
+    steps at once, so a request's fixed cost is shared by fewer calls otherwise.
 
     ``append(obs=obs, rew=rew, ..., terminated=term, truncated=trunc)``: the step of every
     environment (arrays of ``envs`` rows), then the end, right after it, of each episode
@@ -169,13 +171,17 @@ class VectorEpisodeWriter:
     made here takes the last step as the final observation (see
     `EpisodeWriter.end_episode`)."""
 
-    def __init__(self, client: ClientLike, table: str, envs: int, batch: int = 64, *,
+    def __init__(self, client: ClientLike, table: str, envs: int,
+                 batch: Optional[int] = None, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
                  keep_keys: bool = False,
                  max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> None:
         if isinstance(envs, bool) or not isinstance(envs, int) or envs < 1:
             raise InvalidArgument(f"envs must be an int >= 1, got {envs!r}")
         self.envs = envs
+        if batch is None:  # as the Writer's: about 64 KiB of steps, 64 to 1024
+            schema = client.schema(table)
+            batch = default_batch(schema.fields, schema.capacity)
         self._writer = EpisodeWriter(client, table, envs, batch, max_in_flight=max_in_flight,
                                      timeout=timeout, keep_keys=keep_keys, max_delay=max_delay)
         self._schema = self._writer._steps._schema
