@@ -42,7 +42,7 @@ sys.path.insert(0, _CLIENT)
 
 from report import format_table, machine_info  # noqa: E402
 from runner import MEASURES, fill, memcpy_gb_per_s, run_measure, run_mixed  # noqa: E402
-from systems import BUILT_APART, SYSTEMS, load_system  # noqa: E402
+from systems import BUILT_APART, ON_REQUEST, SYSTEMS, load_system  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 ALL_MEASURES = list(MEASURES) + ["mixed"]
@@ -51,9 +51,11 @@ ALL_MEASURES = list(MEASURES) + ["mixed"]
 def parse_args(argv: List[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--systems", default=",".join(s for s in SYSTEMS if s not in BUILT_APART),
+    p.add_argument("--systems", default=",".join(s for s in SYSTEMS
+                                                 if s not in BUILT_APART + ON_REQUEST),
                    help=f"comma-separated, from {','.join(SYSTEMS)} (default: all but "
-                        f"{','.join(BUILT_APART)}, which must be built first)")
+                        f"{','.join(BUILT_APART)}, which must be built first, and "
+                        f"{','.join(ON_REQUEST)})")
     p.add_argument("--workloads", default="W1,W2", help="comma-separated: W1,W2")
     p.add_argument("--measures", default=",".join(ALL_MEASURES),
                    help=f"comma-separated, from {','.join(ALL_MEASURES)}")

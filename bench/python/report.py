@@ -150,24 +150,28 @@ def _mixed_share(index: Dict[tuple, Dict[str, Any]], workloads: List[str],
 
 def _paired_ratios(index: Dict[tuple, Dict[str, Any]], workloads: List[str],
                    measures: List[str], systems: List[str]) -> List[str]:
-    """replayd over shm and over replayd-socket, repetition by repetition: a drift of the
-    machine between repetitions moves both sides of each ratio alike."""
+    """replayd (and replayd-writer) over shm, replayd-socket and the real cpprb's buffers,
+    repetition by repetition: a drift of the machine between repetitions moves both sides
+    of each ratio alike."""
     out = []
     others = [s for s in ("shm", "replayd-socket", "cpprb", "cpprb-mp") if s in systems]
     for w in workloads:
         for m in measures:
-            mine = index.get((w, m, "replayd"))
             parts = []
-            for other in others:
-                theirs = index.get((w, m, other))
-                if not mine or not theirs:
-                    continue
-                ratios = sorted(a / b for a, b in zip(mine["transitions_per_s"]["runs"],
-                                                      theirs["transitions_per_s"]["runs"]) if b)
-                if ratios:
-                    median = statistics.median(ratios)
-                    label = "socket" if other == "replayd-socket" else other
-                    parts.append(f"replayd/{label} {median:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+            for name in ("replayd", "replayd-writer"):
+                mine = index.get((w, m, name))
+                for other in others:
+                    theirs = index.get((w, m, other))
+                    if not mine or not theirs:
+                        continue
+                    ratios = sorted(a / b for a, b in zip(mine["transitions_per_s"]["runs"],
+                                                          theirs["transitions_per_s"]["runs"])
+                                    if b)
+                    if ratios:
+                        median = statistics.median(ratios)
+                        label = "socket" if other == "replayd-socket" else other
+                        parts.append(f"{name}/{label} {median:.2f} "
+                                     f"({ratios[0]:.2f}-{ratios[-1]:.2f})")
             if parts:
                 out.append(f"  {w} {ROW_TITLES[m]}: " + ", ".join(parts))
     return out

@@ -7,12 +7,13 @@ from typing import Dict, Tuple, Type
 
 from systems.base import System
 
-__all__ = ["SYSTEMS", "BUILT_APART", "NETWORKED_ALTERNATIVES", "load_system"]
+__all__ = ["SYSTEMS", "BUILT_APART", "ON_REQUEST", "NETWORKED_ALTERNATIVES", "load_system"]
 
 #: name -> (module, class); the column order of the result table.
 SYSTEMS: Dict[str, Tuple[str, str]] = {
     "replayd": ("systems.replayd_system", "ReplaydSystem"),
     "replayd-socket": ("systems.replayd_system", "ReplaydSocketSystem"),
+    "replayd-writer": ("systems.replayd_system", "ReplaydRowsSystem"),
     "replayd.cpprb": ("systems.replayd_cpprb", "ReplaydCpprbSystem"),
     "cpprb": ("systems.cpprb_real", "CpprbRealSystem"),
     "cpprb-mp": ("systems.cpprb_mp", "CpprbMPSystem"),
@@ -25,6 +26,10 @@ SYSTEMS: Dict[str, Tuple[str, str]] = {
 #: Systems built outside this repository (the real cpprb: systems/cpprb_real.py and
 #: systems/cpprb_mp.py), left out of compare.py's default.
 BUILT_APART = ("cpprb", "cpprb-mp")
+
+#: Variants measured on request only, also left out of compare.py's default: replayd's
+#: 64-row inserts through a VectorWriter (consecutive calls sharing requests).
+ON_REQUEST = ("replayd-writer",)
 
 #: Alternatives reached through a socket (the "best networked" ratio is against these).
 NETWORKED_ALTERNATIVES = ("manager", "redis", "zmq")
