@@ -77,7 +77,7 @@ def test_an_episode_writer_append_after_a_batch_failed_in_flight_raises_connecti
     server.kill()
     # The connection is marked dead before its pending requests are failed: wait for both.
     wait_until(lambda: not writer._conn.alive and
-               all(future.done() for future, _ in writer._in_flight))
+               all(future.done() for future, _ in writer._steps._in_flight))
     # The next append finds the batches' failure (the converted path checks first).
     with pytest.raises(replayd.ConnectionLost, match="sent but not confirmed"):
         writer.append(0, **step(2 * BATCH, as_lists=True))
