@@ -32,8 +32,8 @@ def batch(n: int, seed: int) -> Dict[str, np.ndarray]:
             "done": rng.integers(0, 2, n).astype(bool)}
 
 
-def stored(client: replayd.Client, table: str) -> Dict[str, np.ndarray]:
-    pages = list(client.read_items(table))
+def stored(client: replayd.Client, table: str, page: int = 4096) -> Dict[str, np.ndarray]:
+    pages = list(client.read_items(table, page=page))
     return {name: np.concatenate([page[name] for page in pages]) for name in pages[0]}
 
 
@@ -230,3 +230,40 @@ def test_a_dataset_load_stages_its_chunks_and_stores_what_the_socket_stores(serv
             np.testing.assert_array_equal(e["rew"], 1000 * i + np.arange(40, dtype=np.float32))
             np.testing.assert_array_equal(e["obs"], np.repeat(e["rew"][:, None], 3, 1))
             assert int(e["end"][-1]) == (1 if i % 2 == 0 else 2)
+
+
+def _config(limits: Dict[str, int]) -> str:
+    import json
+    import tempfile
+    from pathlib import Path
+    path = Path(tempfile.mkdtemp(prefix="replayd-config-")) / "config.json"
+    path.write_text(json.dumps({"limits": limits}))
+    return str(path)
+
+
+def test_a_batch_over_max_batch_items_is_split_over_the_plane_as_through_the_socket(
+        make_server):
+    server = make_server(extra_args=["--config", _config({"max_batch_items": 100})])
+    with replayd.Client(server.unix_address, timeout=30) as plane, \
+            replayd.Client(server.unix_address, timeout=30, shm=False) as socket_client:
+        for client, table in ((plane, "plane"), (socket_client, "socket")):
+            client.create_table(table, FIELDS, capacity=1000)
+            keys = client.insert(table, batch(250, 1))  # 3 requests of at most 100
+            more = client.insert_async(table, batch(150, 2)).result(30)
+            assert len(keys) == 250 and len(more) == 150
+        assert plane._insert_arena is not None
+        got, want = stored(plane, "plane", 100), stored(plane, "socket", 100)
+        for name in want:  # keys too: both tables fill their slots in the same order
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_inserts_go_through_the_socket_when_the_server_grants_no_arena(make_server):
+    server = make_server(extra_args=["--config",
+                                     _config({"max_staging_arenas_per_connection": 0})])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("t", FIELDS, capacity=1000)
+        keys = c.insert("t", batch(64, 0))
+        more = c.insert_async("t", batch(64, 1)).result(30)
+        assert c._insert_arena is None and c._insert_arena_refused is c.connection()
+        assert len(keys) == 64 and len(more) == 64
+        np.testing.assert_array_equal(stored(c, "t")["obs"][64:], batch(64, 1)["obs"])
