@@ -1,6 +1,25 @@
 #include "replayd_client/results.h"
 
+#include "replayd_client/wire/wire_frame_codec.h"
+
 namespace replayd::client {
+
+std::shared_ptr<SampleLayout> layout_with_rows(const SampleLayout& layout, std::uint64_t n) {
+  auto resized = std::make_shared<SampleLayout>();
+  resized->n = n;
+  resized->nstep = layout.nstep;
+  std::uint64_t offset = 0;
+  for (const ColumnSpec& column : layout.columns) {
+    ColumnSpec spec = column;
+    spec.shape.front() = n;
+    spec.bytes = layout.n ? column.bytes / layout.n * n : 0;
+    spec.offset = offset;
+    offset += spec.bytes + padding_after(spec.bytes);
+    resized->columns.push_back(std::move(spec));
+  }
+  resized->payload_bytes = offset;
+  return resized;
+}
 
 ColumnView SampleBatch::field(std::string_view name) const {
   if (layout_) {

@@ -79,6 +79,10 @@ struct SampleLayout {
   std::size_t trailing_columns() const { return nstep ? 2 : 0; }
 };
 
+// The layout of the same columns with n rows, offsets as the protocol lays them out (a batch
+// of some rows of `layout`'s, or of the rows of several such batches).
+std::shared_ptr<SampleLayout> layout_with_rows(const SampleLayout& layout, std::uint64_t n);
+
 // A sampled table as the draws saw it, just before the first (the reply's "state"): its
 // item count and sampling mass (item count for uniform tables, sum of priority^alpha for
 // prioritized ones) and the smallest positive mass of one item. Combines shards' samples.

@@ -40,19 +40,8 @@ MixedBatch draw(Client& client, std::span<const TableShare> shares, std::uint64_
 // copied, laid out as a reply of count rows would be).
 SampleBatch rows_of(const SampleBatch& batch, std::uint64_t begin, std::uint64_t count) {
   const SampleLayout& whole = *batch.layout();
-  auto layout = std::make_shared<SampleLayout>();
-  layout->n = count;
-  layout->nstep = whole.nstep;
-  std::uint64_t offset = 0;
-  for (const ColumnSpec& column : whole.columns) {
-    ColumnSpec spec = column;
-    spec.shape.front() = count;
-    spec.bytes = whole.n ? column.bytes / whole.n * count : 0;
-    spec.offset = offset;
-    offset += spec.bytes + padding_after(spec.bytes);
-    layout->columns.push_back(std::move(spec));
-  }
-  layout->payload_bytes = offset;
+  auto layout = layout_with_rows(whole, count);
+  const std::uint64_t offset = layout->payload_bytes;
   Buffer payload(offset);
   if (offset) std::memset(payload.data(), 0, offset);  // padding zeroed
   for (std::size_t c = 0; c < whole.columns.size(); ++c) {

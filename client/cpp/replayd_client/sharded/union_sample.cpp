@@ -8,8 +8,8 @@
 #include <optional>
 #include <utility>
 
-#include "replayd_client/wire/wire_frame_codec.h"
 #include "replayd_client/sharded/shard_keys.h"
+#include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
 namespace {
@@ -53,20 +53,7 @@ std::shared_ptr<SampleLayout> union_layout(std::span<const PartView> parts, std:
                                                    " hold the table with different fields");
     }
   }
-  auto layout = std::make_shared<SampleLayout>();
-  layout->n = n;
-  layout->nstep = first.nstep;
-  std::uint64_t offset = 0;
-  for (const ColumnSpec& column : first.columns) {
-    ColumnSpec spec = column;
-    spec.shape.front() = n;
-    spec.bytes = first.n ? column.bytes / first.n * n : 0;
-    spec.offset = offset;
-    offset += spec.bytes + padding_after(spec.bytes);
-    layout->columns.push_back(std::move(spec));
-  }
-  layout->payload_bytes = offset;
-  return layout;
+  return layout_with_rows(first, n);
 }
 
 // The smallest probability a draw on one shard gives any of its items.
