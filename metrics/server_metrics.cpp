@@ -99,6 +99,13 @@ ServerMetrics::ServerMetrics(std::string_view version, std::span<const OpLabel> 
                               .Help("Value bytes sent in fetch replies")
                               .Register(registry)
                               .Add({});
+  value_shared_bytes_ = &BuildCounter()
+                             .Name("replayd_value_shared_bytes_total")
+                             .Help(
+                                 "Bytes of values handed to same-host fetchers as their "
+                                 "shared-memory blocks (mapped, not sent)")
+                             .Register(registry)
+                             .Add({});
   value_fetch_age_ = &BuildHistogram()
                           .Name("replayd_value_fetch_age_seconds")
                           .Help(
@@ -238,13 +245,14 @@ void ServerMetrics::value_published(const std::string& name, std::uint64_t versi
   value_bytes_->Add({{"name", name}}).Set(static_cast<double>(bytes));
 }
 
-void ServerMetrics::value_fetched(bool changed, std::uint64_t bytes, Clock::duration age) {
+void ServerMetrics::value_fetched(bool changed, std::uint64_t bytes, Clock::duration age,
+                                  bool shared) {
   if (!changed) {
     value_fetches_unchanged_->Increment();
     return;
   }
   value_fetches_changed_->Increment();
-  value_fetched_bytes_->Increment(static_cast<double>(bytes));
+  (shared ? value_shared_bytes_ : value_fetched_bytes_)->Increment(static_cast<double>(bytes));
   value_fetch_age_->Observe(seconds_of(age));
 }
 

@@ -71,9 +71,11 @@ class ServerMetrics {
   // A published value's new version was committed (docs/VALUES.md): its version and bytes
   // by name (names are bounded by limits.max_values).
   void value_published(const std::string& name, std::uint64_t version, std::uint64_t bytes);
-  // A fetch was answered: with a value of `bytes` published `age` before (changed), or
-  // without one (its wait ended with no newer version).
-  void value_fetched(bool changed, std::uint64_t bytes, Clock::duration age = {});
+  // A fetch was answered: with a value of `bytes` published `age` before (changed), sent
+  // through the socket or, `shared`, handed over as its shared-memory block; or without one
+  // (its wait ended with no newer version).
+  void value_fetched(bool changed, std::uint64_t bytes, Clock::duration age = {},
+                     bool shared = false);
   // The index of the "unknown" op label.
   std::size_t unknown_op() const { return op_names_.size() - 1; }
 
@@ -104,6 +106,7 @@ class ServerMetrics {
   prometheus::Counter* value_fetches_changed_ = nullptr;
   prometheus::Counter* value_fetches_unchanged_ = nullptr;
   prometheus::Counter* value_fetched_bytes_ = nullptr;
+  prometheus::Counter* value_shared_bytes_ = nullptr;
   prometheus::Histogram* value_fetch_age_ = nullptr;
   prometheus::Family<prometheus::Gauge>* value_version_ = nullptr;
   prometheus::Family<prometheus::Gauge>* value_bytes_ = nullptr;

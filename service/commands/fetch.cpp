@@ -65,7 +65,7 @@ asio::awaitable<Result<Reply>> fetch(Call& call) {
     Reply reply = reply_with(call, meta + ",\"shared_memory\":true,\"descriptors\":1}");
     reply.descriptors.push_back(std::move(read_only));
     reply.descriptor_hold = std::move(hold);
-    call.service.metrics.value_fetched(true, 0, age);
+    call.service.metrics.value_fetched(true, version->bytes, age, /*shared=*/true);
     co_return reply;
   }
   Reply reply = reply_with(call, meta + "}");

@@ -1,5 +1,7 @@
 #include "service/values/value_store.h"
 
+#include "service/values/background_release.h"
+
 #include <spdlog/spdlog.h>
 
 #include <boost/json/serialize.hpp>
@@ -21,6 +23,29 @@ std::uint64_t padded(std::uint64_t bytes) {
 
 std::string gib_text(std::uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
+}
+
+// Payloads from this size on are given back to the kernel off the io_context thread
+// (service/values/background_release.h).
+constexpr std::uint64_t kReleasedInBackgroundBytes = std::uint64_t{8} << 20;
+
+// A new version whose last owner (the store, or the last fetch reply that carries it) may
+// let go of it on the io_context thread: a large one is then freed on the release thread.
+std::shared_ptr<ValueVersion> new_version() {
+  return std::shared_ptr<ValueVersion>(new ValueVersion(), [](ValueVersion* version) {
+    if (version->bytes < kReleasedInBackgroundBytes) {
+      delete version;
+      return;
+    }
+    release_in_background([version] { delete version; });
+  });
+}
+
+// An upload's payload let go of (its publish failed or its connection closed).
+void release_payload(ValuePayload payload, std::uint64_t bytes) {
+  if (bytes < kReleasedInBackgroundBytes) return;  // freed here, at once
+  auto held = std::make_shared<ValuePayload>(std::move(payload));
+  release_in_background([held]() mutable { held.reset(); });
 }
 
 }  // namespace
@@ -252,10 +277,11 @@ Result<const PublishedValue*> ValueStore::commit(std::uint64_t connection, std::
                                 " is no longer above the current version " +
                                 std::to_string(current) + " of '" + upload->name + "'";
     upload_bytes_ -= upload->bytes;
+    release_payload(std::move(upload->payload), upload->bytes);
     uploads_.erase(id);
     return make_error(ErrorCode::invalid_argument, message);
   }
-  auto version = std::make_shared<ValueVersion>();
+  auto version = new_version();
   version->version = upload->version.value_or(current + 1);
   version->bytes = upload->bytes;
   version->arrays_json = value_arrays_json(upload->arrays);
@@ -308,7 +334,7 @@ Status ValueStore::restore(SnapshotValueIn saved) {
     return make_error(ErrorCode::resource_exhausted,
                       "more than max_values = " + std::to_string(limits_.max_values) + " names");
   }
-  auto version = std::make_shared<ValueVersion>();
+  auto version = new_version();
   version->version = saved.version;
   version->bytes = saved.bytes;
   for (SnapshotValueArray& array : saved.arrays) {
@@ -346,6 +372,7 @@ void ValueStore::end_connection(std::uint64_t connection) {
   for (auto it = uploads_.begin(); it != uploads_.end();) {
     if (it->second.connection == connection) {
       upload_bytes_ -= it->second.bytes;
+      release_payload(std::move(it->second.payload), it->second.bytes);
       it = uploads_.erase(it);
     } else {
       ++it;

@@ -18,13 +18,13 @@ import replayd
 METRICS = ["--metrics", "127.0.0.1:0"]
 
 
-def fetched_bytes(server: Any) -> float:
+def fetched_bytes(server: Any, metric: str = "replayd_value_fetched_bytes_total") -> float:
     text = urllib.request.urlopen(f"http://{server.ready['metrics']}/metrics",
                                   timeout=10).read().decode()
     for line in text.splitlines():
-        if line.startswith("replayd_value_fetched_bytes_total"):
+        if line.startswith(metric + " "):
             return float(line.split()[-1])
-    raise AssertionError("replayd_value_fetched_bytes_total is missing")
+    raise AssertionError(f"{metric} is missing")
 
 
 def value(seed: int) -> Dict[str, np.ndarray]:
@@ -40,9 +40,12 @@ def test_a_same_host_fetch_maps_the_block_and_matches_the_socket(make_server):
         published = value(1)
         assert local.publish("policy", published) == 1
         before = fetched_bytes(server)
+        shared_before = fetched_bytes(server, "replayd_value_shared_bytes_total")
         version, mapped = local.fetch("policy")
         assert version == 1 and mapped is not None
         assert fetched_bytes(server) == before            # no value bytes through the socket
+        assert fetched_bytes(server, "replayd_value_shared_bytes_total") == \
+            shared_before + 300 * 301 * 4 + 7 * 8 + 8     # the block handed over instead
         _, sent = remote.fetch("policy")
         assert sent is not None
         assert fetched_bytes(server) == before + 300 * 301 * 4 + 7 * 8 + 8
