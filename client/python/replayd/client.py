@@ -38,7 +38,7 @@ from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError,
                      TimeoutError)
 from .insert_parts import gathered_keys, insert_parts, split_insert
 from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
-from .mixed_draw import DrawKind, MixedDraw, combine
+from .mixed_draw import DrawKind, MixedDraw, combine, sample_plain_mix
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .sampler import Sampler
@@ -725,7 +725,12 @@ class Client:
         not offered."""
         if self._shm is False:
             return False
-        conn = self.connection()
+        return self._shm_on(self.connection())
+
+    def _shm_on(self, conn: Connection) -> bool:
+        """shm_enabled for this process's connection `conn` (already looked up)."""
+        if self._shm is False:
+            return False
         if not conn.shm_offered and self._shm:
             raise PermissionDenied(f"shared memory is not offered by {self._address}: "
                                    f"{conn.shm_reason}")
@@ -1081,13 +1086,18 @@ class Client:
         if allocate is not None:
             raise InvalidArgument("allocate= receives one table's reply; a mixed batch is "
                                   "assembled from several (leave it out)")
-        mix = Mix.of(table)
         seconds = self._timeout_of(timeout)
+        local = None if seconds is None else seconds + _GRACE_S
         conn = self.connection()
-        draw = MixedDraw(self, conn, mix, n, kind, beta, seconds, fields,
-                         plane=kind.plain and self.shm_enabled())
-        return draw.result(None if seconds is None else seconds + _GRACE_S,
-                           notice=self._mixed_notice)
+        plane = kind.plain and self._shm_on(conn)
+        if kind.plain:
+            done = sample_plain_mix(self, conn, table, n, beta, seconds, plane, fields, local,
+                                    self._mixed_notice)
+            if done is not None:
+                return done
+        draw = MixedDraw(self, conn, Mix.of(table), n, kind, beta, seconds, fields,
+                         plane=plane)
+        return draw.result(local, notice=self._mixed_notice)
 
     def _mixed_notice(self, conn: Connection, future: "Future[Any]", table: str,
                       n: int) -> None:

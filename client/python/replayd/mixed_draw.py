@@ -240,6 +240,76 @@ class MixedDraw:
         return reply
 
 
+class _Plan(NamedTuple):
+    """A learner's repeated plain mix, prepared once: the mix, its counts, the tables with
+    rows and the ``sample_mixed`` request (None: the tables cannot share one request)."""
+
+    mix: Mix
+    counts: List[int]
+    wanted: List[Tuple[str, int]]
+    request: Optional[bytes]
+    schemas: Tuple[Any, ...]  # of `wanted`, as the request was prepared for them
+
+
+# Plans by (fractions' items, n, beta, server timeout, plane). Bounded.
+_PLANS: Dict[Tuple[Any, ...], _Plan] = {}
+
+
+def _plan_of(client: ClientLike, fractions: Any, n: int, beta: float,
+             seconds: Optional[float], plane: bool) -> Optional[_Plan]:
+    """The plan of this call (cached while the tables' schemas are the same objects), or
+    None when the fractions are not a plain dict (Mix.of checks them the long way)."""
+    try:
+        key = (tuple(fractions.items()), n, beta, seconds, plane)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):  # not a dict, or unhashable values
+        return None
+    if plan is not None and all(client.schema(table) is schema
+                                for (table, _), schema in zip(plan.wanted, plan.schemas)):
+        return plan
+    mix = Mix.of(fractions)
+    counts = mix.counts(n)
+    wanted = [(table, count) for table, count in zip(mix.tables, counts) if count > 0]
+    prepared = one_request(client, wanted, beta, seconds, plane) if len(wanted) > 1 else None
+    plan = _Plan(mix, counts, wanted, None if prepared is None else prepared.request,
+                 tuple(client.schema(table) for table, _ in wanted))
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
+def sample_plain_mix(client: ClientLike, conn: Connection, fractions: Any, n: int,
+                     beta: float, seconds: Optional[float], plane: bool,
+                     fields: Optional[Sequence[str]], local: Optional[float],
+                     notice: Optional[Notice]) -> Optional[MixedSample]:
+    """A synchronous plain mixed batch as one ``sample_mixed`` request, with what a
+    learner repeats prepared once (the hot path of ``Client.sample(dict, n)``); None when
+    this mix cannot be one request (the caller then uses MixedDraw)."""
+    plan = _plan_of(client, fractions, n, beta, seconds, plane)
+    if plan is None or plan.request is None:
+        return None
+    request_id, future = conn.submit(plan.request, (), decode_mixed_reply, caller_waits=True)
+    first_table, _ = plan.wanted[0]
+    try:
+        if notice is not None and not future.done() and wait_notice.notices(local):
+            notice(conn, future, first_table, n)
+        reply = conn.wait(request_id, future, local)
+    except TimeoutError as exc:  # the server's names the table that held its share
+        table = table_of_error(exc, first_table)
+        rows = dict(plan.wanted).get(table, 0)
+        raise wait_notice.with_reason(client, "sample", table, rows, exc) from None
+
+    def redraw(table: str, count: int) -> KeysReply:
+        again_id, again = conn.submit(keys_request(table, count, beta, seconds), (),
+                                      decode_keys_reply, caller_waits=True)
+        drawn: KeysReply = conn.wait(again_id, again, None)
+        return drawn
+
+    return assemble_mixed_reply(client, plan.mix.tables, plan.counts, reply, fields, redraw,
+                                _batch_arrays, _repair)
+
+
 def combine(client: ClientLike, mix: Mix, counts: Sequence[int],
             request: Callable[[str, int], "Future[Sample]"],
             fields: Optional[Sequence[str]]) -> "Future[MixedSample]":

@@ -137,12 +137,16 @@ def assemble_mixed_reply(client: ClientLike, tables: Tuple[str, ...], counts: Se
     the rows; else each part's rows gathered from its table's mapping into arrays of
     `batch_arrays`, the changed ones drawn again with `repair` (replayd.mixed_draw)."""
     draws = reply.draws
+    if reply.slots is None and fields is None:
+        # Every field of tables the server found alike: the reply's columns are the batch.
+        return mixed_sample(tables, counts, draws.flat, draws.keys, draws.probabilities,
+                            draws.weights, draws.times_sampled, draws.mask)
     if reply.slots is None:
         spec: Mapping[str, FieldSpec] = {name: (a.dtype, a.shape[1:])
-                                         for name, a in draws.data.items()}
+                                         for name, a in draws.flat.items()}
         wanted = None if fields is None else list(selected(fields, spec))
         names = check_fields([(reply.parts[0][0], spec)], wanted)
-        return mixed_sample(tables, counts, {name: draws.data[name] for name in names},
+        return mixed_sample(tables, counts, {name: draws.flat[name] for name in names},
                             draws.keys, draws.probabilities, draws.weights,
                             draws.times_sampled, draws.mask)
     planes = [client._plane_of(table, int(region or 0)) for table, _, region in reply.parts]
