@@ -5,6 +5,8 @@
 // Threading: io_context thread only; a handler suspends only in admission.
 #pragma once
 
+#include <string>
+
 #include "service/commands/command.h"
 
 namespace replayd::service::commands {
@@ -40,6 +42,13 @@ asio::awaitable<Result<Reply>> unmap_staging(Call& call);
 
 // `sample` with "nstep": k, validated here; beta already read. Reads "gamma".
 asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double beta);
+
+// Whether a plain sample of `table` may leave its rows to this connection's mapping (a
+// keys-only reply, docs/SHM.md): the plane is offered to it, the table lives in shared
+// memory, has no frame fields, and its items do not retire when sampled. (sample.cpp)
+bool rows_in_shared_memory(const Call& call, const Table& table);
+// `,"region":<id>`: the block a keys-only reply's rows are read from. (sample.cpp)
+std::string region_meta(const Table& table);
 
 // A reply with JSON metadata `meta` and no payload.
 inline Reply reply_with(const Call& call, std::string meta) {

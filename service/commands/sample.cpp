@@ -29,6 +29,8 @@ std::uint64_t admitted_batches(const Table& table, std::uint64_t n, std::uint64_
   return batches;
 }
 
+}  // namespace
+
 // Whether a plain sample of `table` may leave its rows to this connection's mapping: the
 // plane is offered to it, the table lives in shared memory and its items do not retire
 // when sampled (a client redraws rows overwritten before it copied them).
@@ -43,8 +45,6 @@ bool rows_in_shared_memory(const Call& call, const Table& table) {
 std::string region_meta(const Table& table) {
   return ",\"region\":" + std::to_string(table.storage().memory().id());
 }
-
-}  // namespace
 
 asio::awaitable<Result<Reply>> sample(Call& call) {
   Table& table = *call.table->table;

@@ -114,13 +114,6 @@ Status check_tables(const std::vector<Share>& shares) {
   return Ok{};
 }
 
-// Whether `table`'s rows may be left to this connection's mapping (see sample.cpp).
-bool rows_in_shared_memory(const Call& call, const Table& table) {
-  return call.plane != nullptr && call.plane->access().offered &&
-         shm::shared_columns_of(table.storage().memory()) != nullptr &&
-         table.config().max_times_sampled == 0;
-}
-
 // The first share whose table does not admit its rows now, or shares.size().
 std::size_t first_refusing(const std::vector<Share>& shares) {
   for (std::size_t i = 0; i < shares.size(); ++i) {
@@ -213,7 +206,7 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
     if (i != 0) parts += ',';
     parts += "{\"table\":" + boost::json::serialize(boost::json::string(table.name())) +
              ",\"n\":" + std::to_string(share.count);
-    if (keys_only) parts += ",\"region\":" + std::to_string(table.storage().memory().id());
+    if (keys_only) parts += region_meta(table);
     parts += '}';
   }
   parts += ']';

@@ -265,18 +265,30 @@ SampleBuffers PlainSampleReply::buffers() {
                        rows};
 }
 
+namespace {
+
+// The metadata up to the column list of a sample laid out as `sample` (n rows, or keys
+// only), from the cached one (`cached_n`, `cached_rows`, `cached`) when the last sample was
+// laid out the same: learners repeat one n.
+const std::string& cached_meta_prefix(std::uint64_t& cached_n, bool& cached_rows,
+                                      std::string& cached, const Schema& schema,
+                                      PlainSampleReply& sample) {
+  const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
+  if (cached_n != n || cached_rows != sample.with_rows) {
+    cached = sample_meta_prefix(schema, n, sample.reply.offsets(), sample.with_rows);
+    cached_n = n;
+    cached_rows = sample.with_rows;
+  }
+  return cached;
+}
+
+}  // namespace
+
 Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::uint64_t request_id,
                           std::uint32_t size, const SamplingMass& mass,
                           std::string_view extra_meta) {
-  const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
-  // The metadata is the same for every sample of n (of rows, or of keys only).
-  if (hosted.cached_sample_n != n || hosted.cached_sample_rows != sample.with_rows) {
-    hosted.cached_sample_meta =
-        sample_meta_prefix(hosted.table->schema(), n, sample.reply.offsets(), sample.with_rows);
-    hosted.cached_sample_n = n;
-    hosted.cached_sample_rows = sample.with_rows;
-  }
-  std::string meta = hosted.cached_sample_meta;
+  std::string meta = cached_meta_prefix(hosted.cached_sample_n, hosted.cached_sample_rows,
+                                        hosted.cached_sample_meta, hosted.table->schema(), sample);
   meta += extra_meta;
   meta += sampled_state(size, mass);
   meta += '}';
@@ -285,14 +297,8 @@ Reply finish_plain_sample(HostedTable& hosted, PlainSampleReply& sample, std::ui
 
 Reply finish_mixed_sample(HostedTable& first, PlainSampleReply& sample, std::uint64_t request_id,
                           std::string_view parts_meta) {
-  const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
-  if (first.cached_mixed_n != n || first.cached_mixed_rows != sample.with_rows) {
-    first.cached_mixed_meta =
-        sample_meta_prefix(first.table->schema(), n, sample.reply.offsets(), sample.with_rows);
-    first.cached_mixed_n = n;
-    first.cached_mixed_rows = sample.with_rows;
-  }
-  std::string meta = first.cached_mixed_meta;
+  std::string meta = cached_meta_prefix(first.cached_mixed_n, first.cached_mixed_rows,
+                                        first.cached_mixed_meta, first.table->schema(), sample);
   meta += parts_meta;
   meta += '}';
   return sample.reply.finish_with_meta(request_id, std::move(meta));
