@@ -107,6 +107,12 @@ void append_replay_families(std::span<const TableSnapshot> tables,
       tables, "replayd_table_sample_priority", "Priority of each sampled item at the draw",
       [](const H& h) -> const auto& { return h.sample_priority; }));
   families.push_back(histogram_family(
+      tables, "replayd_table_sample_staleness_versions",
+      "Staleness of each sampled item at the draw, in versions of the published value the "
+      "table follows (its version less the item's; 0 for a newer item); tables that follow "
+      "no value, or before the value's first version, count no draw",
+      [](const H& h) -> const auto& { return h.sample_staleness_versions; }));
+  families.push_back(histogram_family(
       tables, "replayd_table_times_sampled_at_removal",
       "Times an item was sampled, counted when it leaves the table (eviction, expiration, "
       "delete, reset)",
@@ -133,7 +139,8 @@ void append_replay_families(std::span<const TableSnapshot> tables,
     metric.summary.sample_count = table.priorities.count;
     metric.summary.sample_sum = table.priorities.sum;
     for (std::size_t q = 0; q < PrioritySummary::kQuantiles.size(); ++q)
-      metric.summary.quantile.push_back({PrioritySummary::kQuantiles[q], table.priorities.values[q]});
+      metric.summary.quantile.push_back(
+          {PrioritySummary::kQuantiles[q], table.priorities.values[q]});
     priorities.metric.push_back(std::move(metric));
   }
   families.push_back(std::move(priorities));

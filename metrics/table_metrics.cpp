@@ -72,6 +72,11 @@ std::vector<MetricFamily> table_families(std::span<const TableSnapshot> tables) 
       per_table(tables, "replayd_table_stale_deletes_total",
                 "Deletes ignored because the key was no longer stored", counter,
                 [](const auto& t) { return as_double(t.info.counters.stale_deletes); }));
+  families.push_back(
+      per_table(tables, "replayd_table_version_drops_total",
+                "Items dropped because their policy version fell more than drop_behind versions "
+                "behind the value the table follows",
+                counter, [](const auto& t) { return as_double(t.info.counters.version_drops); }));
   families.push_back(per_table(tables, "replayd_table_evictions_total",
                                "Items evicted by the remover to make room for inserts", counter,
                                [](const auto& t) { return as_double(t.info.counters.evictions); }));

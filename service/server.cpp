@@ -15,6 +15,7 @@
 #include "service/net/session.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/snapshot/snapshot_restore.h"
+#include "service/values/policy_versions.h"
 
 namespace replayd::service {
 namespace {
@@ -88,6 +89,8 @@ Status Server::open() {
       context_.tables.add(std::move(table).value());
     }
   }
+  for (const auto& hosted : context_.tables.list())
+    adopt_policy_version(context_, *hosted);
   if (!config_.unix_path.empty()) REPLAYD_RETURN_IF_ERROR(open_unix());
   if (!config_.tcp_address.empty()) REPLAYD_RETURN_IF_ERROR(open_tcp());
   if (!unix_acceptor_ && !tcp_acceptor_) {

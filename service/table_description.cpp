@@ -130,6 +130,21 @@ json::value bound_to_json(double bound) {
   return bound;
 }
 
+// "versions": {"value": NAME, "drop_behind": k} (docs/VERSIONS.md).
+Result<VersionsConfig> parse_versions_description(const json::value& value,
+                                                  const std::string& path) {
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader reader, JsonReader::of(value, path));
+  VersionsConfig versions;
+  REPLAYD_ASSIGN_OR_RETURN(versions.value, reader.string("value"));
+  if (!is_valid_value_name(versions.value)) {
+    return reader.error("value",
+                        "is not a value name (1 to 128 characters of A-Z a-z 0-9 _ . - /)");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(versions.drop_behind, reader.optional_uint("drop_behind"));
+  REPLAYD_RETURN_IF_ERROR(reader.finish());
+  return versions;
+}
+
 }  // namespace
 
 Result<TableConfig> parse_table_description(const json::value& value, const std::string& path,
@@ -207,6 +222,10 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
                                           " are kept (keep large data in a table's fields)");
     }
   }
+  if (const json::value* versions = reader.value("versions"); versions && !versions->is_null()) {
+    REPLAYD_ASSIGN_OR_RETURN(config.versions,
+                             parse_versions_description(*versions, path + ".versions"));
+  }
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
 }
@@ -259,6 +278,11 @@ json::object describe_table(const TableConfig& config) {
     description["max_compressed_bytes"] = compressed_budget(config);
   }
   if (!config.metadata.empty()) description["metadata"] = json::parse(config.metadata);
+  if (!config.versions.value.empty()) {
+    json::object versions{{"value", config.versions.value}};
+    if (config.versions.drop_behind) versions["drop_behind"] = *config.versions.drop_behind;
+    description["versions"] = std::move(versions);
+  }
   return description;
 }
 
@@ -341,6 +365,7 @@ std::vector<std::string> table_differences(const TableConfig& a, const TableConf
     out.push_back("reward or bootstrap fields differ");
   }
   if (a.metadata != b.metadata) out.push_back("metadata differs");
+  if (!(a.versions == b.versions)) out.push_back("versions (followed value or drop_behind) differ");
   // A difference the texts above cannot show (e.g. two doubles printed alike) still counts.
   if (out.empty() && !(a.schema == b.schema && ra == rb)) out.push_back("the descriptions differ");
   return out;

@@ -1,5 +1,7 @@
 #include "core/snapshot/table_snapshot.h"
 
+#include <limits>
+
 #include "core/table/episodic_table.h"
 
 #include <cmath>
@@ -18,9 +20,11 @@ constexpr std::uint32_t kFreeSlots = section_tag("TFRE");
 constexpr std::uint32_t kItems = section_tag("TITM");
 constexpr std::uint32_t kSamplerOrder = section_tag("TSAM");
 constexpr std::uint32_t kBlobs = section_tag("TBLB");
-constexpr std::uint32_t kLostCount = section_tag("TLSN");  // version 2
-constexpr std::uint32_t kLostKeys = section_tag("TLSK");   // version 2
-constexpr std::uint32_t kMetadata = section_tag("TMET");   // version 3
+constexpr std::uint32_t kLostCount = section_tag("TLSN");     // version 2
+constexpr std::uint32_t kLostKeys = section_tag("TLSK");      // version 2
+constexpr std::uint32_t kMetadata = section_tag("TMET");      // version 3
+constexpr std::uint32_t kVersionsHead = section_tag("TVRH");  // version 5
+constexpr std::uint32_t kVersions = section_tag("TVRS");      // version 5
 constexpr std::uint8_t kFrameOptionsTail = 2;
 constexpr std::uint8_t kNoHistoryPaddingTail = 3;  // EpisodeConfig::pad_history = false
 
@@ -76,6 +80,10 @@ class TableSnapshotAccess {
   static Status write_lost(SectionWriter& writer, std::span<const std::uint64_t> lost);
   // Reads the lost keys and removes their items. Returns how many.
   static Result<std::uint64_t> drop_lost(SectionReader& reader, Table& table);
+  static Status write_versions(const Table& table, SectionWriter& writer);
+  static Status read_versions(SectionReader& reader, Table& table);
+  // Counts every stored item's version in the table's VersionIndex afresh.
+  static void recount_versions(Table& table);
   static Status read_sampler_order(SectionReader& reader, Table& table,
                                    const std::vector<bool>& occupied);
 };
@@ -196,7 +204,84 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer,
   REPLAYD_RETURN_IF_ERROR(write_lost(writer, lost));
   ByteWriter metadata;
   metadata.str(config.metadata);
-  return writer.section(kMetadata, metadata.data());
+  REPLAYD_RETURN_IF_ERROR(writer.section(kMetadata, metadata.data()));
+  return write_versions(table, writer);
+}
+
+// TVRH: the followed value's name, whether drop_behind is set and its value, the
+// version_drops counter, and how many versions TVRS holds: 0 when every stored item's
+// version is 0, else one per slot of capacity (free slots' 0), in slot order.
+Status TableSnapshotAccess::write_versions(const Table& table, SectionWriter& writer) {
+  const VersionsConfig& config = table.config_.versions;
+  const Storage& storage = table.storage_;
+  const auto newest = table.versions_.max_version();
+  const bool any = newest && *newest != 0;
+  ByteWriter head;
+  head.str(config.value);
+  head.u8(config.drop_behind ? 1 : 0);
+  head.u64(config.drop_behind.value_or(0));
+  head.u64(table.counters_.version_drops);
+  head.u64(any ? storage.capacity() : 0);
+  REPLAYD_RETURN_IF_ERROR(writer.section(kVersionsHead, head.data()));
+  if (!any) return Ok{};
+  writer.begin_stream(kVersions);
+  Status status = Ok{};
+  for (std::uint32_t slot = 0; status && slot < storage.capacity(); ++slot) {
+    status = writer.append_value(storage.occupied(slot) ? storage.version(slot) : 0);
+  }
+  REPLAYD_RETURN_IF_ERROR(status);
+  return writer.end_stream();
+}
+
+Status TableSnapshotAccess::read_versions(SectionReader& reader, Table& table) {
+  REPLAYD_ASSIGN_OR_RETURN(auto head_bytes, reader.section(kVersionsHead));
+  ByteReader in(head_bytes);
+  VersionsConfig config;
+  std::uint8_t has_drop_behind = 0;
+  std::uint64_t drop_behind = 0;
+  std::uint64_t drops = 0;
+  std::uint64_t count = 0;
+  if (!in.str(config.value, 128) || !in.u8(has_drop_behind) || !in.u64(drop_behind) ||
+      !in.u64(drops) || !in.u64(count) || in.remaining() != 0 || has_drop_behind > 1) {
+    return bad("section TVRH: malformed");
+  }
+  if (has_drop_behind) config.drop_behind = drop_behind;
+  TableConfig checked = table.config_;
+  checked.versions = config;
+  if (auto valid = validate_table_config(checked, std::numeric_limits<std::uint64_t>::max());
+      !valid) {
+    return bad("section TVRH: " + valid.error().message);
+  }
+  Storage& storage = table.storage_;
+  if (count != 0 && count != storage.capacity()) {
+    return bad("section TVRH: " + std::to_string(count) + " versions, the table has " +
+               std::to_string(storage.capacity()) + " slots");
+  }
+  table.config_.versions = config;
+  table.counters_.version_drops = drops;
+  if (count == 0) return Ok{};
+  reader.begin_stream(kVersions, count * 8);
+  for (std::uint32_t slot = 0; slot < storage.capacity(); ++slot) {
+    std::uint64_t version = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(version));
+    if (storage.occupied(slot)) {
+      storage.set_version(slot, version);
+    } else if (version != 0) {
+      return bad("section TVRS: free slot " + std::to_string(slot) + " has a version");
+    }
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  recount_versions(table);
+  return Ok{};
+}
+
+void TableSnapshotAccess::recount_versions(Table& table) {
+  table.versions_.clear();
+  table.versions_.drop_eligible();
+  const Storage& storage = table.storage_;
+  for (std::uint32_t slot = 0; slot < storage.capacity(); ++slot) {
+    if (storage.occupied(slot)) table.versions_.count(storage.version(slot));
+  }
 }
 
 Status TableSnapshotAccess::write_lost(SectionWriter& writer, std::span<const std::uint64_t> lost) {
@@ -536,6 +621,7 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (auto status = read_sampler_order(reader, *table, occupied); !status) {
     return in_table(name, status.error());
   }
+  recount_versions(*table);  // every version 0 until TVRS (version 5) is read
   if (EpisodicTable* episodic = table->episodic_.get()) {
     auto status =
         read_episode_sections(reader, table->storage_, EpisodicTable::kMaxOpenEpisodes,
@@ -557,6 +643,9 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
     ByteReader in(metadata_bytes);
     if (!in.str(table->config_.metadata, kMaxTableMetadataBytes) || in.remaining() != 0)
       return in_table(name, bad("section TMET: malformed or longer than 1 MiB"));
+  }
+  if (version >= 5) {
+    if (auto status = read_versions(reader, *table); !status) return in_table(name, status.error());
   }
   return table;
 }

@@ -29,7 +29,9 @@ inline constexpr char kSnapshotMagic[8] = {'R', 'P', 'L', 'Y', 'S', 'N', 'A', 'P
 // Version 3 adds, after those, each table's metadata (TableConfig::metadata).
 // Version 4 adds published values after the tables (core/snapshot/value_snapshot.h), their
 // count in FINF's and FEND's second field (0 before).
-inline constexpr std::uint32_t kSnapshotVersion = 4;
+// Version 5 adds, after each table's metadata, its policy versions (TVRH, TVRS): the
+// followed value and drop_behind, and every stored item's version (docs/VERSIONS.md).
+inline constexpr std::uint32_t kSnapshotVersion = 5;
 inline constexpr std::uint32_t kOldestSnapshotVersion = 1;
 inline constexpr std::uint32_t kSnapshotHeaderBytes = 16;  // magic, version, header crc32c
 

@@ -28,6 +28,7 @@ Storage::Storage(const Schema& schema, std::uint32_t capacity, std::unique_ptr<C
       stamps_(reinterpret_cast<std::uint64_t*>(memory_->bytes().data() + layout_.stamps_offset)),
       keys_(capacity, 0),
       generations_(capacity, 0),
+      versions_(capacity, 0),
       priorities_(capacity, 0.0),
       times_sampled_(capacity, 0),
       occupied_(capacity, 0) {
@@ -51,6 +52,7 @@ std::uint64_t Storage::allocated_bytes() const {
   for (const auto& blobs : blobs_)
     if (blobs) bytes += blobs->allocated_bytes();
   bytes += keys_.capacity() * sizeof(keys_[0]) + generations_.capacity() * sizeof(generations_[0]) +
+           versions_.capacity() * sizeof(versions_[0]) +
            priorities_.capacity() * sizeof(priorities_[0]) +
            times_sampled_.capacity() * sizeof(times_sampled_[0]) +
            occupied_.capacity() * sizeof(occupied_[0]) + free_.capacity() * sizeof(free_[0]);
@@ -91,6 +93,7 @@ void Storage::occupy_with_key(std::uint32_t slot, std::uint64_t key) {
   }
   keys_[slot] = key;
   occupied_[slot] = 1;
+  versions_[slot] = 0;
   priorities_[slot] = 0.0;
   times_sampled_[slot] = 0;
 }
@@ -103,6 +106,7 @@ void Storage::restore_layout(std::span<const std::uint32_t> free_stack) {
   for (std::uint32_t slot = 0; slot < capacity_; ++slot) {
     if (!occupied_[slot]) continue;
     keys_[slot] = (generations_[slot] << slot_bits_) | slot;
+    versions_[slot] = 0;
     priorities_[slot] = 0.0;
     times_sampled_[slot] = 0;
   }

@@ -44,11 +44,12 @@ class Storage {
   Storage(const Schema& schema, std::uint32_t capacity);
 
   static constexpr std::uint32_t kMaxCapacity = 1u << 31;
-  // Bytes of per-slot metadata (key, generation, priority, times sampled, occupied flag,
-  // free-stack entry): what a slot costs beside its data and its stamp (in the layout).
+  // Bytes of per-slot metadata (key, generation, policy version, priority, times sampled,
+  // occupied flag, free-stack entry): what a slot costs beside its data and its stamp (in
+  // the layout).
   static constexpr std::uint64_t kMetadataBytesPerSlot =
-      sizeof(std::uint64_t) + sizeof(std::uint64_t) + sizeof(double) + sizeof(std::uint32_t) +
-      sizeof(std::uint8_t) + sizeof(std::uint32_t);
+      sizeof(std::uint64_t) + sizeof(std::uint64_t) + sizeof(std::uint64_t) + sizeof(double) +
+      sizeof(std::uint32_t) + sizeof(std::uint8_t) + sizeof(std::uint32_t);
   // What this Storage holds: its data columns, its blob columns (stored values and index)
   // and every metadata vector's capacity.
   std::uint64_t allocated_bytes() const;
@@ -81,6 +82,9 @@ class Storage {
   double priority(std::uint32_t slot) const { return priorities_[slot]; }
   void set_priority(std::uint32_t slot, double priority) { priorities_[slot] = priority; }
   std::uint32_t times_sampled(std::uint32_t slot) const { return times_sampled_[slot]; }
+  // The policy version the item was acted with (0: none given); set once, when stored.
+  std::uint64_t version(std::uint32_t slot) const { return versions_[slot]; }
+  void set_version(std::uint32_t slot, std::uint64_t version) { versions_[slot] = version; }
   void set_times_sampled(std::uint32_t slot, std::uint32_t n) { times_sampled_[slot] = n; }
 
   // Address of field `field`'s value for `slot`; valid while this Storage lives.
@@ -108,8 +112,8 @@ class Storage {
   // The free slots as a stack: acquire() takes back() first.
   std::span<const std::uint32_t> free_slots() const { return free_; }
   // Restore path: exactly the slots of `free_stack` become free, in that stack order, and
-  // every other slot becomes occupied with key (generation << slot_bits) | slot, priority 0
-  // and times sampled 0 (the key acquire() gave it). Precondition (the caller validates):
+  // every other slot becomes occupied with key (generation << slot_bits) | slot, priority 0,
+  // version 0 and times sampled 0 (the key acquire() gave it). Precondition (the caller validates):
   // distinct slots < capacity. O(capacity).
   void restore_layout(std::span<const std::uint32_t> free_stack);
   // Occupies the free `slot` with exactly `key`. Precondition: slot free, key's slot bits
@@ -134,6 +138,7 @@ class Storage {
   std::vector<std::unique_ptr<BlobColumn>> blobs_;  // null for other fields
   std::vector<std::uint64_t> keys_;  // private: a forked snapshot writer keeps the fork's
   std::vector<std::uint64_t> generations_;
+  std::vector<std::uint64_t> versions_;
   std::vector<double> priorities_;
   std::vector<std::uint32_t> times_sampled_;
   std::vector<std::uint8_t> occupied_;

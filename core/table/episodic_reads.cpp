@@ -14,7 +14,8 @@ Status EpisodicTable::check_step_buffers(const StepBuffers& out, std::uint64_t r
             out.positions.size() == rows && out.sequences.size() == rows &&
             out.columns.size() == fields.size() &&
             (out.slots.size() == rows || !items_.config_.schema.has_compression()) &&
-            (out.ends.empty() || out.ends.size() == rows);
+            (out.ends.empty() || out.ends.size() == rows) &&
+            (out.versions.empty() || out.versions.size() == rows);
   for (std::size_t f = 0; ok && f < fields.size(); ++f) {
     const bool compressed = fields[f].compression != Compression::none;
     ok = out.columns[f].size() == (compressed ? 0 : rows * fields[f].item_bytes());
@@ -32,6 +33,7 @@ void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepB
   out.positions[row] = ref.position;
   out.sequences[row] = step_log_->sequence(slot);
   if (!out.slots.empty()) out.slots[row] = slot;
+  if (!out.versions.empty()) out.versions[row] = items_.storage_.version(slot);
   if (!out.ends.empty()) {
     const std::uint32_t next = episodes_->following(slot);
     out.ends[row] = next == EpisodeIndex::kTerminatesHere  ? 1

@@ -87,8 +87,10 @@ Status EpisodicTable::append_steps(std::uint64_t writer, std::span<const std::ui
                                    std::span<const std::span<const std::byte>> columns,
                                    std::uint64_t n, std::span<const double> priorities,
                                    std::span<std::uint64_t> keys_out,
-                                   std::span<const std::span<const std::uint32_t>> frame_sizes) {
+                                   std::span<const std::span<const std::uint32_t>> frame_sizes,
+                                   std::span<const std::uint64_t> versions) {
   REPLAYD_RETURN_IF_ERROR(items_.check_rows(columns, n, priorities, keys_out, frame_sizes));
+  REPLAYD_RETURN_IF_ERROR(items_.check_versions(versions, n));
   if (episodes.size() != n) {
     return invalid(name(), std::to_string(episodes.size()) + " episode ids for " +
                                std::to_string(n) + " steps");
@@ -111,8 +113,9 @@ Status EpisodicTable::append_steps(std::uint64_t writer, std::span<const std::ui
   }
   std::array<std::uint64_t, Schema::kMaxFields> frame_offsets{};
   for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint32_t slot = items_.store_row(columns, i, priorities, frame_sizes,
-                                                std::span(frame_offsets).first(columns.size()));
+    const std::uint32_t slot =
+        items_.store_row(columns, i, priorities, frame_sizes,
+                         std::span(frame_offsets).first(columns.size()), versions);
     episodes_->append(episodes[i], slot);
     step_log_->on_store(slot);
     windows_->on_append(slot);
@@ -173,8 +176,12 @@ Status EpisodicTable::append_final_values(
     return invalid(name(), "final observation: its compressed values exceed max_compressed_bytes");
   }
   std::array<std::uint64_t, Schema::kMaxFields> offsets{};
-  const std::uint32_t slot =
-      items_.store_row(columns, 0, {}, frame_sizes, std::span(offsets).first(fields.size()));
+  // The final observation carries the version of the episode's last stored step.
+  const SlotQueue& slots = episodes_->find(episode)->slots;
+  const std::uint64_t version =
+      slots.empty() ? 0 : items_.storage_.version(slots[slots.size() - 1]);
+  const std::uint32_t slot = items_.store_row(
+      columns, 0, {}, frame_sizes, std::span(offsets).first(fields.size()), std::span(&version, 1));
   episodes_->append(episode, slot);
   step_log_->on_store(slot);
   windows_->on_append(slot);

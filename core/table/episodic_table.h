@@ -124,6 +124,8 @@ struct StepBuffers {
   // Optional (empty: not filled): how each step's episode ended at that step: 1 when it is
   // the last step of an episode ended terminated, 2 of one ended truncated, else 0.
   std::span<std::uint8_t> ends = {};
+  // Optional (empty: not filled): each step's policy version (Storage::version).
+  std::span<std::uint64_t> versions = {};
 };
 
 class EpisodicTable {
@@ -151,7 +153,8 @@ class EpisodicTable {
   Status append_steps(std::uint64_t writer, std::span<const std::uint64_t> episodes,
                       std::span<const std::span<const std::byte>> columns, std::uint64_t n,
                       std::span<const double> priorities, std::span<std::uint64_t> keys_out,
-                      std::span<const std::span<const std::uint32_t>> frame_sizes = {});
+                      std::span<const std::span<const std::uint32_t>> frame_sizes = {},
+                      std::span<const std::uint64_t> versions = {});
   // Ends the open episode `episode` of `writer`. Errors: invalid_argument when it is not
   // open for this writer or has no steps. O(forward^2) per window index at most.
   // Tables with next_of fields: `final_values` (one span per field: the value of each next_of

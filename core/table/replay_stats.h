@@ -115,6 +115,9 @@ struct ReplayHistograms {
   // the drawn episode's age in episodes opened after it (the newest episode has age 0).
   Log2Histogram<26> episode_length_steps;
   Log2Histogram<26> draw_episode_age;
+  // Draws of a table that follows a published value, once its version is known: the drawn
+  // item's staleness, the value's version less the item's (0 when the item is newer).
+  Log2Histogram<26> sample_staleness_versions;
   std::uint64_t resets = 0;       // reset_table calls
   std::uint64_t reset_items = 0;  // items removed by them
 };
@@ -153,8 +156,7 @@ class ReplayStats {
     histograms_.sample_age_inserts.add(age(stamp, inserts));
     const std::uint32_t now = relative_ms(now_ms);
     if (stamp.ms != 0 && now >= stamp.ms) histograms_.sample_age_ms.add(now - stamp.ms);
-    histograms_.sample_priority.add(std::isnan(stamp.priority) ? stored_priority
-                                                                : stamp.priority);
+    histograms_.sample_priority.add(std::isnan(stamp.priority) ? stored_priority : stamp.priority);
   }
   // update_priorities set the priority of the stored item in `slot`.
   void on_update(std::uint32_t slot, std::uint64_t inserts, double priority) {
@@ -166,6 +168,9 @@ class ReplayStats {
   }
   void on_episode_end(std::uint64_t length_steps) {
     histograms_.episode_length_steps.add(length_steps);
+  }
+  void on_draw_staleness(std::uint64_t versions_behind) {
+    histograms_.sample_staleness_versions.add(versions_behind);
   }
   void on_episode_draw(std::uint64_t age_episodes) {
     histograms_.draw_episode_age.add(age_episodes);

@@ -87,9 +87,53 @@ bool Table::may_insert(std::uint64_t n) const {
   return rate_limiter_.may_insert(n);
 }
 
-bool Table::may_sample(std::uint64_t n) const {
+bool Table::may_sample(std::uint64_t n, std::uint64_t min_version) const {
   if (storage_.size() == 0 || !rate_limiter_.may_sample(n)) return false;
+  if (min_version != 0) {
+    const auto needed = static_cast<std::uint64_t>(
+        std::max<std::int64_t>(1, config_.rate_limiter.min_size_to_sample));
+    if (versions_.count_at_least(min_version) < needed) return false;
+  }
   return config_.max_times_sampled == 0 || draws_left_ >= n;
+}
+
+Status Table::check_min_version() const {
+  if (config_.max_times_sampled == 0) return Ok{};
+  return make_error(ErrorCode::failed_precondition,
+                    "table '" + name() +
+                        "' has max_times_sampled: a sample cannot be bounded by min_version "
+                        "(a batch could retire every eligible item midway); sample it without "
+                        "min_version or max_staleness");
+}
+
+const Selector& Table::sampler_for(std::uint64_t min_version) {
+  if (min_version == 0 || versions_.count_at_least(min_version) == storage_.size()) {
+    return *sampler_;
+  }
+  if (const Selector* built = versions_.eligible_for(min_version)) return *built;
+  std::unique_ptr<Selector> made;
+  if (!versions_.holds_eligible()) {
+    // The configuration was validated at creation: make_selector cannot fail here.
+    made = std::move(make_selector(config_.sampler, config_.capacity)).value();
+  }
+  Selector& eligible = versions_.rebuild_eligible(min_version, std::move(made));
+  sampler_->for_each_in_order([&](std::uint32_t slot) {
+    if (storage_.version(slot) >= min_version) eligible.insert(slot, storage_.priority(slot));
+  });
+  return eligible;
+}
+
+std::uint64_t Table::drop_versions_below(std::uint64_t bound) {
+  const auto oldest = versions_.min_version();
+  if (!oldest || *oldest >= bound) return 0;
+  std::uint64_t dropped = 0;
+  for (std::uint32_t slot = 0; slot < storage_.capacity(); ++slot) {
+    if (!storage_.occupied(slot) || storage_.version(slot) >= bound) continue;
+    remove_item(slot);
+    ++dropped;
+  }
+  counters_.version_drops += dropped;
+  return dropped;
 }
 
 std::uint64_t Table::draws_left(std::uint32_t slot) const {
@@ -105,6 +149,7 @@ void Table::remove_item(std::uint32_t slot) {
   replay_.on_remove(storage_.times_sampled(slot));
   sampler_->remove(slot);
   remover_->remove(slot);
+  versions_.on_remove(slot, storage_.version(slot));
   storage_.release(slot);
   rate_limiter_.record_deletes(1);
 }
@@ -203,7 +248,8 @@ Result<std::uint64_t> Table::check_rows(
 std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
                                std::span<const double> priorities,
                                std::span<const std::span<const std::uint32_t>> frame_sizes,
-                               std::span<std::uint64_t> frame_offsets) {
+                               std::span<std::uint64_t> frame_offsets,
+                               std::span<const std::uint64_t> versions) {
   std::uint64_t cost = 0;
   for (std::size_t f = 0; f < frame_sizes.size(); ++f)
     if (!frame_sizes[f].empty()) cost += BlobColumn::cost(frame_sizes[f][i]);
@@ -233,24 +279,37 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
   storage_.set_priority(slot, priority);
   sampler_->insert(slot, priority);
   remover_->insert(slot, priority);
+  const std::uint64_t version = versions.empty()       ? 0
+                                : versions.size() == 1 ? versions[0]
+                                                       : versions[i];
+  storage_.set_version(slot, version);
+  versions_.on_store(slot, version, priority);
   // Callers add the batch to counters_.inserts after storing it: row i is insert inserts + i.
   replay_.on_store(slot, counters_.inserts + i, now_ms_, priority);
   return slot;
 }
 
+Status Table::check_versions(std::span<const std::uint64_t> versions, std::uint64_t n) const {
+  if (versions.empty() || versions.size() == 1 || versions.size() == n) return Ok{};
+  return invalid(name(), std::to_string(versions.size()) + " versions for " + std::to_string(n) +
+                             " items: give one per item, one for all, or none");
+}
+
 Status Table::insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                     std::span<const double> priorities, std::span<std::uint64_t> keys_out) {
+                     std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+                     std::span<const std::uint64_t> versions) {
   if (episodic_) {
     return make_error(ErrorCode::failed_precondition,
                       "table '" + name() + "' is episodic: store steps with append_steps");
   }
   REPLAYD_RETURN_IF_ERROR(check_rows(columns, n, priorities, keys_out));
+  REPLAYD_RETURN_IF_ERROR(check_versions(versions, n));
   if (!rate_limiter_.may_insert(n)) {
     return make_error(ErrorCode::would_block,
                       "table '" + name() + "': insert held by rate limiter");
   }
   for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint32_t slot = store_row(columns, i, priorities);
+    const std::uint32_t slot = store_row(columns, i, priorities, {}, {}, versions);
     if (config_.max_times_sampled != 0) draws_left_ += config_.max_times_sampled;
     keys_out[i] = storage_.key(slot);
   }
@@ -271,7 +330,8 @@ Status Table::check_plain_sample() const {
   return Ok{};
 }
 
-Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
+Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out,
+                     std::uint64_t min_version) {
   const auto& fields = config_.schema.fields();
   REPLAYD_RETURN_IF_ERROR(check_plain_sample());
   if (n == 0) return invalid(name(), "sample of 0 items");
@@ -280,7 +340,8 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
   }
   const bool keys_only = out.columns.empty() && out.rows.empty();
   if (out.keys.size() != n || out.probabilities.size() != n || out.weights.size() != n ||
-      out.times_sampled.size() != n || (!keys_only && out.columns.size() != fields.size())) {
+      out.times_sampled.size() != n || (!keys_only && out.columns.size() != fields.size()) ||
+      (!out.versions.empty() && out.versions.size() != n)) {
     return invalid(name(), "sample output buffers do not match n and the schema");
   }
   for (std::size_t f = 0; !keys_only && f < fields.size(); ++f) {
@@ -298,13 +359,17 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
     return invalid(
         name(), "a sample of " + std::to_string(n) + " items exceeds capacity x max_times_sampled");
   }
-  if (!may_sample(n)) {
-    return make_error(ErrorCode::would_block,
-                      "table '" + name() + "': sample held by rate limiter or too few items");
+  if (min_version != 0) REPLAYD_RETURN_IF_ERROR(check_min_version());
+  if (!may_sample(n, min_version)) {
+    return make_error(
+        ErrorCode::would_block,
+        "table '" + name() + "': sample held by rate limiter or too few items" +
+            (min_version != 0 ? " of version >= " + std::to_string(min_version) : std::string()));
   }
 
+  const Selector& selector = sampler_for(min_version);
   for (std::uint64_t i = 0; i < n; ++i) {
-    const Pick pick = sampler_->sample(rng_, beta);
+    const Pick pick = selector.sample(rng_, beta);
     const std::uint32_t slot = pick.slot;
     const std::uint32_t times = storage_.times_sampled(slot) + 1;
     storage_.set_times_sampled(slot, times);
@@ -312,6 +377,7 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out) {
     out.probabilities[i] = pick.probability;
     out.weights[i] = pick.weight;
     out.times_sampled[i] = times;
+    if (!out.versions.empty()) out.versions[i] = storage_.version(slot);
     if (config_.max_times_sampled != 0) {
       --draws_left_;
       if (times >= config_.max_times_sampled) {
@@ -369,6 +435,10 @@ void Table::observe_draws(std::span<const std::uint64_t> keys) {
     } else {
       replay_.on_draw(slot, counters_.inserts, now_ms_, storage_.priority(slot));
     }
+    if (policy_version_) {
+      const std::uint64_t version = storage_.version(slot);
+      replay_.on_draw_staleness(*policy_version_ > version ? *policy_version_ - version : 0);
+    }
   }
 }
 
@@ -391,6 +461,7 @@ Result<UpdateOutcome> Table::update_priorities(std::span<const std::uint64_t> ke
     storage_.set_priority(*slot, priorities[i]);
     sampler_->update(*slot, priorities[i]);
     remover_->update(*slot, priorities[i]);
+    versions_.on_update(*slot, storage_.version(*slot), priorities[i]);
     if (episodic_) episodic_->on_priority(*slot);
     if (priorities[i] > max_priority_) max_priority_ = priorities[i];
     ++outcome.applied;
@@ -424,6 +495,7 @@ void Table::reset() {
   storage_.clear();
   sampler_->clear();
   remover_->clear();
+  versions_.clear();
   rate_limiter_.reset();
   draws_left_ = 0;
   if (episodic_) episodic_->clear();

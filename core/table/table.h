@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "core/table/rate_limiter.h"
 #include "core/table/replay_stats.h"
 #include "core/table/table_config.h"
+#include "core/table/version_index.h"
 
 namespace replayd {
 
@@ -37,6 +39,7 @@ struct TableCounters {
   std::uint64_t stale_deletes = 0;     // deletes aimed at keys no longer stored (ignored)
   std::uint64_t evictions = 0;         // items removed to make room
   std::uint64_t expirations = 0;       // items removed after max_times_sampled samples
+  std::uint64_t version_drops = 0;     // items dropped behind a version (drop_versions_below)
   bool operator==(const TableCounters&) const = default;
 };
 
@@ -68,6 +71,7 @@ struct SampleBuffers {
   std::span<std::uint32_t> times_sampled;  // count after this sample, so >= 1
   std::span<const std::span<std::byte>> columns;
   std::span<const std::span<const std::byte*>> rows = {};  // per field, where columns[f] is empty
+  std::span<std::uint64_t> versions = {};  // n: each draw's policy version; empty: not asked
 };
 
 struct UpdateOutcome {
@@ -102,24 +106,34 @@ class Table {
   const Schema& schema() const { return config_.schema; }
   std::uint32_t size() const { return storage_.size(); }
 
-  // Whether the rate limiter and the stored items admit an insert / a sample of n now.
+  // Whether the rate limiter and the stored items admit an insert / a sample of n now. A
+  // sample bounded by min_version (> 0) also needs max(1, min_size_to_sample) stored items
+  // of version >= min_version (docs/VERSIONS.md).
   bool may_insert(std::uint64_t n) const;
-  bool may_sample(std::uint64_t n) const;
+  bool may_sample(std::uint64_t n, std::uint64_t min_version = 0) const;
 
   // Stores n items. columns: one span per field in schema order, each n * item_bytes bytes,
   // C order. priorities: empty (every item gets the largest priority seen so far) or n
   // finite values >= 0. keys_out: n slots that receive the new keys in order.
   // When full, the remover evicts one item per new item. n must not exceed capacity.
+  // versions: the policy version of each item (n values), of every item (1 value), or none
+  // (empty: version 0).
   // Errors: invalid_argument (shape of input, bad priority, n out of range, a batch the
   // rate limiter could never admit), would_block. Cost: O(n * (item bytes + log capacity)).
   Status insert(std::span<const std::span<const std::byte>> columns, std::uint64_t n,
-                std::span<const double> priorities, std::span<std::uint64_t> keys_out);
+                std::span<const double> priorities, std::span<std::uint64_t> keys_out,
+                std::span<const std::uint64_t> versions = {});
 
   // Draws n items one after another (with replacement unless max_times_sampled removes an
   // item mid-batch) and copies each row straight into `out`. beta: importance-sampling
-  // exponent, finite, >= 0. Errors: invalid_argument, would_block.
-  // Cost: O(n * (item bytes + log capacity)), no allocation.
-  Status sample(std::uint64_t n, double beta, const SampleBuffers& out);
+  // exponent, finite, >= 0. min_version > 0 draws only items of version >= min_version, as
+  // the sampler would from those items alone: probabilities and importance weights are over
+  // them (VersionIndex's eligible sampler, built at the first such draw and kept while the
+  // bound stays; building it is O(size log capacity)).
+  // Errors: invalid_argument, failed_precondition (min_version with max_times_sampled),
+  // would_block. Cost: O(n * (item bytes + log capacity)), no allocation but that build.
+  Status sample(std::uint64_t n, double beta, const SampleBuffers& out,
+                std::uint64_t min_version = 0);
   // Whether sample() may draw this table's items: failed_precondition for an episodic table
   // with frame fields or max_times_sampled (its transitions are n-step draws). O(1).
   Status check_plain_sample() const;
@@ -144,6 +158,20 @@ class Table {
   // episodic table's window indexes are built again when next asked for. O(size log size).
   Status set_priority_exponent(double exponent);
 
+  // Policy versions (docs/VERSIONS.md). The version of the value the table follows
+  // (config().versions.value), set by the service at each publish of it and at start: the
+  // staleness of each recorded draw is measured against it. O(1).
+  void set_policy_version(std::uint64_t version) { policy_version_ = version; }
+  std::optional<std::uint64_t> policy_version() const { return policy_version_; }
+  // Removes every stored item of version < bound (counted in version_drops and as deletes by
+  // the rate limiter); returns how many. O(capacity) when any stored version is below bound,
+  // else O(1).
+  std::uint64_t drop_versions_below(std::uint64_t bound);
+  const VersionIndex& versions() const { return versions_; }
+  // Whether a sample may be bounded by version: failed_precondition for tables with
+  // max_times_sampled (a bounded batch could retire every eligible item midway). O(1).
+  Status check_min_version() const;
+
   // Removes every item and resets the rate limiter; counters and keys issued so far are kept
   // (keys stay unique). Counted in ReplayHistograms::resets / reset_items. O(capacity).
   void reset();
@@ -162,7 +190,8 @@ class Table {
   // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).
   std::uint64_t allocated_bytes() const {
     return storage_.allocated_bytes() + sampler_->allocated_bytes() + remover_->allocated_bytes() +
-           std::uint64_t{config_.capacity} * ReplayStats::kBytesPerSlot;
+           std::uint64_t{config_.capacity} * ReplayStats::kBytesPerSlot +
+           versions_.eligible_bytes();
   }
   // The sampler's mass of the stored items (see SamplingMass). O(1).
   SamplingMass sampling_mass() const { return sampler_->mass(storage_.size()); }
@@ -204,6 +233,8 @@ class Table {
       std::span<const std::span<const std::byte>> columns, std::uint64_t n,
       std::span<const double> priorities, std::span<std::uint64_t> keys_out,
       std::span<const std::span<const std::uint32_t>> frame_sizes = {});
+  // invalid_argument unless `versions` holds 0, 1 or n values (Table::insert).
+  Status check_versions(std::span<const std::uint64_t> versions, std::uint64_t n) const;
   Result<std::uint64_t> check_frames(std::span<const std::span<const std::byte>> columns,
                                      std::uint64_t n,
                                      std::span<const std::span<const std::uint32_t>> frame_sizes);
@@ -214,7 +245,11 @@ class Table {
   std::uint32_t store_row(std::span<const std::span<const std::byte>> columns, std::uint64_t i,
                           std::span<const double> priorities,
                           std::span<const std::span<const std::uint32_t>> frame_sizes = {},
-                          std::span<std::uint64_t> frame_offsets = {});
+                          std::span<std::uint64_t> frame_offsets = {},
+                          std::span<const std::uint64_t> versions = {});
+  // The selector a sample bounded by min_version draws with: the sampler when every stored
+  // item is eligible, else the eligible sampler (built here when its bound differs).
+  const Selector& sampler_for(std::uint64_t min_version);
 
   TableConfig config_;
   Storage storage_;
@@ -229,8 +264,10 @@ class Table {
   std::uint64_t draws_left_ = 0;
   std::uint64_t blob_budget_ = 0;  // compressed_budget(config_)
   ReplayStats replay_;
-  std::uint64_t now_ms_ = 0;                 // set_now_ms
-  std::unique_ptr<EpisodicTable> episodic_;  // episodic tables only
+  std::uint64_t now_ms_ = 0;  // set_now_ms
+  VersionIndex versions_;
+  std::optional<std::uint64_t> policy_version_;  // set_policy_version
+  std::unique_ptr<EpisodicTable> episodic_;      // episodic tables only
 };
 
 }  // namespace replayd

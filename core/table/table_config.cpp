@@ -116,6 +116,7 @@ TableBytes table_bytes(const TableConfig& config) {
   bytes.replay = std::uint64_t{config.capacity} * ReplayStats::kBytesPerSlot;
   bytes.sampler = selector_bytes(config.sampler.kind, config.capacity);
   bytes.remover = selector_bytes(config.remover, config.capacity);
+  bytes.versions = selector_bytes(config.sampler.kind, config.capacity);
   if (config.episodes.enabled) {
     const std::uint64_t per_index = selector_bytes(config.sampler.kind, config.capacity) +
                                     config.capacity;  // + membership bytes
@@ -126,6 +127,16 @@ TableBytes table_bytes(const TableConfig& config) {
                      kMaxWindowIndexes * per_index;
   }
   return bytes;
+}
+
+bool is_valid_value_name(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-' || c == '/';
+    if (!ok) return false;
+  }
+  return true;
 }
 
 Status validate_table_config(const TableConfig& config, std::uint64_t max_table_bytes) {
@@ -152,6 +163,7 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
             std::to_string(bytes.metadata) + ", sampler " + std::to_string(bytes.sampler) +
             ", remover " + std::to_string(bytes.remover) + ", episodes " +
             std::to_string(bytes.episodes) + ", replay stats " + std::to_string(bytes.replay) +
+            ", version-bounded sampler " + std::to_string(bytes.versions) +
             "), exceeding max_table_bytes = " + std::to_string(max_table_bytes) +
             " bytes per table");
   }
@@ -161,6 +173,18 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           std::to_string(config.rate_limiter.min_size_to_sample) +
                           ") exceeds capacity (" + std::to_string(config.capacity) +
                           "): sampling could never start");
+  }
+  if (!config.versions.value.empty() && !is_valid_value_name(config.versions.value)) {
+    return make_error(ErrorCode::invalid_argument,
+                      who +
+                          "versions.value must name a published value: 1-128 characters of "
+                          "letters, digits, '_', '.', '-' and '/'");
+  }
+  if (config.versions.drop_behind && config.versions.value.empty()) {
+    return make_error(ErrorCode::invalid_argument,
+                      who +
+                          "versions.drop_behind needs versions.value: the published value "
+                          "whose versions the items are dropped behind");
   }
   if (config.episodes.enabled) return validate_episode_config(config);
   for (const auto& field : config.schema.fields()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,16 @@ struct EpisodeConfig {
   // of an episode are never drawn: a writer stores an episode's first frames there.
   bool pad_history = true;
   bool operator==(const EpisodeConfig&) const = default;
+};
+
+// Policy versions (docs/VERSIONS.md): every item carries the version of the policy that
+// acted it (Storage::version, 0 when none was given). A table may follow a published value:
+// its version is the table's current policy version, against which staleness is measured,
+// and, with drop_behind k, publishing version V of it drops every item of version < V - k.
+struct VersionsConfig {
+  std::string value;                         // the followed value's name; empty: none
+  std::optional<std::uint64_t> drop_behind;  // needs `value`
+  bool operator==(const VersionsConfig&) const = default;
 };
 
 // Bytes of episode bookkeeping per slot of an episodic table (slot's episode id and
@@ -62,6 +73,7 @@ struct TableConfig {
   // The client's own description of the table (a dataset's spaces, say): JSON text the
   // table keeps, returns and snapshots unchanged and never reads. Empty: none.
   std::string metadata;
+  VersionsConfig versions;
 };
 
 // The longest metadata a table keeps, in bytes of JSON text.
@@ -87,7 +99,12 @@ struct TableBytes {
   // the sampler's kind and a membership byte per slot).
   std::uint64_t episodes = 0;
   std::uint64_t replay = 0;  // capacity * ReplayStats::kBytesPerSlot (store stamps per slot)
-  uint128 total() const { return data + metadata + sampler + remover + episodes + replay; }
+  // The sampler over the eligible items a sample bounded by version builds (VersionIndex): a
+  // second selector of the sampler's kind, allocated when first needed.
+  std::uint64_t versions = 0;
+  uint128 total() const {
+    return data + metadata + sampler + remover + episodes + replay + versions;
+  }
 };
 TableBytes table_bytes(const TableConfig& config);
 
@@ -102,5 +119,7 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
 
 // Whether a name is acceptable for a table (same rule as field names).
 bool is_valid_table_name(std::string_view name);
+// Whether a name is acceptable for a published value (1-128 of A-Z a-z 0-9 _ . - /).
+bool is_valid_value_name(std::string_view name);
 
 }  // namespace replayd

@@ -58,6 +58,7 @@ Status Table::set_priority_exponent(double exponent) {
       [&](std::uint32_t slot) { (*sampler)->insert(slot, storage_.priority(slot)); });
   sampler_ = std::move(sampler).value();
   config_.sampler.priority_exponent = exponent;
+  versions_.drop_eligible();  // built again, with the new exponent, when next needed
   if (episodic_) episodic_->set_priority_exponent(exponent);
   return Ok{};
 }

@@ -61,7 +61,7 @@ asio::awaitable<Result<Reply>> append_steps(Call& call) {
   table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.append_steps(
       call.writer, batch.episodes, batch.rows.values, call.n, batch.priorities,
-      {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes));
+      {keys.as<std::uint64_t>(0), call.n}, batch.rows.frame_sizes, batch.versions()));
   if (batch.staged) call.shared_bytes = call.n * table.schema().item_bytes();
   for (std::size_t e = 0; e < ends.size(); ++e) {
     const auto how = ends[e].terminated ? EpisodeEnd::terminated : EpisodeEnd::truncated;

@@ -15,13 +15,15 @@ constexpr std::array<std::string_view, 1> kTableField{"table"};
 constexpr std::array<std::string_view, 2> kCreateFields{"table", "exist_ok"};
 constexpr std::array<std::string_view, 3> kConfigureFields{"table", "rate_limiter",
                                                            "priority_exponent"};
-constexpr std::array<std::string_view, 6> kInsertFields{"table",      "n",          "columns",
-                                                        "priorities", "timeout_ms", "staged"};
-constexpr std::array<std::string_view, 8> kAppendStepsFields{
-    "table", "n", "columns", "priorities", "timeout_ms", "end", "final_columns", "staged"};
+constexpr std::array<std::string_view, 8> kInsertFields{
+    "table", "n", "columns", "priorities", "timeout_ms", "staged", "version", "versions"};
+constexpr std::array<std::string_view, 10> kAppendStepsFields{
+    "table",         "n",      "columns", "priorities", "timeout_ms", "end",
+    "final_columns", "staged", "version", "versions"};
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
-constexpr std::array<std::string_view, 9> kSampleFields{
-    "table", "n", "beta", "timeout_ms", "nstep", "gamma", "raw", "rows", "batches"};
+constexpr std::array<std::string_view, 13> kSampleFields{
+    "table", "n",       "beta",     "timeout_ms",  "nstep",         "gamma", "raw",
+    "rows",  "batches", "versions", "min_version", "max_staleness", "value"};
 constexpr std::array<std::string_view, 6> kSampleMixedFields{"tables", "counts",     "n",
                                                              "beta",   "timeout_ms", "rows"};
 constexpr std::array<std::string_view, 3> kPublishBeginFields{"name", "version", "arrays"};

@@ -6,6 +6,7 @@
 #include "service/protocol/sample_reply.h"
 #include "service/protocol/table_json.h"
 #include "service/table_description.h"
+#include "service/values/policy_versions.h"
 
 namespace replayd::service::commands {
 namespace json = boost::json;
@@ -46,6 +47,7 @@ asio::awaitable<Result<Reply>> create_table(Call& call) {
       auto table,
       Table::create(std::move(config), service.limits.max_table_bytes, service.column_memory));
   auto hosted = service.tables.add(std::move(table));
+  adopt_policy_version(service, *hosted);
   co_return reply_with(call, json::serialize(json::object{{"table", table_info_json(*hosted)}}));
 }
 

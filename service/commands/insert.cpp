@@ -21,7 +21,7 @@ asio::awaitable<Result<Reply>> insert(Call& call) {
   ByteBuffer keys(call.n * sizeof(std::uint64_t));
   table.set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(table.insert(batch.rows.values, call.n, batch.priorities,
-                                          {keys.as<std::uint64_t>(0), call.n}));
+                                          {keys.as<std::uint64_t>(0), call.n}, batch.versions()));
   if (batch.staged) call.shared_bytes = call.n * table.schema().item_bytes();
   table_changed(*call.table);
   co_return make_reply(call.request_id, "{\"n\":" + std::to_string(call.n) + "}", std::move(keys));

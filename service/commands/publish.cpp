@@ -3,6 +3,7 @@
 // (service/values/value_store.h) checks every budget at the begin and keeps each part's
 // payload as it arrived (moved out of the request frame, never copied).
 #include "service/commands/handlers.h"
+#include "service/values/policy_versions.h"
 #include "service/values/value_store.h"
 
 namespace replayd::service::commands {
@@ -80,6 +81,7 @@ asio::awaitable<Result<Reply>> publish_commit(Call& call) {
   REPLAYD_CO_ASSIGN_OR_RETURN(const PublishedValue* value,
                               call.service.values.commit(call.writer, upload));
   call.service.metrics.value_published(value->name, value->version(), value->current->bytes);
+  follow_committed_value(call.service, *value);
   co_return reply_with(call,
                        "{\"name\":" + boost::json::serialize(boost::json::string(value->name)) +
                            ",\"version\":" + std::to_string(value->version()) + "}");

@@ -1,7 +1,8 @@
 // `read_steps` (docs/PROTOCOL.md): one page of what a table stores, in insertion order, after
 // a cursor, so that nothing a server holds is write-only. An episodic table's page holds
-// steps (key, episode, position, sequence, end, the fields; the cursor is the sequence); a
-// plain table's holds items (key, priority, the fields; the cursor is the key). A page holds
+// steps (key, episode, position, sequence, end, version, the fields; the cursor is the
+// sequence); a plain table's holds items (key, priority, version, the fields; the cursor is
+// the key). `version` is each row's policy version (docs/VERSIONS.md). A page holds
 // at most n rows and never more than fits in max_frame_bytes; a client reads everything by
 // passing the returned `next` until a page is empty. Not rate limited and never waits.
 #include <algorithm>
@@ -19,12 +20,14 @@ constexpr std::uint64_t kPageMetaBytes = 64 * 1024;
 
 // The columns before the fields: an episodic table's steps, or a plain table's items.
 std::vector<ReplyColumn> leading_columns(bool episodic) {
-  if (!episodic) return {{"key", "uint64", {}, 8, {}}, {"priority", "float64", {}, 8, {}}};
-  return {{"key", "uint64", {}, 8, {}},
-          {"episode", "uint64", {}, 8, {}},
-          {"position", "uint32", {}, 4, {}},
-          {"sequence", "uint64", {}, 8, {}},
-          {"end", "uint8", {}, 1, {}}};
+  if (!episodic) {
+    return {{"key", "uint64", {}, 8, {}},
+            {"priority", "float64", {}, 8, {}},
+            {"version", "uint64", {}, 8, {}}};
+  }
+  return {{"key", "uint64", {}, 8, {}},      {"episode", "uint64", {}, 8, {}},
+          {"position", "uint32", {}, 4, {}}, {"sequence", "uint64", {}, 8, {}},
+          {"end", "uint8", {}, 1, {}},       {"version", "uint64", {}, 8, {}}};
 }
 
 std::vector<ReplyColumn> page_columns(const Table& table) {
@@ -55,7 +58,7 @@ Result<ColumnReply> read_step_page(const Table& table, std::uint64_t after, std:
   }
   const Schema& schema = table.schema();
   std::vector<std::span<std::byte>> columns;
-  std::size_t next_column = 5;
+  std::size_t next_column = 6;
   for (std::size_t f = 0; f < schema.size(); ++f) {
     if (schema.field(f).compression != Compression::none) {
       columns.emplace_back();
@@ -70,7 +73,8 @@ Result<ColumnReply> read_step_page(const Table& table, std::uint64_t after, std:
                       page.as<std::uint64_t>(3),
                       columns,
                       slots,
-                      page.as<std::uint8_t>(4)};
+                      page.as<std::uint8_t>(4),
+                      page.as<std::uint64_t>(5)};
   REPLAYD_ASSIGN_OR_RETURN(got, table.episodic()->read_steps(after, buffers));
   if (slots.empty()) return page;
   std::vector<std::vector<std::uint32_t>> frames(schema.size());
@@ -109,13 +113,15 @@ Result<ColumnReply> read_item_page(const Table& table, std::span<const std::uint
   const Storage& storage = table.storage();
   const auto keys = page.as<std::uint64_t>(0);
   const auto priorities = page.as<double>(1);
+  const auto versions = page.as<std::uint64_t>(2);
   for (std::size_t row = 0; row < slots.size(); ++row) {
     keys[row] = storage.key(slots[row]);
     priorities[row] = storage.priority(slots[row]);
+    versions[row] = storage.version(slots[row]);
   }
   for (std::size_t f = 0; f < table.schema().size(); ++f) {
     const std::uint64_t bytes = storage.item_bytes(f);
-    std::byte* out = page.column(2 + f).data();
+    std::byte* out = page.column(3 + f).data();
     for (std::size_t row = 0; row < slots.size(); ++row)
       copy_cell(out + row * bytes, storage.cell(f, slots[row]), bytes);
   }

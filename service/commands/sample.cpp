@@ -6,13 +6,16 @@
 // "rows": "keys" leaves the fields out (a same-host client gathers them from the shared
 // column block, docs/SHM.md); "auto" does so when this connection and table allow it, and
 // copies the rows otherwise; "batches": k draws up to k batches of n at once, as many as
-// the rate limiter admits when the first is admitted.
+// the rate limiter admits when the first is admitted. "versions": true adds each draw's
+// policy version; "min_version" or "max_staleness" bound the draws by version
+// (docs/VERSIONS.md).
 #include <cmath>
 
 #include "service/commands/handlers.h"
 #include "service/protocol/sample_reply.h"
 #include "service/shm/connection_plane.h"
 #include "service/shm/shared_columns.h"
+#include "service/values/policy_versions.h"
 #include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
@@ -20,10 +23,11 @@ namespace {
 
 // How many batches of n, at most `wanted`, the table admits now (at least 1: the caller
 // was admitted for one). O(wanted).
-std::uint64_t admitted_batches(const Table& table, std::uint64_t n, std::uint64_t wanted) {
+std::uint64_t admitted_batches(const Table& table, std::uint64_t n, std::uint64_t wanted,
+                               std::uint64_t min_version) {
   std::uint64_t batches = wanted;
   while (batches > 1 && !(table.rate_limiter().check_sample_batch(batches * n).ok() &&
-                          table.may_sample(batches * n))) {
+                          table.may_sample(batches * n, min_version))) {
     --batches;
   }
   return batches;
@@ -71,6 +75,15 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
     co_return call.args.error(keys_only ? "rows" : "batches",
                               "needs a plain sample (no \"nstep\", a table without frame fields)");
   }
+  REPLAYD_CO_ASSIGN_OR_RETURN(const bool versions, call.args.boolean_or("versions", false));
+  REPLAYD_CO_ASSIGN_OR_RETURN(const VersionBound bound, VersionBound::parse(call.args, table));
+  if (!plain && (versions || bound.bounded())) {
+    co_return call.args.error(versions                         ? "versions"
+                              : call.args.value("min_version") ? "min_version"
+                                                               : "max_staleness",
+                              "needs a plain sample (no \"nstep\", a table without frame "
+                              "fields): n-step samples and sequences are not bounded by version");
+  }
   if (keys_only && table.config().max_times_sampled != 0) {
     // A client redraws the rows overwritten before it copied them: that would take more
     // items out of a table whose items retire when sampled.
@@ -87,7 +100,8 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   REPLAYD_CO_RETURN_IF_ERROR(table.check_plain_sample());
   const std::uint64_t most = call.n * batches;
   const std::uint64_t reply_bytes =
-      keys_only ? sample_reply_bytes(Schema(), most) : sample_reply_bytes(table, most);
+      (keys_only ? sample_reply_bytes(Schema(), most) : sample_reply_bytes(table, most)) +
+      (versions ? most * sizeof(std::uint64_t) + 8 : 0);
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     co_return make_error(ErrorCode::resource_exhausted,
                          "table '" + table.name() + "': a sample of n = " + std::to_string(most) +
@@ -97,17 +111,24 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
                              "; sample fewer items per request");
   }
 
+  const ValueStore& values = call.service.values;
   REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
-      call, call.table->sample_waiters, [&] { return table.may_sample(call.n); },
-      "not enough items or the rate limiter does not admit this sample now"));
+      call, call.table->sample_waiters,
+      [&] { return table.may_sample(call.n, bound.resolve(values)); },
+      bound.bounded() ? "not enough items of the versions asked for, or the rate limiter does "
+                        "not admit this sample now"
+                      : "not enough items or the rate limiter does not admit this sample now"));
 
-  const std::uint64_t drawn = batches == 1 ? 1 : admitted_batches(table, call.n, batches);
-  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out,
-                              plain_sample_reply(table.schema(), call.n * drawn, !keys_only));
+  const std::uint64_t min_version = bound.resolve(values);
+  const std::uint64_t drawn =
+      batches == 1 ? 1 : admitted_batches(table, call.n, batches, min_version);
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      PlainSampleReply out,
+      plain_sample_reply(table.schema(), call.n * drawn, !keys_only, versions));
   const std::uint32_t size_before = table.size();
   const SamplingMass mass_before = table.sampling_mass();
   table.set_now_ms(replay_now_ms());
-  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, out.buffers()));
+  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, out.buffers(), min_version));
   if (keys_only) out.fill_slots(table.storage().slot_bits());
   table_changed(*call.table);
   std::string extra;
@@ -116,6 +137,7 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
     call.shared_bytes = call.n * drawn * table.schema().item_bytes();  // what the learner reads
   }
   if (batches != 1) extra += ",\"batches\":" + std::to_string(drawn);
+  if (bound.bounded()) extra += ",\"min_version\":" + std::to_string(min_version);
   co_return finish_plain_sample(*call.table, out, call.request_id, size_before, mass_before, extra);
 }
 

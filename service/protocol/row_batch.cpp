@@ -78,7 +78,8 @@ Result<StagedPlace> read_staged(JsonReader& args, const boost::json::value& valu
 // them and then uses them, and the client can write the arena at any time.
 Result<RowBatch> view_staged(StagedPlace place, std::vector<std::uint64_t> column_bytes,
                              std::span<const ColumnEncoding> encodings, const Table& table,
-                             std::uint64_t n, bool with_episodes, bool with_priorities) {
+                             std::uint64_t n, bool with_episodes, bool with_priorities,
+                             bool with_versions) {
   for (auto& bytes : column_bytes)
     bytes = bytes / n * place.rows;  // every column is n fixed-size values
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
@@ -95,7 +96,9 @@ Result<RowBatch> view_staged(StagedPlace place, std::vector<std::uint64_t> colum
   batch.staged = std::move(place.arena.keep_alive);
   std::size_t next = view_columns(bytes, layout, 0, encodings, table.schema(), n, batch.rows);
   const std::uint64_t id_bytes = with_episodes ? n * sizeof(std::uint64_t) : 0;
-  batch.payload = ByteBuffer(id_bytes + (with_priorities ? n * sizeof(double) : 0));
+  const std::uint64_t priority_bytes = with_priorities ? n * sizeof(double) : 0;
+  batch.payload =
+      ByteBuffer(id_bytes + priority_bytes + (with_versions ? n * sizeof(std::uint64_t) : 0));
   if (with_episodes) {
     std::memcpy(batch.payload.data(), bytes.data() + layout.offsets[next++], id_bytes);
     batch.episodes = {batch.payload.as<std::uint64_t>(0), n};
@@ -104,6 +107,12 @@ Result<RowBatch> view_staged(StagedPlace place, std::vector<std::uint64_t> colum
     std::memcpy(batch.payload.data() + id_bytes, bytes.data() + layout.offsets[next++],
                 n * sizeof(double));
     batch.priorities = {batch.payload.as<double>(id_bytes), n};
+  }
+  if (with_versions) {
+    const std::uint64_t at = id_bytes + priority_bytes;
+    std::memcpy(batch.payload.data() + at, bytes.data() + layout.offsets[next++],
+                n * sizeof(std::uint64_t));
+    batch.version_column = {batch.payload.as<std::uint64_t>(at), n};
   }
   return batch;
 }
@@ -114,6 +123,13 @@ Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uin
                                   ByteBuffer& payload, bool with_episodes, std::uint64_t ends,
                                   const StagingLookup* staging) {
   REPLAYD_ASSIGN_OR_RETURN(bool with_priorities, args.boolean_or("priorities", false));
+  REPLAYD_ASSIGN_OR_RETURN(bool with_versions, args.boolean_or("versions", false));
+  REPLAYD_ASSIGN_OR_RETURN(std::optional<std::uint64_t> version, args.optional_uint("version"));
+  if (version && with_versions) {
+    return args.error("version",
+                      "give either \"version\" (every row's) or \"versions\": true "
+                      "(a column of one per row), not both");
+  }
   const json::value* columns = args.value("columns");
   const Schema& schema = table.schema();
   if (!columns || !columns->is_array()) {
@@ -130,6 +146,7 @@ Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uin
                            decode_columns(list, every_field, table, n, column_bytes));
   if (with_episodes) column_bytes.push_back(n * sizeof(std::uint64_t));
   if (with_priorities) column_bytes.push_back(n * sizeof(double));
+  if (with_versions) column_bytes.push_back(n * sizeof(std::uint64_t));
   // The final observations of the episodes "end" lists (next_of fields only), one row each.
   std::vector<ColumnEncoding> final_encodings;
   if (const json::value* finals = args.value("final_columns"); finals && !finals->is_null()) {
@@ -156,8 +173,11 @@ Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uin
                                       std::to_string(payload.size()) + " bytes)");
     }
     REPLAYD_ASSIGN_OR_RETURN(StagedPlace place, read_staged(args, *staged, table, n, staging));
-    return view_staged(std::move(place), column_bytes, encodings, table, n, with_episodes,
-                       with_priorities);
+    REPLAYD_ASSIGN_OR_RETURN(RowBatch batch,
+                             view_staged(std::move(place), column_bytes, encodings, table, n,
+                                         with_episodes, with_priorities, with_versions));
+    batch.version = version;
+    return batch;
   }
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(column_bytes, 1));
   if (layout.total_bytes != payload.size()) {
@@ -172,6 +192,10 @@ Result<RowBatch> decode_row_batch(JsonReader& args, const Table& table, std::uin
   std::size_t next = view_columns(bytes, layout, 0, encodings, schema, n, batch.rows);
   if (with_episodes) batch.episodes = {batch.payload.as<std::uint64_t>(layout.offsets[next++]), n};
   if (with_priorities) batch.priorities = {batch.payload.as<double>(layout.offsets[next++]), n};
+  if (with_versions) {
+    batch.version_column = {batch.payload.as<std::uint64_t>(layout.offsets[next++]), n};
+  }
+  batch.version = version;
   if (!final_encodings.empty())
     view_columns(bytes, layout, next, final_encodings, schema, ends, batch.finals);
   return batch;

@@ -25,7 +25,8 @@ constexpr std::array<std::uint64_t, 4> kSampleInfoBytes{8, 8, 8, 4};
 // closing brace.
 // `with_rows` false: the draw columns only (a keys-only sample).
 std::string sample_meta_prefix(const Schema& schema, std::uint64_t n,
-                               const std::vector<std::uint64_t>& offsets, bool with_rows = true) {
+                               const std::vector<std::uint64_t>& offsets, bool with_rows = true,
+                               bool with_versions = false) {
   std::string meta = "{\"n\":" + std::to_string(n) + ",\"columns\":[";
   const std::string n_text = std::to_string(n);
   auto add = [&](std::string_view name, std::string_view dtype,
@@ -45,6 +46,7 @@ std::string sample_meta_prefix(const Schema& schema, std::uint64_t n,
     add(field.name, dtype_name(field.dtype), field.shape, offsets[4 + f]);
   }
   if (!with_rows) add("slot", "int64", {}, offsets[4]);
+  if (with_versions) add("version", "uint64", {}, offsets.back());
   meta += "]";
   if (!with_rows) meta += ",\"rows\":\"keys\"";
   return meta;
@@ -193,20 +195,34 @@ ReplyColumn field_column(const Field& field, bool viewed) {
           viewed};
 }
 
-Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n, bool with_rows) {
+namespace {
+
+ReplyColumn version_column() {
+  return ReplyColumn{"version", "uint64", {}, sizeof(std::uint64_t), {}, false};
+}
+
+}  // namespace
+
+Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n, bool with_rows,
+                                            bool with_versions) {
   if (!with_rows) {
     std::vector<ReplyColumn> columns = draw_columns();
     columns.push_back(ReplyColumn{"slot", "int64", {}, sizeof(std::int64_t), {}, false});
+    if (with_versions) columns.push_back(version_column());
     REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(std::move(columns), {n}));
-    return PlainSampleReply{std::move(reply), {}, {}, false};
+    return PlainSampleReply{std::move(reply), {}, {}, false, with_versions};
   }
   const std::vector<bool> viewed = viewed_fields(schema, n);
   std::vector<ReplyColumn> reply_columns = draw_columns();
   for (std::size_t f = 0; f < schema.size(); ++f)
     reply_columns.push_back(field_column(schema.field(f), viewed[f]));
+  if (with_versions) reply_columns.push_back(version_column());
   REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(std::move(reply_columns), {n}));
-  PlainSampleReply sample{
-      std::move(reply), {}, std::vector<std::span<const std::byte*>>(schema.size())};
+  PlainSampleReply sample{std::move(reply),
+                          {},
+                          std::vector<std::span<const std::byte*>>(schema.size()),
+                          true,
+                          with_versions};
   for (std::size_t f = 0; f < schema.size(); ++f) {
     if (viewed[f]) {
       sample.columns.emplace_back();
@@ -248,12 +264,14 @@ SampleBuffers PlainSampleReply::buffers(std::uint64_t begin, std::uint64_t count
   }
   for (std::size_t f = 0; f < rows.size(); ++f)
     part_rows.push_back(rows[f].empty() ? rows[f] : rows[f].subspan(begin, count));
-  return SampleBuffers{reply.as<std::uint64_t>(0).subspan(begin, count),
-                       reply.as<double>(1).subspan(begin, count),
-                       reply.as<double>(2).subspan(begin, count),
-                       reply.as<std::uint32_t>(3).subspan(begin, count),
-                       part_columns,
-                       part_rows};
+  return SampleBuffers{
+      reply.as<std::uint64_t>(0).subspan(begin, count),
+      reply.as<double>(1).subspan(begin, count),
+      reply.as<double>(2).subspan(begin, count),
+      reply.as<std::uint32_t>(3).subspan(begin, count),
+      part_columns,
+      part_rows,
+      with_versions ? versions().subspan(begin, count) : std::span<std::uint64_t>{}};
 }
 
 SampleBuffers PlainSampleReply::buffers() {
@@ -262,7 +280,12 @@ SampleBuffers PlainSampleReply::buffers() {
                        reply.as<double>(2),
                        reply.as<std::uint32_t>(3),
                        columns,
-                       rows};
+                       rows,
+                       with_versions ? versions() : std::span<std::uint64_t>{}};
+}
+
+std::span<std::uint64_t> PlainSampleReply::versions() {
+  return reply.as<std::uint64_t>(reply.offsets().size() - 1);
 }
 
 namespace {
@@ -270,10 +293,16 @@ namespace {
 // The metadata up to the column list of a sample laid out as `sample` (n rows, or keys
 // only), from the cached one (`cached_n`, `cached_rows`, `cached`) when the last sample was
 // laid out the same: learners repeat one n.
+// (A reply with a version column is rare enough not to be cached: its prefix is made anew.)
 const std::string& cached_meta_prefix(std::uint64_t& cached_n, bool& cached_rows,
                                       std::string& cached, const Schema& schema,
                                       PlainSampleReply& sample) {
   const std::uint64_t n = sample.reply.as<std::uint64_t>(0).size();
+  if (sample.with_versions) {
+    thread_local std::string uncached;
+    uncached = sample_meta_prefix(schema, n, sample.reply.offsets(), sample.with_rows, true);
+    return uncached;
+  }
   if (cached_n != n || cached_rows != sample.with_rows) {
     cached = sample_meta_prefix(schema, n, sample.reply.offsets(), sample.with_rows);
     cached_n = n;

@@ -119,8 +119,11 @@ struct PlainSampleReply {
   ColumnReply reply;
   std::vector<std::span<std::byte>> columns;
   std::vector<std::span<const std::byte*>> rows;
-  bool with_rows = true;  // false: keys only (the per-draw columns and slots, no field)
+  bool with_rows = true;       // false: keys only (the per-draw columns and slots, no field)
+  bool with_versions = false;  // a last column, "version": each draw's policy version
   SampleBuffers buffers();
+  // The version column (precondition: with_versions).
+  std::span<std::uint64_t> versions();
   // The buffers of rows [begin, begin + count) only (one table's share of a mixed sample):
   // `columns` and `rows` hold the per-field spans the result views; they must outlive it.
   SampleBuffers buffers(std::uint64_t begin, std::uint64_t count,
@@ -132,9 +135,9 @@ struct PlainSampleReply {
   void fill_slots(std::uint64_t slot_bits, std::uint64_t begin, std::uint64_t count);
 };
 // `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns, then
-// "slot" (int64).
+// "slot" (int64). `with_versions`: a last column, "version" (uint64, docs/VERSIONS.md).
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n,
-                                            bool with_rows = true);
+                                            bool with_rows = true, bool with_versions = false);
 
 // Finishes the reply after the draws: its metadata (cached on the hosted table per n, as
 // learners repeat one n), then `extra_meta` (empty or starting with ','), then the table's

@@ -26,12 +26,28 @@ json::object replay_json(const TableInfo& info) {
   return json::object{
       {"sample_age_inserts", quantiles_json(r.sample_age_inserts)},
       {"sample_age_s", quantiles_json(r.sample_age_ms, 1e-3)},
+      {"sample_staleness_versions", quantiles_json(r.sample_staleness_versions)},
       {"times_sampled_at_removal", quantiles_json(r.times_sampled_at_removal)},
       {"update_age_inserts", quantiles_json(r.update_age_inserts)},
       {"samples_per_insert", limiter.inserts == 0 ? 0.0
                                                   : static_cast<double>(limiter.samples) /
                                                         static_cast<double>(limiter.inserts)},
   };
+}
+
+// The policy versions of the stored items (docs/VERSIONS.md): the followed value's version
+// (null until known), the oldest and newest stored versions (null when empty), how many
+// distinct ones, and the items dropped behind a version.
+json::object versions_json(const Table& table) {
+  const VersionIndex& index = table.versions();
+  const auto or_null = [](std::optional<std::uint64_t> v) {
+    return v ? json::value(*v) : json::value(nullptr);
+  };
+  return json::object{{"policy_version", or_null(table.policy_version())},
+                      {"oldest", or_null(index.min_version())},
+                      {"newest", or_null(index.max_version())},
+                      {"distinct", index.distinct_versions()},
+                      {"dropped", table.info().counters.version_drops}};
 }
 
 }  // namespace
@@ -74,6 +90,7 @@ json::object table_info_json(const HostedTable& hosted) {
   if (const std::string* refusal = shm::plane_refusal_of(memory))
     reply["shared_memory_refused"] = *refusal;
   reply["replay"] = replay_json(info);
+  reply["versions"] = versions_json(table);
   return reply;
 }
 

@@ -2,6 +2,8 @@
 
 #include "service/values/background_release.h"
 
+#include "core/table/table_config.h"
+
 #include <spdlog/spdlog.h>
 
 #include <boost/json/serialize.hpp>
@@ -12,7 +14,6 @@
 namespace replayd::service {
 namespace {
 
-constexpr std::size_t kMaxNameChars = 128;
 constexpr std::size_t kMaxArrays = 4096;
 constexpr std::size_t kMaxArrayNameChars = 256;
 constexpr std::size_t kMaxDims = 8;
@@ -124,13 +125,7 @@ std::vector<std::span<const std::byte>> ValuePayload::pieces() const {
 }
 
 bool valid_value_name(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameChars) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-' || c == '/';
-    if (!ok) return false;
-  }
-  return true;
+  return is_valid_value_name(name);
 }
 
 Result<std::shared_ptr<PublishedValue>> ValueStore::entry(const std::string& name) {

@@ -780,15 +780,16 @@ TEST_CASE("invalid table configurations are refused, naming the key at fault") {
   limiter.rate_limiter = RateLimiterConfig::queue(0);
   CHECK_THAT(refused(limiter).message, Contains("table 'replay': rate limiter"));
   // 1000 items: the column block (stamps 8000, id 8000, obs 12000 and rew 4000 bytes, each
-  // rounded up to a page: 32768) + 33 metadata bytes + 8 (uniform) + 8 (fifo) + 16 replay
-  // stats per slot.
-  auto too_big = Table::create(id_config(1000), 97767);
+  // rounded up to a page: 32768) + 41 metadata bytes + 8 (uniform) + 8 (fifo) + 16 replay
+  // stats + 8 (the version-bounded sampler, uniform) per slot.
+  auto too_big = Table::create(id_config(1000), 113767);
   REQUIRE_FALSE(too_big.ok());
   CHECK(too_big.error().code == ErrorCode::resource_exhausted);
   CHECK_THAT(too_big.error().message,
-             Contains("needs 97768 bytes") && Contains("slot metadata 33000") &&
-                 Contains("replay stats 16000") && Contains("max_table_bytes = 97767"));
-  CHECK(Table::create(id_config(1000), 97768).ok());
+             Contains("needs 113768 bytes") && Contains("slot metadata 41000") &&
+                 Contains("replay stats 16000") && Contains("version-bounded sampler 8000") &&
+                 Contains("max_table_bytes = 113767"));
+  CHECK(Table::create(id_config(1000), 113768).ok());
 }
 
 TEST_CASE("max_table_bytes counts everything a table allocates, not only its data") {
