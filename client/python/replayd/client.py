@@ -39,6 +39,7 @@ from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError,
 from .insert_parts import gathered_keys, insert_parts, split_insert
 from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
 from .mixed_draw import DrawKind, MixedDraw, combine, sample_plain_mix
+from .policy_versions import row_versions, sample_version_meta
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .sampler import Sampler
@@ -96,6 +97,10 @@ class Client:
         self._name = name
         self._shm = shm
         self._token = token if token is not None else (os.environ.get("REPLAYD_TOKEN") or None)
+        # The version of each published value this client last fetched or published:
+        # what its writes to a table following that value are stamped with
+        # (docs/VERSIONS.md). Kept across fork; a pickled client starts with none.
+        self._value_versions: Dict[str, int] = {}
         self._init_process_state()
 
     def _init_process_state(self) -> None:
@@ -138,6 +143,7 @@ class Client:
         self._name = state.get("name", "replayd-python")
         self._token = state.get("token")
         self._shm = state.get("shm")
+        self._value_versions = {}
         self._init_process_state()
 
     def __repr__(self) -> str:
@@ -263,6 +269,7 @@ class Client:
                      compression: Optional[Mapping[str, Any]] = None,
                      max_compressed_bytes: Optional[int] = None,
                      pad_history: bool = True, metadata: Any = None,
+                     versions: Optional[Mapping[str, Any]] = None,
                      timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Creates a table and returns its INFO object.
 
@@ -296,6 +303,11 @@ class Client:
             metadata: any JSON value (at most 1 MiB serialized), kept with the table (and
                 in snapshots) and returned unchanged by ``table_info(name)["description"]
                 ["metadata"]``; replayd.datasets keeps a dataset's spaces there.
+            versions: ``{"value": NAME}`` or ``{"value": NAME, "drop_behind": k}``: the
+                table follows the published value NAME (its version is the table's
+                policy version; items written by this client without ``version=`` carry
+                the version of NAME it last fetched or published), and with k drops the
+                items more than k versions behind at each publish (docs/VERSIONS.md).
         Fields may be nested: ``{"obs": {"camera": (np.uint8, (32, 32, 3)), "state":
         (np.float32, 7)}}`` makes the leaves ``obs/camera`` and ``obs/state``, and inserts,
         writers, samples and read-backs take and give ``obs`` as a dict (a tuple of specs:
@@ -312,7 +324,8 @@ class Client:
                                          bootstrap=bootstrap, next_of=next_of, stack=stack,
                                          compression=compression,
                                          max_compressed_bytes=max_compressed_bytes,
-                                         pad_history=pad_history, metadata=metadata)
+                                         pad_history=pad_history, metadata=metadata,
+                                         versions=versions)
         reply = self._call({"op": "create_table", "table": description,
                             "exist_ok": bool(exist_ok)}, timeout=timeout)
         info = reply.get("table")
@@ -427,8 +440,10 @@ class Client:
         ...). A failure after the upload began closes this connection, which frees the
         unfinished upload on the server (calls in flight on it fail with ConnectionLost).
         """
-        return values.publish(self.connection(), name, arrays, version=version,
-                              seconds=self._timeout_of(timeout))
+        published = values.publish(self.connection(), name, arrays, version=version,
+                                   seconds=self._timeout_of(timeout))
+        self._value_versions[name] = published
+        return published
 
     def fetch(self, name: str, *, newer_than: Optional[int] = None,
               timeout: Any = DEFAULT) -> Fetched:
@@ -445,20 +460,41 @@ class Client:
         value's block in the server's shared memory, mapped copy-on-write. Raises replayd.TimeoutError only when
         no reply arrives within `timeout` plus a grace of 2 s.
         """
-        return values.fetch(self.connection(), name, newer_than=newer_than,
-                            seconds=self._timeout_of(timeout), grace=_GRACE_S,
-                            shared=self.shm_enabled())
+        fetched = values.fetch(self.connection(), name, newer_than=newer_than,
+                               seconds=self._timeout_of(timeout), grace=_GRACE_S,
+                               shared=self.shm_enabled())
+        if fetched.arrays is not None and fetched.version is not None:
+            self._value_versions[name] = fetched.version
+        return fetched
+
+    def policy_version(self, name: str) -> Optional[int]:
+        """The version of published value `name` this client last published, or fetched
+        with its arrays (None: neither yet; a fetch that ended without a newer version
+        does not count). Items written without ``version=`` to a table that follows
+        `name` carry it (docs/VERSIONS.md)."""
+        return self._value_versions.get(name)
+
+    def _stamp(self, table: str, schema: TableSchema, version: Any, n: int) -> Any:
+        """The version an insert of `n` rows carries: `version` checked (an int, or one
+        per row), or when None the followed value's `policy_version` (None: no version)."""
+        if version is None:
+            follows = schema.follows
+            return None if follows is None else self._value_versions.get(follows)
+        return row_versions(table, version, n)
 
     # -- items -------------------------------------------------------------------------
 
     def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-               timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
+               version: Any = None, timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
         """Inserts a batch and returns its n uint64 keys, in item order.
 
         `data` maps every field to an array whose leading dimension is the batch, or to a
         single item without it. dtypes convert only when safe (see replayd.columns);
         otherwise the server's InvalidArgument names the field. `priorities`: n floats
-        (finite, >= 0), or None for the largest priority the table has seen.
+        (finite, >= 0), or None for the largest priority the table has seen. `version`:
+        the policy version the items were acted with, one int for all or one per item;
+        None: the `policy_version` of the value the table follows, if any, else 0
+        (docs/VERSIONS.md).
 
         A batch larger than one request may be (the server's ``max_batch_items`` and
         ``max_frame_bytes``, from its hello) goes in several requests, pipelined on one
@@ -471,6 +507,7 @@ class Client:
         """
         schema = self.schema(table)
         batch = prepare_insert(schema, data, priorities)
+        batch.version = self._stamp(table, schema, version, batch.n)
         if schema.capacity is not None and batch.n > schema.capacity:
             raise InvalidArgument(f"table '{table}': insert of {batch.n} items exceeds "
                                   f"capacity {schema.capacity}")
@@ -499,6 +536,7 @@ class Client:
         return insert_parts(parts, table, send, wait)
 
     def insert_async(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
+                     version: Any = None,
                      timeout: Any = DEFAULT) -> "Future[np.ndarray[Any, Any]]":
         """Like `insert` but returns at once with a Future of the keys.
 
@@ -510,6 +548,7 @@ class Client:
         """
         schema = self.schema(table)
         batch = prepare_insert(schema, data, priorities)
+        batch.version = self._stamp(table, schema, version, batch.n)
         seconds = self._timeout_of(timeout)
         conn = self.connection()
         parts = split_insert(batch, table, requests.insert_meta(table, batch, seconds),
@@ -610,6 +649,8 @@ class Client:
         ids = np.ascontiguousarray(episode_ids, dtype="<u8")
         columns = [*batch.arrays, ids] + ([] if batch.priorities is None
                                           else [batch.priorities])
+        if isinstance(batch.version, np.ndarray):
+            columns.append(batch.version)  # after the ids and priorities
         if self._shm is not False and conn.shm_offered and \
                 stageable(self.schema(table), batch):
             arena = self._insert_arena_for(conn, sum(padded(c.nbytes) for c in columns))
@@ -642,7 +683,9 @@ class Client:
     def sample(self, table: Union[str, MixLike], batch_size: int, *, beta: float = 0.4,
                nstep: Optional[int] = None, gamma: float = 1.0,
                timeout: Any = DEFAULT, allocate: Optional[Allocator] = None,
-               fields: Optional[Sequence[str]] = None) -> Sample:
+               fields: Optional[Sequence[str]] = None, versions: bool = False,
+               min_version: Optional[int] = None, max_staleness: Optional[int] = None,
+               value: Optional[str] = None) -> Sample:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
         most `timeout` seconds (server-side; TimeoutError after that).
 
@@ -664,20 +707,50 @@ class Client:
         episode terminated in the window; in the reward field's dtype) and ``steps`` (h,
         int64) (see Sample and docs/TRAJECTORIES.md for which steps are drawn). The server
         samples a table with frame fields (docs/PIXELS.md) as n-step transitions, k = 1
-        unless given."""
+        unless given.
+
+        Policy versions (plain samples, docs/VERSIONS.md): ``versions=True`` gives each
+        row's version (the Sample's `versions`); ``min_version=v`` draws only items of
+        version >= v, by the table's selector restricted to them (probabilities and
+        weights over them alone), waiting like the rate limiter while none is eligible;
+        ``max_staleness=k`` means min_version = the current version of published value
+        `value` (default: the one the table follows) - k. A bound implies versions."""
+        bound = None
+        if versions or min_version is not None or max_staleness is not None or \
+                value is not None:
+            bound = self._version_bound(table, nstep, versions, min_version, max_staleness,
+                                        value)
         if not isinstance(table, str):
-            return self._mixed_sample(table, batch_size, DrawKind(nstep, gamma), beta,
-                                      timeout, fields, allocate)
+            return self._mixed_sample(table, batch_size, DrawKind(nstep, gamma, None, bound),
+                                      beta, timeout, fields, allocate)
         if fields is not None:
             raise InvalidArgument(f"table '{table}': fields= selects the fields of a mixed "
                                   "batch (a dict of table -> fraction)")
         if nstep is None and self.shm_enabled():
-            return self._plane_sample(table, batch_size, beta, timeout, allocate)
+            return self._plane_sample(table, batch_size, beta, timeout, allocate, bound)
         meta = (requests.sample_meta(table, batch_size, beta, None) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, None))
-        sample: Sample = self._call(meta, decode=self._sample_decoder(table, nstep),
+        decode = self._sample_decoder(table, nstep)
+        if bound is not None:
+            meta.update(bound)
+            decode = sample_decoder(self._schemas.get(table), versions=True)
+        sample: Sample = self._call(meta, decode=decode,
                                     timeout=timeout, server_timeout=True, allocate=allocate)
         return sample
+
+    @staticmethod
+    def _version_bound(table: Any, nstep: Optional[int], versions: bool,
+                       min_version: Optional[int], max_staleness: Optional[int],
+                       value: Optional[str]) -> Tuple[Tuple[str, Any], ...]:
+        """A sample's policy version members (replayd.policy_versions) as sorted pairs;
+        InvalidArgument, before anything is sent, for a bad combination or an n-step
+        sample."""
+        name = table if isinstance(table, str) else "+".join(map(str, table))
+        if nstep is not None:
+            raise InvalidArgument(f"table '{name}': versions, min_version and max_staleness "
+                                  "apply to plain samples, not to n-step samples")
+        meta = sample_version_meta(name, versions, min_version, max_staleness, value)
+        return tuple(sorted((meta or {}).items()))
 
     # -- shared memory (docs/SHM.md) ---------------------------------------------------
 
@@ -756,16 +829,20 @@ class Client:
             arena.close()
 
     def _plane_sample(self, table: str, n: int, beta: float, timeout: Any,
-                      allocate: Optional[Allocator]) -> Sample:
+                      allocate: Optional[Allocator],
+                      bound: Optional[Tuple[Tuple[str, Any], ...]] = None) -> Sample:
         """`sample` with the plane: the server leaves the rows to the table's mapping when
         it can (``"rows": "auto"``) and copies them otherwise; rows that changed under the
         copy are drawn again, within the call's timeout (RedrawBound). With `allocate`,
         the keys arrive in the caller's buffer and the rows are gathered into it, laid out
         as a socket reply would be."""
-        bound = RedrawBound(table, self._timeout_of(timeout))
+        redraws = RedrawBound(table, self._timeout_of(timeout))
+        members = None if bound is None else dict(bound)
         received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
-        reply = self._call(keys_request(table, n, beta, None, rows="auto"),
-                           decode=auto_decoder(self._sample_decoder(table, None)),
+        copy_decoder = (self._sample_decoder(table, None) if bound is None
+                        else sample_decoder(self._schemas.get(table), versions=True))
+        reply = self._call(keys_request(table, n, beta, None, rows="auto", bound=members),
+                           decode=auto_decoder(copy_decoder),
                            timeout=timeout, server_timeout=True,
                            allocate=None if received is None else received.allocate)
         if isinstance(reply, Sample):
@@ -774,8 +851,9 @@ class Client:
         sample, bad = plane.complete(
             reply.draws, None if received is None else received.buffer(), reply.slots)
         while bad.size:
-            left = bound.next_round(len(bad))
-            more: KeysReply = self._call(keys_request(table, len(bad), beta, None),
+            left = redraws.next_round(len(bad))
+            more: KeysReply = self._call(keys_request(table, len(bad), beta, None,
+                                                      bound=members),
                                          decode=decode_keys_reply, timeout=left,
                                          server_timeout=True)
             plane.check_region(more.region)  # the rows gathered are of this mapping's table
@@ -783,8 +861,9 @@ class Client:
         return sample
 
     def _plane_sample_async(self, plane: PlaneTable, table: str, n: int, beta: float,
-                            seconds: Optional[float],
-                            allocate: Optional[Allocator]) -> "Future[Sample]":
+                            seconds: Optional[float], allocate: Optional[Allocator],
+                            bound: Optional[Tuple[Tuple[str, Any], ...]] = None
+                            ) -> "Future[Sample]":
         """`sample_async` over the plane of an already mapped table. The rows are
         gathered by whichever thread handles the reply; a redraw is sent from there and
         never waited for there. A table replaced meanwhile is sampled through the socket."""
@@ -792,9 +871,11 @@ class Client:
         outcome: "Future[Sample]" = Future()
         outcome.set_running_or_notify_cancel()
         received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
-        copy_decoder = self._sample_decoder(table, None)
+        members = None if bound is None else dict(bound)
+        copy_decoder = (self._sample_decoder(table, None) if bound is None
+                        else sample_decoder(self._schemas.get(table), versions=True))
         state: Dict[str, Any] = {}
-        bound = RedrawBound(table, seconds)
+        redraws = RedrawBound(table, seconds)
 
         def settle(future: "Future[Any]", then: Callable[[Any], None]) -> None:
             try:
@@ -804,16 +885,17 @@ class Client:
                     outcome.set_exception(exc)
 
         def redraw(count: int) -> None:
-            left = bound.next_round(count)
-            conn.submit(keys_request(table, count, beta, left), (), decode_keys_reply)[1] \
+            left = redraws.next_round(count)
+            conn.submit(keys_request(table, count, beta, left, bound=members), (),
+                        decode_keys_reply)[1] \
                 .add_done_callback(lambda f: settle(f, on_redrawn))
 
         def on_reply(reply: Any) -> None:
             if isinstance(reply, Sample):
                 outcome.set_result(reply)
             elif reply.region != plane.region:  # replaced: copy the rows instead
-                conn.submit(requests.sample_meta(table, n, beta, seconds), (), copy_decoder,
-                            allocate=allocate)[1] \
+                conn.submit({**requests.sample_meta(table, n, beta, seconds), **(members or {})},
+                            (), copy_decoder, allocate=allocate)[1] \
                     .add_done_callback(lambda f: settle(f, outcome.set_result))
             else:
                 state["sample"], state["bad"] = plane.complete(
@@ -829,7 +911,7 @@ class Client:
             else:
                 outcome.set_result(state["sample"])
 
-        conn.submit(keys_request(table, n, beta, seconds, rows="auto"), (),
+        conn.submit(keys_request(table, n, beta, seconds, rows="auto", bound=members), (),
                     auto_decoder(copy_decoder),
                     allocate=None if received is None else received.allocate)[1] \
             .add_done_callback(lambda f: settle(f, on_reply))
@@ -876,21 +958,40 @@ class Client:
                      nstep: Optional[int] = None, gamma: float = 1.0,
                      timeout: Any = DEFAULT,
                      allocate: Optional[Allocator] = None,
-                     fields: Optional[Sequence[str]] = None) -> "Future[Sample]":
-        """Like `sample` (also with `nstep`, and mixed batches) but returns a Future at
-        once (with `nstep`, after reading the table's schema the first time: one ``info``
-        round trip)."""
+                     fields: Optional[Sequence[str]] = None, versions: bool = False,
+                     min_version: Optional[int] = None,
+                     max_staleness: Optional[int] = None,
+                     value: Optional[str] = None) -> "Future[Sample]":
+        """Like `sample` (also with `nstep`, policy versions, and mixed batches) but
+        returns a Future at once (with `nstep`, after reading the table's schema the first
+        time: one ``info`` round trip)."""
+        bound = None
+        if versions or min_version is not None or max_staleness is not None or \
+                value is not None:
+            bound = self._version_bound(table, nstep, versions, min_version, max_staleness,
+                                        value)
         if not isinstance(table, str):
-            return self._mixed_async(table, batch_size, DrawKind(nstep, gamma), beta,
-                                     timeout, fields, allocate)
+            return self._mixed_async(table, batch_size, DrawKind(nstep, gamma, None, bound),
+                                     beta, timeout, fields, allocate)
+        return self._sample_async(table, batch_size, beta, nstep, gamma, timeout, allocate,
+                                  bound)
+
+    def _sample_async(self, table: str, batch_size: int, beta: float, nstep: Optional[int],
+                      gamma: float, timeout: Any, allocate: Optional[Allocator],
+                      bound: Optional[Tuple[Tuple[str, Any], ...]]) -> "Future[Sample]":
+        """One table's `sample_async` (`bound`: its policy version members, or None)."""
         seconds = self._timeout_of(timeout)
         plane = self.plane_table(table) if nstep is None and self.shm_enabled() else None
         if plane is not None:
-            return self._plane_sample_async(plane, table, batch_size, beta, seconds, allocate)
+            return self._plane_sample_async(plane, table, batch_size, beta, seconds, allocate,
+                                            bound)
         meta = (requests.sample_meta(table, batch_size, beta, seconds) if nstep is None else
                 requests.nstep_meta(table, batch_size, nstep, gamma, beta, seconds))
-        return self.connection().submit(meta, (), self._sample_decoder(table, nstep),
-                                        allocate=allocate)[1]
+        decode = self._sample_decoder(table, nstep)
+        if bound is not None:
+            meta.update(bound)
+            decode = sample_decoder(self._schemas.get(table), versions=True)
+        return self.connection().submit(meta, (), decode, allocate=allocate)[1]
 
     def sampler(self, table: Union[str, MixLike, Schedule], batch_size: int, *,
                 prefetch: int = 4, beta: float = 0.4,
@@ -898,14 +999,24 @@ class Client:
                 timeout: Optional[float] = None,
                 transform: Optional[Callable[[Sample], Any]] = None,
                 allocate: Optional[Allocator] = None,
-                fields: Optional[Sequence[str]] = None) -> "Sampler":
+                fields: Optional[Sequence[str]] = None, versions: bool = False,
+                min_version: Optional[int] = None, max_staleness: Optional[int] = None,
+                value: Optional[str] = None) -> "Sampler":
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
         with `nstep`, over n-step samples of an episodic table (see `sample`). `table`
         may be a dict of table -> fraction or a schedule (batch index -> such a dict):
-        mixed batches (docs/MIXED.md)."""
+        mixed batches (docs/MIXED.md). `versions`, `min_version`, `max_staleness`,
+        `value`: as `sample`'s, for every batch (a max_staleness bound is resolved by the
+        server at each request)."""
+        bound = None
+        if versions or min_version is not None or max_staleness is not None or \
+                value is not None:
+            bound = dict(self._version_bound(table if isinstance(table, str) else "sampler",
+                                             nstep, versions, min_version, max_staleness,
+                                             value))
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
                        gamma=gamma, timeout=timeout, transform=transform, allocate=allocate,
-                       fields=fields)
+                       fields=fields, bound=bound)
 
     # -- episodes ----------------------------------------------------------------------
 
@@ -1090,7 +1201,7 @@ class Client:
         local = None if seconds is None else seconds + _GRACE_S
         conn = self.connection()
         plane = kind.plain and self._shm_on(conn)
-        if kind.plain:
+        if kind.plain and kind.bound is None:  # sample_mixed takes no version members
             done = sample_plain_mix(self, conn, table, n, beta, seconds, plane, fields, local,
                                     self._mixed_notice)
             if done is not None:
@@ -1121,8 +1232,8 @@ class Client:
                 return self.sample_sequences_async(name, count, shape.length,
                                                    stride=shape.stride, burn_in=shape.burn_in,
                                                    pad=shape.pad, beta=beta, timeout=timeout)
-            return self.sample_async(name, count, beta=beta, nstep=kind.nstep,
-                                     gamma=kind.gamma, timeout=timeout)
+            return self._sample_async(name, count, beta, kind.nstep, kind.gamma, timeout, None,
+                                      kind.bound)
 
         future: "Future[Any]" = combine(self, mix, mix.counts(n), request, fields)
         return future

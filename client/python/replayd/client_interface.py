@@ -29,6 +29,10 @@ class ClientLike(Protocol):
         """The fields of `table` (cached by the client)."""
         ...
 
+    def policy_version(self, name: str) -> Optional[int]:
+        """The version of published value `name` the client last fetched or published."""
+        ...
+
     def table_info(self, table: str, *, timeout: Any = ...) -> Dict[str, Any]:
         """INFO of one table."""
         ...

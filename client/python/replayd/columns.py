@@ -53,25 +53,36 @@ class InsertBatch:
         columns: metadata entries ``{"name", "dtype", "shape"}`` in payload order.
         arrays: the column data, C-contiguous and little-endian, parallel to `columns`.
         priorities: n float64 priorities, or None to let the server assign them.
+        version: the policy version of every row (an int, sent as ``"version"``), n
+            uint64 versions (an array: a column after the priorities, ``"versions":
+            true``), or None (docs/VERSIONS.md).
     """
 
     n: int
     columns: List[Dict[str, Any]]
     arrays: List[np.ndarray[Any, Any]]
     priorities: Optional[np.ndarray[Any, Any]]
+    version: Any = None
 
     @property
     def payload_bytes(self) -> int:
         total = sum(padded(a.nbytes) for a in self.arrays)
         if self.priorities is not None:
             total += padded(self.priorities.nbytes)
+        if isinstance(self.version, np.ndarray):
+            total += padded(self.version.nbytes)
         return total
 
     def buffers(self) -> List[np.ndarray[Any, Any]]:
-        """The payload's columns in order (priorities last, if any)."""
-        if self.priorities is None:
+        """The payload's columns in order (priorities, then per-row versions, if any)."""
+        if self.priorities is None and not isinstance(self.version, np.ndarray):
             return list(self.arrays)
-        return [*self.arrays, self.priorities]
+        buffers = list(self.arrays)
+        if self.priorities is not None:
+            buffers.append(self.priorities)
+        if isinstance(self.version, np.ndarray):
+            buffers.append(self.version)
+        return buffers
 
 
 def _is_numpy(value: Any) -> bool:
@@ -360,12 +371,15 @@ def _sample_plan(columns: List[Any]) -> _SamplePlan:
 
 
 def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any], *,
-                  discount_dtype: Optional[np.dtype[Any]] = None) -> Sample:
+                  discount_dtype: Optional[np.dtype[Any]] = None,
+                  versions: bool = False) -> Sample:
     """Views a sample reply's payload as a Sample, without copying.
 
     The first four columns are key, probability, weight and times_sampled (by position, so
     a field may itself be called "key"); the table's fields follow. An n-step reply ends
     with ``discount`` and ``steps``, which are converted (see `finish_nstep_columns`).
+    `versions`: the request asked for versions: the last column is ``version`` (uint64),
+    kept apart as the Sample's `versions` (docs/VERSIONS.md).
     Raises ProtocolError when the metadata does not describe the payload.
     """
     columns = meta.get("columns")
@@ -381,14 +395,23 @@ def decode_sample(meta: Mapping[str, Any], payload: np.ndarray[Any, Any], *,
             raise ProtocolError(f"sample reply column '{name}' spans bytes {offset}..{end} "
                                 f"of a {nbytes}-byte payload")
         views.append((name, np.frombuffer(payload, dtype, count, offset).reshape(shape)))
+    version_column = None
+    if versions:
+        if len(views) <= len(SAMPLE_INFO_COLUMNS) or views[-1][0] != "version" or \
+                views[-1][1].dtype != np.uint64:
+            raise ProtocolError("a sample reply without the uint64 'version' column its "
+                                "request asked for (a server without policy versions?)")
+        version_column = views.pop()[1]
     info = [array for _, array in views[:len(SAMPLE_INFO_COLUMNS)]]
     data = {name: array for name, array in views[len(SAMPLE_INFO_COLUMNS):]}
     if specs:
         add_nstep_frames(data, meta, payload, specs, frame_columns, info[0])
     if meta.get("nstep") is not None:
         finish_nstep_columns(data, discount_dtype)
+    bound = meta.get("min_version")
     return Sample(data=data, keys=info[0], probabilities=info[1], weights=info[2],
-                  times_sampled=info[3], state=meta.get("state"))
+                  times_sampled=info[3], state=meta.get("state"), versions=version_column,
+                  min_version=None if bound is None else int(bound))
 
 
 def finish_nstep_columns(data: Dict[str, np.ndarray[Any, Any]],
@@ -413,11 +436,14 @@ def finish_nstep_columns(data: Dict[str, np.ndarray[Any, Any]],
     data["discount"] = discount.astype(discount_dtype)
 
 
-def sample_decoder(schema: Optional[TableSchema]
+def sample_decoder(schema: Optional[TableSchema], versions: bool = False
                    ) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Sample]:
     """`decode_sample` for replies of the table of `schema` (None: not known yet): an
-    n-step reply's ``discount`` in the dtype of its reward field."""
+    n-step reply's ``discount`` in the dtype of its reward field; `versions`: replies
+    that end with the ``version`` column."""
     dtype = None if schema is None else schema.discount_dtype
+    if versions:
+        return functools.partial(decode_sample, discount_dtype=dtype, versions=True)
     if dtype is None:
         return decode_sample
     return functools.partial(decode_sample, discount_dtype=dtype)

@@ -114,8 +114,8 @@ class _StepBatches(Writer):
 
     def _submit(self, batch: InsertBatch) -> Future[Any]:
         columns, arrays = compressed_columns(batch.columns, batch.arrays, self.compressed)
-        meta = requests.insert_meta(self._table, InsertBatch(batch.n, columns, arrays, None),
-                                    self._timeout)
+        meta = requests.insert_meta(self._table, InsertBatch(batch.n, columns, arrays, None,
+                                                             batch.version), self._timeout)
         meta["op"] = "append_steps"
         ids = np.array(self.row_episodes[:batch.n], dtype="<u8")
         del self.row_episodes[:batch.n]
@@ -381,14 +381,15 @@ class EpisodeWriter:
             self._episode[env] = episode
         return episode
 
-    def append(self, env: int = 0, item: Optional[Mapping[str, Any]] = None,
-               **step: Any) -> None:
+    def append(self, env: int = 0, item: Optional[Mapping[str, Any]] = None, *,
+               version: Optional[int] = None, **step: Any) -> None:
         """Buffers one step of env's current episode, given as keyword arguments or as a
         dict `item` (every field of the table, without a batch dimension; fields named
         `env` or `item` go in the dict); sends a batch when `batch` steps are buffered, or
         when the batch's first step is `max_delay` old (waiting only while `max_in_flight`
-        requests await their replies). Cost: well
-        under 1 us over Writer.append (see there)."""
+        requests await their replies). `version`: the policy version the step was acted
+        with (None: as `Writer.append`'s; a new version sends the partial batch first).
+        Cost: well under 1 us over Writer.append (see there)."""
         if type(env) is not int or not 0 <= env < self._envs:
             env = self._check_env(env)
         episode = self._episode[env]
@@ -400,14 +401,16 @@ class EpisodeWriter:
         values = step if item is None else item
         steps = self._steps
         row = steps._count
-        # Writer.append's fast path for an item without priority, inlined (the hot path:
-        # one call per environment step); anything else goes through Writer.append.
+        # Writer.append's fast path for an item without priority or version, inlined (the
+        # hot path: one call per environment step); anything else goes through
+        # Writer.append.
         if (steps._with_priorities is False and not steps._failed and not steps._closed
+                and version is None and steps._follows is None
                 and steps._write_row(values, row)):
             steps._commit(row, None)  # counts it; sends a full or max_delay-old batch
             return
         try:
-            self._add_step(values)  # InvalidArgument naming the field, nothing buffered
+            self._add_step(values, version=version)  # InvalidArgument naming the field
         except BaseException:
             # Undo the id only if the step was not buffered: one id more than buffered
             # rows. A step that went out in a failed batch took its id along, and a lost

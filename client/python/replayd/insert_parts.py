@@ -34,6 +34,8 @@ def _splittable(batch: InsertBatch) -> bool:
     """Whether every column (and the priorities) holds exactly batch.n rows. A batch that
     does not is sent whole: the server names the field that is wrong."""
     arrays = list(batch.arrays) + ([] if batch.priorities is None else [batch.priorities])
+    if isinstance(batch.version, np.ndarray):
+        arrays.append(batch.version)
     return all(a.ndim >= 1 and a.shape[0] == batch.n for a in arrays)
 
 
@@ -51,11 +53,13 @@ def rows_per_request(batch: InsertBatch, table: str, meta: Mapping[str, Any],
         row_bytes = sum(a.itemsize * math.prod(a.shape[1:]) for a in batch.arrays)
         if batch.priorities is not None:
             row_bytes += 8
+        if isinstance(batch.version, np.ndarray):
+            row_bytes += 8
         if rows * row_bytes + _meta_bound(meta) <= int(max_frame):
             return max(1, rows)  # fits whatever the metadata's exact length (no JSON)
         # Header, metadata (its numbers never longer than the whole batch's) and at most
         # 7 bytes of padding after each column.
-        fixed = HEADER_BYTES + len(encode_meta(dict(meta))) + 8 * (len(batch.arrays) + 1)
+        fixed = HEADER_BYTES + len(encode_meta(dict(meta))) + 8 * (len(batch.arrays) + 2)
         fit = (int(max_frame) - fixed) // max(1, row_bytes)
         if fit < 1:
             raise ResourceExhausted(f"table '{table}': one item of {row_bytes} bytes does not "
@@ -92,7 +96,9 @@ def split_insert(batch: InsertBatch, table: str, meta: Mapping[str, Any],
         parts.append(InsertBatch(stop - start, columns,
                                  [a[start:stop] for a in batch.arrays],
                                  None if batch.priorities is None
-                                 else batch.priorities[start:stop]))
+                                 else batch.priorities[start:stop],
+                                 batch.version[start:stop]
+                                 if isinstance(batch.version, np.ndarray) else batch.version))
     return parts
 
 

@@ -350,8 +350,10 @@ def priority_parts(batch: Any, priorities: Any, tables: Optional[Sequence[str]] 
 
 def mixed_sample(tables: Tuple[str, ...], counts: Sequence[int], data: Dict[str, Any],
                  keys: Any, probabilities: Any, weights: Any, times_sampled: Any,
-                 mask: Any = None) -> MixedSample:
-    """A MixedSample of assembled arrays (rows grouped by table, `counts` each)."""
+                 mask: Any = None, versions: Any = None) -> MixedSample:
+    """A MixedSample of assembled arrays (rows grouped by table, `counts` each);
+    `versions`: each row's policy version, when asked for."""
     return MixedSample(data=data, keys=keys, probabilities=probabilities, weights=weights,
-                       times_sampled=times_sampled, state=None, mask=mask, tables=tables,
+                       times_sampled=times_sampled, state=None, mask=mask,
+                       versions=versions, tables=tables,
                        table=table_index(counts), counts=tuple(int(c) for c in counts))

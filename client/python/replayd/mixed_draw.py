@@ -53,11 +53,14 @@ Notice = Callable[[Connection, "Future[Any]", str, int], None]
 
 class DrawKind(NamedTuple):
     """What each table's request draws: plain samples, n-step samples (`nstep`) or
-    sequences (`sequence`)."""
+    sequences (`sequence`); `bound`: a plain sample's policy version members as sorted
+    (name, value) pairs (replayd.policy_versions; ``sample_mixed`` takes none, so such a
+    batch is one ``sample`` request per table)."""
 
     nstep: Optional[int] = None
     gamma: float = 1.0
     sequence: Optional[requests.SequenceShape] = None
+    bound: Optional[Tuple[Tuple[str, Any], ...]] = None
 
     @property
     def plain(self) -> bool:
@@ -71,15 +74,19 @@ class DrawKind(NamedTuple):
             return requests.sequence_meta(table, n, *self.sequence, beta, seconds)
         if self.nstep is not None:
             return requests.nstep_meta(table, n, self.nstep, self.gamma, beta, seconds)
+        bound = None if self.bound is None else dict(self.bound)
         if plane:
-            return keys_request(table, n, beta, seconds, rows="auto")
-        return requests.sample_meta(table, n, beta, seconds)
+            return keys_request(table, n, beta, seconds, rows="auto", bound=bound)
+        meta = requests.sample_meta(table, n, beta, seconds)
+        if bound is not None:
+            meta.update(bound)
+        return meta
 
     def decoder(self, client: ClientLike, table: str,
                 plane: bool) -> Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Any]:
         if self.sequence is not None:
             return decode_sequences
-        decode = sample_decoder(client.schema(table))
+        decode = sample_decoder(client.schema(table), versions=self.bound is not None)
         return auto_decoder(decode) if plane and self.plain else decode
 
 
@@ -164,7 +171,7 @@ class MixedDraw:
                   if count > 0]  # a table of 0 rows is not requested: nothing drawn
         self._one: Optional[Tuple[int, "Future[Any]"]] = None
         prepared = one_request(client, wanted, beta, seconds, self._plane) \
-            if kind.plain and len(wanted) > 1 else None
+            if kind.plain and kind.bound is None and len(wanted) > 1 else None
         if prepared is not None:
             # One request and one reply for every table (replayd.mixed_request): the
             # tables hold the same fields (the server checks it too); `fields` is checked
@@ -233,9 +240,10 @@ class MixedDraw:
             self._conn.forget(part.request_id)
 
     def _redraw(self, table: str, count: int) -> KeysReply:
+        bound = None if self._kind.bound is None else dict(self._kind.bound)
         request_id, future = self._conn.submit(
-            keys_request(table, count, self._beta, self._seconds), (), decode_keys_reply,
-            caller_waits=True)
+            keys_request(table, count, self._beta, self._seconds, bound=bound), (),
+            decode_keys_reply, caller_waits=True)
         reply: KeysReply = self._conn.wait(request_id, future, None)
         return reply
 
@@ -424,18 +432,22 @@ class Assembly:
             return mixed_sample(tables, counts, {name: leaves(only)[name]
                                                  for name in self._names},
                                 only.keys, only.probabilities, only.weights,
-                                only.times_sampled, mask)
+                                only.times_sampled, mask, only.versions)
         keys = np.concatenate([d.keys for d in draws])
         probabilities = np.concatenate([d.probabilities for d in draws])
         weights = np.concatenate([d.weights for d in draws])
         times_sampled = np.concatenate([d.times_sampled for d in draws])
+        with_versions = [d.versions for d in draws if d.versions is not None]
+        versions = np.concatenate(with_versions) if len(with_versions) == len(draws) \
+            else None
+        info = (keys, probabilities, weights, times_sampled) + \
+            (() if versions is None else (versions,))
         for table, bad in self._repairs:
             if self._redraw is None:
                 raise AssertionError("a keys reply without a way to draw again")
-            _repair(self._client, table, self._redraw, self._data, bad,
-                    (keys, probabilities, weights, times_sampled))
+            _repair(self._client, table, self._redraw, self._data, bad, info)
         return mixed_sample(tables, counts, self._data, keys, probabilities, weights,
-                            times_sampled, mask)
+                            times_sampled, mask, versions)
 
 
 # Large batches' rows go into blocks reused once no batch refers to them any more (a fresh
@@ -474,6 +486,8 @@ def _repair(client: ClientLike, table: str, redraw: Redraw,
         for name, values in rows.items():
             data[name][bad] = values
         for target, source in zip(info, (more.draws.keys, more.draws.probabilities,
-                                         more.draws.weights, more.draws.times_sampled)):
-            target[bad] = source
+                                         more.draws.weights, more.draws.times_sampled,
+                                         more.draws.versions)):
+            if source is not None:  # (versions: when the batch carries them)
+                target[bad] = source
         bad = bad[again]

@@ -27,9 +27,16 @@ def timeout_ms(seconds: Optional[float]) -> Optional[int]:
 
 def insert_meta(table: str, batch: InsertBatch, seconds: Optional[float]) -> Dict[str, Any]:
     """Metadata of an insert of `batch`; its payload is ``batch.buffers()``."""
-    return {"op": "insert", "table": table, "n": batch.n,
+    meta = {"op": "insert", "table": table, "n": batch.n,
             "priorities": batch.priorities is not None, "timeout_ms": timeout_ms(seconds),
             "columns": batch.columns}
+    version = batch.version
+    if version is not None:
+        if isinstance(version, np.ndarray):
+            meta["versions"] = True
+        else:
+            meta["version"] = version
+    return meta
 
 
 def sample_meta(table: str, batch_size: int, beta: float,

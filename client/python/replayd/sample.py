@@ -34,6 +34,12 @@ class Sample:
             docs/PROTOCOL.md, sample); None from servers that do not report it.
         mask: of a sequence sample, (n, T) uint8: 1 where a row is a real step, 0 where
             it is padding (zero-filled); None otherwise.
+        versions: uint64 policy version of each item (docs/VERSIONS.md), when the sample
+            asked for them (``versions=True``, ``min_version`` or ``max_staleness``);
+            None otherwise. ``sample["version"]`` also finds it (unless a field is so
+            named).
+        min_version: the bound a bounded sample was drawn under, as the server resolved
+            it (``max_staleness`` becomes a version); None for an unbounded sample.
 
     An n-step sample (``sample(..., nstep=k)``) has in `data` the start step's fields, the
     reward field replaced by the discounted return, the bootstrap fields (``next_obs``)
@@ -47,6 +53,8 @@ class Sample:
     times_sampled: np.ndarray[Any, Any]
     state: Optional[Dict[str, Any]] = None
     mask: Optional[np.ndarray[Any, Any]] = None
+    versions: Optional[np.ndarray[Any, Any]] = None
+    min_version: Optional[int] = None
     flat: Dict[str, np.ndarray[Any, Any]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +89,9 @@ class Sample:
         """``sample["obs"]`` is ``sample.data["obs"]``; a leaf path (``"obs/camera"``) finds
         the leaf."""
         found = self.data.get(field)
+        if found is None and field == "version" and self.versions is not None and \
+                field not in self.flat:
+            return self.versions
         return self.flat[field] if found is None else found
 
     def __iter__(self) -> Iterator[str]:

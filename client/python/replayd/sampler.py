@@ -34,7 +34,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Deque, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import requests, wait_notice
 from .client_interface import ClientLike
@@ -77,6 +77,8 @@ class Sampler:
             is then the number of sequences.
         fields: of mixed batches, the fields each batch carries (None: every field; the
             tables must then have the same ones).
+        bound: plain samples' policy version members (replayd.policy_versions
+            .sample_version_meta: versions, min_version, max_staleness, value), or None.
     """
 
     def __init__(self, client: ClientLike, table: Union[str, MixLike, Schedule],
@@ -86,13 +88,18 @@ class Sampler:
                  allocate: Optional[Allocator] = None, nstep: Optional[int] = None,
                  gamma: float = 1.0,
                  sequence: Optional[requests.SequenceShape] = None,
-                 fields: Optional[Sequence[str]] = None) -> None:
+                 fields: Optional[Sequence[str]] = None,
+                 bound: Optional[Mapping[str, Any]] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
         self._decode: Callable[..., Any] = decode_sample
         if nstep is not None and sequence is not None:
             raise InvalidArgument(f"table '{table}': a sampler draws n-step samples or "
                                   "sequences, not both")
+        if bound is not None and (nstep is not None or sequence is not None):
+            raise InvalidArgument(f"table '{table}': versions, min_version and "
+                                  "max_staleness apply to plain samples, not to n-step "
+                                  "samples or sequences")
         # Mixed batches: the schedule, its tables and what each table's request draws.
         self._mixed: Optional[Tuple[Schedule, Tuple[str, ...], DrawKind]] = None
         self._mixed_plane = False
@@ -107,7 +114,9 @@ class Sampler:
                 raise InvalidArgument("allocate= receives one table's reply; a mixed batch "
                                       "is assembled from several (leave it out)")
             schedule, tables = schedule_of(table)
-            self._mixed = (schedule, tables, DrawKind(nstep, float(gamma), sequence))
+            self._mixed = (schedule, tables, DrawKind(nstep, float(gamma), sequence,
+                                                      None if bound is None
+                                                      else tuple(sorted(bound.items()))))
             self._mixed_plane = nstep is None and sequence is None and client.shm_enabled()
             check_schemas(client, tables, fields)  # a disagreement raised here, not later
             table = "+".join(tables)
@@ -122,6 +131,9 @@ class Sampler:
             self._decode = sample_decoder(client.schema(table))  # discount: the reward's dtype
         else:
             meta = requests.sample_meta(table, batch_size, beta, timeout)
+            if bound is not None:
+                meta.update(bound)
+                self._decode = sample_decoder(None, versions=True)
         # Plain samples of a table the client maps: PlanePrefetch, no thread (see there).
         over_plane = False
         if nstep is None and sequence is None and self._mixed is None:
@@ -156,7 +168,7 @@ class Sampler:
             nbytes = client.sample_nbytes(table, batch_size) if allocate else 0
             self._plane = PlanePrefetch(client, self._conn, table, int(batch_size), beta,
                                         timeout, group, in_flight, self._decode, allocate,
-                                        nbytes)
+                                        nbytes, bound)
         else:
             self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
                                             daemon=True)

@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .nesting import flatten_spec
+from .policy_versions import followed_value
 from .rate_limiters import RateLimiter, rate_limiter_json
 
 __all__ = ["WIRE_DTYPES", "Field", "TableSchema", "wire_dtype", "normalize_shape",
@@ -102,6 +103,8 @@ class TableSchema:
     reward: Optional[str] = None
     capacity: Optional[int] = None
     metadata: Any = None  # the table's metadata (any JSON value), None when it has none
+    # The published value whose version the table follows (docs/VERSIONS.md), or None.
+    follows: Optional[str] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {f.name: f for f in self.fields})
@@ -148,7 +151,8 @@ class TableSchema:
         reward = description.get("reward") if description.get("episodic") else None
         capacity = description.get("capacity")
         return cls(str(description["name"]), fields, None if reward is None else str(reward),
-                   None if capacity is None else int(capacity), description.get("metadata"))
+                   None if capacity is None else int(capacity), description.get("metadata"),
+                   followed_value(description))
 
 
 def normalize_fields(fields: FieldsLike) -> Tuple[Field, ...]:
@@ -197,7 +201,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       compression: Optional[Mapping[str, Any]] = None,
                       max_compressed_bytes: Optional[int] = None,
                       pad_history: bool = True,
-                      metadata: Any = None) -> Dict[str, Any]:
+                      metadata: Any = None,
+                      versions: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
 
     `episodic`, `reward` and `bootstrap` describe an episodic table (docs/TRAJECTORIES.md):
@@ -217,6 +222,10 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     `metadata`: any JSON value (at most 1 MiB serialized) the server keeps with the table
     and returns in its description (``table_info(name)["description"]["metadata"]``), in
     snapshots too; None sends none.
+
+    `versions`: ``{"value": NAME, "drop_behind": k}`` (drop_behind optional): the table
+    follows the published value NAME, whose version is its policy version; with k, each
+    publish of version V drops the items of versions below V - k (docs/VERSIONS.md).
 
     `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
     ``"max_heap"``, ``"min_heap"``) or
@@ -261,6 +270,11 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
         description["pad_history"] = False
     if metadata is not None:
         description["metadata"] = metadata
+    if versions is not None:
+        if not isinstance(versions, Mapping):
+            raise TypeError(f"versions must be a dict like {{'value': NAME, 'drop_behind': "
+                            f"k}}, got {versions!r}")
+        description["versions"] = dict(versions)
     return description
 
 

@@ -117,11 +117,14 @@ class VectorWriter:
         self._schema = self._writer._schema
 
     def append(self, item: Optional[Mapping[str, Any]] = None, *,
-               priorities: Any = None, **fields: Any) -> None:
-        """Adds one item per environment (row i of every array: environment i's)."""
+               priorities: Any = None, version: Optional[int] = None,
+               **fields: Any) -> None:
+        """Adds one item per environment (row i of every array: environment i's);
+        `version`: the policy version they were acted with (one int; None as
+        `Writer.append`'s)."""
         arrays = env_rows(self._schema, item if item is not None else fields, self.envs)
         self._writer._extend(arrays, _env_priorities(self._schema.table, priorities,
-                                                     self.envs))
+                                                     self.envs), version)
 
     @property
     def batch(self) -> int:
@@ -188,9 +191,10 @@ class VectorEpisodeWriter:
 
     def append(self, item: Optional[Mapping[str, Any]] = None, *,
                terminated: Any = None, truncated: Any = None,
-               priorities: Any = None, **fields: Any) -> None:
+               priorities: Any = None, version: Optional[int] = None,
+               **fields: Any) -> None:
         """Buffers one step of every environment's episode, then ends the episodes
-        flagged (see the class)."""
+        flagged (see the class); `version` as `VectorWriter.append`'s."""
         table = self._schema.table
         arrays = env_rows(self._schema, item if item is not None else fields, self.envs)
         prio = _env_priorities(table, priorities, self.envs)
@@ -207,7 +211,7 @@ class VectorEpisodeWriter:
         rows = writer._row_episodes
         rows.extend(ids)
         try:
-            steps._extend(arrays, prio)
+            steps._extend(arrays, prio, version)
         except BaseException:
             del rows[steps._count:]  # the ids of rows not buffered (they follow those that are)
             raise

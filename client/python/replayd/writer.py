@@ -36,6 +36,7 @@ from . import requests, wait_notice
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_item, decode_keys
 from .errors import InvalidArgument, PermissionDenied, ReplayError
+from .policy_versions import MAX_VERSION, check_version
 from .row_writer import RowWriter, compile_row_writer
 from .schema import Field
 from .shm.staging import BatchSlots
@@ -115,7 +116,7 @@ class Writer:
         self._staging: Optional[BatchSlots] = None
         # Encoded metadata of full staged batches of the current arena, by (slot,
         # priorities or not); cleared when the arena is replaced.
-        self._staged_metas: Dict[Tuple[int, bool], bytes] = {}
+        self._staged_metas: Dict[Tuple[int, bool, Optional[int]], bytes] = {}
         # Staged batches are inserts, or appends for a subclass that says so
         # (_STAGES_APPENDS, with _submit_staged); another subclass that sends its batches
         # otherwise keeps the socket.
@@ -134,6 +135,11 @@ class Writer:
                                "shape": [self._batch, *f.shape]}
                               for f in self._schema.fields]
         self._with_priorities: Optional[bool] = None  # of the batch being filled
+        # The policy version of the batch being filled (one per batch: a new version
+        # sends the batch first), and the published value whose version stamps items
+        # appended without one (docs/VERSIONS.md).
+        self._version: Optional[int] = None
+        self._follows = self._schema.follows
         self._count = 0
         self._in_flight: Deque[Tuple[Future[Any], int]] = collections.deque()
         self._error: Optional[BaseException] = None
@@ -173,12 +179,16 @@ class Writer:
         return self._count + sum(n for _, n in self._in_flight)
 
     def append(self, item: Optional[Mapping[str, Any]] = None, *,
-               priority: Optional[float] = None, **fields: Any) -> None:
+               priority: Optional[float] = None, version: Optional[int] = None,
+               **fields: Any) -> None:
         """Adds one item, given as a dict or as keyword arguments (no batch dimension).
 
         `priority` None lets the server assign the largest priority seen. A batch holds
         either only items with priorities or only items without; switching sends the
-        partial batch first.
+        partial batch first. `version`: the policy version the item was acted with; None
+        for the version of the value the table follows that the client last fetched or
+        published (none: 0). A batch holds items of one version: a new one sends the
+        partial batch first (docs/VERSIONS.md).
 
         Cost: about 1-2 us for an item of ndarrays already of the field's dtype and shape,
         of Python bool/int/float scalars and of numpy scalars of the field's dtype (written
@@ -193,6 +203,8 @@ class Writer:
         with_priority = priority is not None
         if self._count and self._with_priorities is not with_priority:
             self._send()
+        if version is not None or self._follows is not None:
+            self._switch_version(version)
         row = self._count
         if not self._write_row(values, row):
             for column, value in zip(self._columns,
@@ -200,7 +212,8 @@ class Writer:
                 column[row] = value
         self._commit(row, priority)
 
-    def try_append(self, item: Mapping[str, Any], priority: Optional[float] = None) -> bool:
+    def try_append(self, item: Mapping[str, Any], priority: Optional[float] = None,
+                   version: Optional[int] = None) -> bool:
         """Appends `item` (a dict of exactly the table's fields) if it needs no conversion:
         each value an ndarray of its field's dtype and shape, or for a scalar field a bool
         or an int/float in the dtype's range. Otherwise appends nothing and returns False
@@ -209,6 +222,8 @@ class Writer:
             self._check_open()
         if self._count and self._with_priorities is not (priority is not None):
             self._send()
+        if version is not None or self._follows is not None:
+            self._switch_version(version)
         row = self._count
         if not self._write_row(item, row):
             return False
@@ -230,8 +245,23 @@ class Writer:
         elif self._max_delay is not None and _monotonic() - self._first_at > self._max_delay:
             self._send()
 
+    def _switch_version(self, version: Optional[int]) -> None:
+        """Makes the batch being filled one of `version` (None: the followed value's
+        version as the client knows it now), sending the partial batch of another one."""
+        if version is None:
+            if self._follows is None:
+                return
+            version = self._client.policy_version(self._follows)
+        elif type(version) is not int or not 0 <= version <= MAX_VERSION:
+            version = check_version(self._table, version)  # InvalidArgument when bad
+        if version != self._version:
+            if self._count:
+                self._send()
+            self._version = version
+
     def _extend(self, arrays: List[np.ndarray[Any, Any]],
-                priorities: Optional[np.ndarray[Any, Any]]) -> None:
+                priorities: Optional[np.ndarray[Any, Any]],
+                version: Optional[int] = None) -> None:
         """Adds k rows at once: `arrays` holds one array of k rows per field, of the
         field's dtype and shape (checked by the caller: replayd.vector_writers), and
         `priorities` k float64 or None. As k appends would, but one slice copy per field
@@ -241,6 +271,8 @@ class Writer:
         with_priority = priorities is not None
         if self._count and self._with_priorities is not with_priority:
             self._send()
+        if version is not None or self._follows is not None:
+            self._switch_version(version)
         k = int(arrays[0].shape[0]) if arrays else 0
         done = 0
         while done < k:
@@ -332,7 +364,7 @@ class Writer:
                        for f in self._schema.fields]
         priorities = self._priorities[:n] if self._with_priorities else None
         self._count = 0
-        batch = InsertBatch(n, columns, arrays, priorities)
+        batch = InsertBatch(n, columns, arrays, priorities, self._version)
         staging = self._staging
         if staging is not None and staging.conn.alive:
             future = self._submit_staged(batch, staging)
@@ -346,9 +378,9 @@ class Writer:
     def _submit_staged(self, batch: InsertBatch, staging: "BatchSlots") -> Future[Any]:
         """Sends one batch whose rows lie in the current staging slot, without waiting.
         The metadata of a full batch differs only by its slot: it is encoded once per slot
-        (and priorities or not), which saves 15-30 us of JSON per batch."""
+        (priorities or not, and version), which saves 15-30 us of JSON per batch."""
         full = batch.n == self._batch
-        key = (staging.current, batch.priorities is not None)
+        key = (staging.current, batch.priorities is not None, batch.version)
         meta = self._staged_metas.get(key) if full else None
         if meta is None:
             described = requests.insert_meta(self._table, batch, self._timeout)

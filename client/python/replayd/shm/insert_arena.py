@@ -57,6 +57,8 @@ def stageable(schema: TableSchema, batch: InsertBatch) -> bool:
     """Whether `batch` is exactly what the table stores (see the module's docstring)."""
     fields = schema.fields
     n = batch.n
+    if isinstance(batch.version, np.ndarray):
+        return False  # per-row versions: the socket (one int for all rows is staged)
     if n < 1 or len(batch.arrays) != len(fields) or len(batch.columns) != len(fields):
         return False
     if schema.capacity is not None and n > schema.capacity:
@@ -76,7 +78,7 @@ def _padded_size(nbytes: int) -> int:
 class InsertPlan:
     """How a stageable part of `n` rows of a table lies in a region (its columns' offsets
     and its padded size) and its metadata, encoded but for the arena and offset. Made once
-    per (table, schema, n, priorities, timeout): JSON and layout cost 20-40 us a request
+    per (table, schema, n, priorities, timeout, version): JSON and layout cost 20-40 us a request
     otherwise. Holds the schema, so that its id, part of the key, is not reused."""
 
     __slots__ = ("schema", "offsets", "nbytes", "head", "tail")
@@ -91,6 +93,8 @@ class InsertPlan:
         described = {"op": "insert", "table": table, "n": part.n,
                      "priorities": with_priorities, "timeout_ms": timeout_ms,
                      "columns": part.columns}
+        if part.version is not None:
+            described["version"] = part.version
         self.head = encode_meta(described)[:-1] + b',"staged":{"arena":'
         self.tail = b',"rows":%d}}' % part.n
 
@@ -102,7 +106,7 @@ def insert_plan(table: str, schema: TableSchema, part: InsertBatch,
                 timeout_ms: Optional[int]) -> InsertPlan:
     """The (cached) InsertPlan of a stageable `part`. Thread-safe: racing threads make
     equal plans."""
-    key = (table, id(schema), part.n, part.priorities is not None, timeout_ms)
+    key = (table, id(schema), part.n, part.priorities is not None, timeout_ms, part.version)
     plan = _PLANS.get(key)
     if plan is None or plan.schema is not schema:
         plan = InsertPlan(table, schema, part, timeout_ms)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any, Callable, Deque, Optional, Tuple
+from typing import Any, Callable, Deque, Mapping, Optional, Tuple
 
 from .. import wait_notice
 from ..errors import TimeoutError
@@ -71,7 +71,7 @@ class PlanePrefetch:
     def __init__(self, client: Any, conn: Any, table: str, batch_size: int, beta: float,
                  timeout: Optional[float], group: int, in_flight: int,
                  copy_decoder: Callable[..., Sample], allocate: Optional[Allocator],
-                 nbytes: int) -> None:
+                 nbytes: int, bound: Optional[Mapping[str, Any]] = None) -> None:
         self._client = client
         self._conn = conn
         self._table = table
@@ -79,8 +79,9 @@ class PlanePrefetch:
         self._beta = beta
         self._timeout = timeout
         self._max_in_flight = max(1, in_flight)
+        self._bound = bound  # policy versions asked for (docs/VERSIONS.md), or None
         self._meta = encode_meta(keys_request(table, batch_size, beta, timeout, group,
-                                              rows="auto"))
+                                              rows="auto", bound=bound))
         self._decode = auto_decoder(copy_decoder)
         self._allocate = allocate
         self._nbytes = nbytes
@@ -125,7 +126,8 @@ class PlanePrefetch:
         while bad.size:
             left = bound.next_round(len(bad))
             request_id, future = self._conn.submit(
-                keys_request(self._table, len(bad), self._beta, left), (), decode_keys_reply)
+                keys_request(self._table, len(bad), self._beta, left, bound=self._bound), (),
+                decode_keys_reply)
             more: KeysReply = self._conn.wait(request_id, future, None)
             plane.check_region(more.region)  # the rows gathered are of this mapping's table
             bad = plane.repair(sample, bad, more.draws)

@@ -35,13 +35,17 @@ MAX_REDRAW_ROUNDS = 64
 
 
 def keys_request(table: str, n: int, beta: float, timeout: Optional[float],
-                 batches: int = 1, rows: str = "keys") -> Dict[str, Any]:
+                 batches: int = 1, rows: str = "keys",
+                 bound: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """A ``sample`` request for the keys of n draws (no rows), or of up to `batches`
     batches of n drawn at once. `rows` "auto": the server leaves the rows to the mapping
     when it can (the connection has the plane, the table lives in shared memory and keeps
-    its items when sampled) and copies them otherwise."""
+    its items when sampled) and copies them otherwise. `bound`: the request's policy
+    version members (replayd.policy_versions.sample_version_meta), or None."""
     meta = requests.sample_meta(table, n, beta, timeout)
     meta["rows"] = rows
+    if bound is not None:
+        meta.update(bound)
     if batches > 1:
         meta["batches"] = batches
     return meta
@@ -66,6 +70,12 @@ def decode_keys_reply(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) ->
                             f"{dict(meta)!r}")
     draws = decode_sample(meta, payload)
     slots = draws.data.pop("slot", None)
+    versions = draws.data.pop("version", None)  # asked for: after the slots
+    if versions is not None or "min_version" in meta:
+        draws = Sample(draws.data, draws.keys, draws.probabilities, draws.weights,
+                       draws.times_sampled, draws.state, versions=versions,
+                       min_version=None if meta.get("min_version") is None
+                       else int(meta["min_version"]))
     if slots is not None and (slots.dtype != np.int64 or len(slots) != len(draws)):
         raise ProtocolError("a keys-only sample reply whose slot column is not int64 per draw")
     return KeysReply(draws, int(meta["region"]), int(meta.get("batches", 1)), slots)
@@ -142,22 +152,27 @@ class PlaneTable:
         when the reply carried them."""
         n = len(draws)
         info: Optional[List[np.ndarray[Any, Any]]] = None
+        versions = draws.versions
         if buffer is None:
             data = self._arrays(n)
         else:
             data, info = self._views(buffer, n)
             if slots is not None:  # received into the same buffer, where the rows go
                 slots = slots.copy()
+            if versions is not None:
+                versions = versions.copy()
         bad = self.mapping.gather(draws.keys, data, slots=slots)
         self.changed_rows += len(bad)
         if info is None:
             return Sample(data, draws.keys, draws.probabilities, draws.weights,
-                          draws.times_sampled, draws.state), bad
+                          draws.times_sampled, draws.state, versions=versions,
+                          min_version=draws.min_version), bad
         for target, source in zip(info, (draws.keys, draws.probabilities, draws.weights,
                                          draws.times_sampled)):
             target[...] = source
         keys, probabilities, weights, times_sampled = info
-        return Sample(data, keys, probabilities, weights, times_sampled, draws.state), bad
+        return Sample(data, keys, probabilities, weights, times_sampled, draws.state,
+                      versions=versions, min_version=draws.min_version), bad
 
     def repair(self, sample: Sample, bad: np.ndarray[Any, Any],
                redrawn: Sample) -> np.ndarray[Any, Any]:
@@ -175,6 +190,8 @@ class PlaneTable:
         sample.probabilities[bad] = redrawn.probabilities
         sample.weights[bad] = redrawn.weights
         sample.times_sampled[bad] = redrawn.times_sampled
+        if sample.versions is not None and redrawn.versions is not None:
+            sample.versions[bad] = redrawn.versions
         still: np.ndarray[Any, Any] = bad[again]
         return still
 
@@ -274,7 +291,9 @@ def split_sample(sample: Sample, batches: int) -> List[Sample]:
         parts.append(Sample({name: array[rows] for name, array in sample.flat.items()},
                             sample.keys[rows], sample.probabilities[rows], sample.weights[rows],
                             sample.times_sampled[rows], sample.state,
-                            None if sample.mask is None else sample.mask[rows]))
+                            None if sample.mask is None else sample.mask[rows],
+                            None if sample.versions is None else sample.versions[rows],
+                            sample.min_version))
     return parts
 
 
@@ -289,5 +308,6 @@ def split_draws(reply: KeysReply) -> List[Tuple[Sample, Optional[np.ndarray[Any,
         return [(draws, slots)]
     return [(Sample({}, draws.keys[i * n:(i + 1) * n], draws.probabilities[i * n:(i + 1) * n],
                     draws.weights[i * n:(i + 1) * n], draws.times_sampled[i * n:(i + 1) * n],
-                    draws.state),
+                    draws.state, versions=None if draws.versions is None
+                    else draws.versions[i * n:(i + 1) * n], min_version=draws.min_version),
              None if slots is None else slots[i * n:(i + 1) * n]) for i in range(batches)]
