@@ -19,7 +19,9 @@ a table with a field of one of these names is refused. Episodic tables: with ``n
 the fields are those of an n-step sample (the return in the reward field, ``discount`` in
 the reward's dtype, ``steps`` int64, see `Client.sample`); with ``sequence_length=T`` each field is (B, burn_in + T,
 ...) and the dict also holds ``mask`` (B, burn_in + T) uint8, 1 for a real step (a field
-named ``mask`` is then refused). Stacked frame fields (docs/PIXELS.md) become tensors over
+named ``mask`` is then refused). With ``versions=True``, ``min_version`` or
+``max_staleness`` (as `Client.sample`'s, docs/VERSIONS.md) the dict also holds
+``versions`` (int64, each row's policy version). Stacked frame fields (docs/PIXELS.md) become tensors over
 the received frames, whose rows overlap in memory: read them, or ``clone()`` before writing
 in place.
 
@@ -159,6 +161,8 @@ def _sample_columns(sample: Sample) -> List[Tuple[str, np.ndarray[Any, Any]]]:
                 ("times_sampled", sample.times_sampled)]
     if sample.mask is not None:
         columns.append(("mask", sample.mask))
+    if sample.versions is not None:  # asked for (docs/VERSIONS.md): int64, as keys
+        columns.append(("versions", sample.versions))
     if isinstance(sample, MixedSample):
         if "table" in sample.data:
             raise InvalidArgument("field 'table' has the name of a mixed batch's entry "
@@ -293,7 +297,9 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                  num_batches: Optional[int] = None, nstep: Optional[int] = None,
                  gamma: float = 1.0, sequence_length: Optional[int] = None,
                  stride: int = 1, burn_in: int = 0, pad: bool = False,
-                 fields: Optional[Sequence[str]] = None) -> None:
+                 fields: Optional[Sequence[str]] = None, versions: bool = False,
+                 min_version: Optional[int] = None, max_staleness: Optional[int] = None,
+                 value: Optional[str] = None) -> None:
         super().__init__()
         if nstep is not None and sequence_length is not None:
             raise InvalidArgument("ReplayDataset draws n-step samples (nstep) or sequences "
@@ -320,6 +326,17 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                 "CUDA device (torch.cuda.is_available() is False: a CPU-only build of torch, "
                 "or no GPU or driver); leave device=None for CPU tensors")
         self.num_batches = num_batches
+        #: Policy version members of each request (Client.sample's versions, min_version,
+        #: max_staleness, value), or None; batches then hold ``versions``.
+        self.bound: Optional[Dict[str, Any]] = None
+        if versions or min_version is not None or max_staleness is not None or \
+                value is not None:
+            if self.sequence is not None:
+                raise InvalidArgument("ReplayDataset: versions, min_version and "
+                                      "max_staleness apply to plain samples, not sequences")
+            self.bound = dict(Client._version_bound(
+                table if isinstance(table, str) else "mixed", nstep, versions, min_version,
+                max_staleness, value))
         self.wait_seconds = 0.0
         self.batches = 0
 
@@ -338,7 +355,8 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
             self.client, self.table, self.batch_size, prefetch=self.prefetch, beta=self.beta,
             timeout=self.timeout, transform=as_tensors if stager is None else stager,
             allocate=None if stager is None or self.tables is not None else stager.pool.allocate,
-            nstep=self.nstep, gamma=self.gamma, sequence=self.sequence, fields=self.fields)
+            nstep=self.nstep, gamma=self.gamma, sequence=self.sequence, fields=self.fields,
+            bound=self.bound)
         with sampler:
             produced = 0
             while self.num_batches is None or produced < self.num_batches:

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 HIDDEN_REWARD = "_cpprb_unused_reward"
 SAMPLE_EXTRAS = (HIDDEN_REWARD, "discount", "steps")  # columns a 1-step sample adds
-READ_EXTRAS = (HIDDEN_REWARD, "key", "episode", "position", "sequence", "end")  # read_steps adds
+READ_EXTRAS = (HIDDEN_REWARD, "key", "episode", "position", "sequence", "end",
+               "version")  # read_steps adds
 RESERVED = ("discount", "steps", "key", "episode", "position", "sequence", HIDDEN_REWARD)
 
 

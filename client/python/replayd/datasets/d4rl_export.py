@@ -8,7 +8,9 @@ observation, the final one at an episode's end) and ``infos/<path>`` per step;
 was: its dtypes and reward shape, ``next_observations`` only if the file had them, a
 truncated episode's last step (stored without a final row) as a step, and the unmarked
 last episode unmarked. Observations must be one array (no Dict/Tuple): D4RL's layout has
-no place for nesting.
+no place for nesting. ``policy_versions`` (uint64 per step, docs/VERSIONS.md) holds the
+version each step was acted with, written only when some step's is not 0; a D4RL load
+reads it back.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ..errors import InvalidArgument
 from .episode_reader import EndedEpisodes
 from .load_table import dataset_description
 from .minari_export import ExportResult, table_layout
-from .minari_files import import_h5py
+from .minari_files import POLICY_VERSIONS, import_h5py
 from .progress import Progress
 
 __all__ = ["export_d4rl"]
@@ -76,6 +78,7 @@ def export_d4rl(client: ClientLike, table: str, path: str, *,
     bar = Progress(None, enabled=progress)
     episodes = steps = 0
     pending: Optional[List[Any]] = None  # the last episode, held back to mark it unmarked
+    versions = [0]  # episodes with a policy version other than 0
     with h5py.File(path, "w") as f:
         out = _Appender(f)
 
@@ -104,6 +107,9 @@ def export_d4rl(client: ClientLike, table: str, path: str, *,
                 out.add("next_observations", following)
             for name in layout.infos:
                 out.add(f"infos/{name[len('info/'):]}", rows[name][:count])
+            versions[0] += 1 if "version" in rows and rows["version"][:count].any() else 0
+            out.add(POLICY_VERSIONS, rows["version"][:count] if "version" in rows
+                    else np.zeros(count, np.uint64))
             return count
 
         for episode in reader:
@@ -115,6 +121,8 @@ def export_d4rl(client: ClientLike, table: str, path: str, *,
         if pending is not None:
             steps += write(pending[0], True)
             episodes += 1
+        if not versions[0] and POLICY_VERSIONS in f:
+            del f[POLICY_VERSIONS]  # every step of version 0: the file as it would be without
         for name, entry in (d4rl or {}).get("metadata", {}).items():
             value = entry["value"]
             if entry.get("string"):

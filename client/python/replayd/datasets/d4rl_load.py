@@ -22,7 +22,7 @@ import numpy as np
 
 from ..client_interface import ClientLike
 from .load_table import FieldSpec, LoadResult, Loading, ensure_table, reward_dtype
-from .minari_files import import_h5py, json_safe
+from .minari_files import POLICY_VERSIONS, import_h5py, json_safe
 
 __all__ = ["load_d4rl", "is_d4rl_file"]
 
@@ -126,6 +126,8 @@ def _read_chunk(f: Any, begin: int, end: int, n: int,
                              "rew": f["rewards"][begin:end].reshape(end - begin)}
     for name in info_names:
         chunk[f"info/{name}"] = f[f"infos/{name}"][begin:end]
+    if POLICY_VERSIONS in f:  # each step's policy version, as replayd's export writes it
+        chunk["versions"] = np.asarray(f[POLICY_VERSIONS][begin:end], dtype="<u8")
     chunk["done"] = _done(f, begin, end)
     chunk["terminal"] = np.asarray(f["terminals"][begin:end], bool)
     if "next_observations" in f:
@@ -184,8 +186,9 @@ def _send_chunk(loading: Loading, chunk: Dict[str, Any], open_id: Optional[int],
             final = None  # truncated, no next observation: the last step serves
         ends.append((ids[i], is_terminal, final))
     columns = {name: value for name, value in chunk.items()
-               if name not in ("done", "terminal", "next")}
-    loading.sender.send(columns, np.repeat(np.asarray(ids, np.uint64), lengths), ends)
+               if name not in ("done", "terminal", "next", "versions")}
+    loading.sender.send(columns, np.repeat(np.asarray(ids, np.uint64), lengths), ends,
+                        chunk.get("versions"))
     return ids[-1] if len(ids) > len(last_rows) else None
 
 

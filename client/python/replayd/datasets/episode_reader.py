@@ -28,7 +28,7 @@ from ..errors import InvalidArgument
 
 __all__ = ["EndedEpisodes", "EndedEpisode"]
 
-_BOOKKEEPING = ("key", "episode", "position", "sequence", "end")
+_BOOKKEEPING = ("key", "episode", "position", "sequence", "end", "version")
 
 
 @dataclass

@@ -7,7 +7,9 @@ plain ``obs`` and ``next_obs`` fields (transitions), R steps and the last ``next
 as the final observation. ``terminations`` / ``truncations`` are all False but at the
 last step, as the episode ended. A table a Minari load created gets its dataset's
 metadata (spaces, ids, env_spec...) back, the counts written anew; any other table gets
-unbounded Box spaces from its fields (Dict/Tuple for nested ones).
+unbounded Box spaces from its fields (Dict/Tuple for nested ones). An episode whose steps
+have policy versions (docs/VERSIONS.md) other than 0 gets them as ``policy_versions``
+(uint64 per step) in its group, which a Minari load reads back (Minari ignores it).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ..schema import TableSchema
 from . import jpeg_fields
 from .episode_reader import EndedEpisode, EndedEpisodes
 from .load_table import dataset_description
-from .minari_files import import_h5py
+from .minari_files import POLICY_VERSIONS, import_h5py
 from .progress import Progress
 from .spaces import SpaceLeaf, space_leaves, space_of_leaves
 
@@ -183,6 +185,8 @@ def export_minari(client: ClientLike, table: str, path: str, *, dataset_id: Opti
             infos = group.create_group("infos")
             for name in layout.infos:
                 infos.create_dataset(name[len("info/"):], data=arrays[name])
+            if "version" in episode.rows and episode.rows["version"][:count].any():
+                group.create_dataset(POLICY_VERSIONS, data=episode.rows["version"][:count])
             episodes += 1
             steps += count
             bar.update(steps)

@@ -27,6 +27,11 @@ from .spaces import SpaceLeaf, space_leaves
 
 __all__ = ["MinariSource", "open_minari", "InfoLeaf", "json_safe", "import_h5py"]
 
+#: The dataset of each step's policy version (docs/VERSIONS.md) that replayd's exports
+#: write (a D4RL file's root, a Minari episode's group) when a version is not 0, and its
+#: loads read back.
+POLICY_VERSIONS = "policy_versions"
+
 _EPISODE = re.compile(r"^episode_(\d+)$")
 _NAME_CHARS = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 
@@ -176,7 +181,8 @@ class MinariSource:
     def episodes(self, infos: List[InfoLeaf]) -> Iterator[Dict[str, Any]]:
         """Each episode in id order: ``observations`` / ``actions`` (leaf path -> array,
         JPEG leaves as object arrays of byte strings), ``rewards``, ``terminations``,
-        ``truncations`` and ``infos`` (path -> array) as read from the file."""
+        ``truncations``, ``infos`` (path -> array) and, when the file has them,
+        ``policy_versions`` (one per step) as read from the file."""
         for name in self.episode_names:
             group = self.file[name]
             episode: Dict[str, Any] = {"name": name}
@@ -186,6 +192,8 @@ class MinariSource:
             for key in ("rewards", "terminations", "truncations"):
                 episode[key] = group[key][()]
             episode["infos"] = {leaf.path: group[f"infos/{leaf.path}"][()] for leaf in infos}
+            if POLICY_VERSIONS in group:  # written by replayd's export (docs/VERSIONS.md)
+                episode[POLICY_VERSIONS] = group[POLICY_VERSIONS][()]
             yield episode
 
 

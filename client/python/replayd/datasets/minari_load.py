@@ -24,7 +24,7 @@ from ..client_interface import ClientLike
 from . import jpeg_fields
 from .load_table import (FieldSpec, LoadResult, Loading, ensure_table, reward_dtype,
                          split_rows)
-from .minari_files import InfoLeaf, MinariSource, open_minari
+from .minari_files import POLICY_VERSIONS, InfoLeaf, MinariSource, open_minari
 
 __all__ = ["load_minari"]
 
@@ -116,6 +116,7 @@ def _send_episodes(loading: Loading, source: MinariSource, fields: List[FieldSpe
     rows: Dict[str, List[np.ndarray[Any, Any]]] = {name: [] for name, _, _, _ in fields}
     lengths: List[int] = []
     ends: List[Tuple[bool, Dict[str, Any]]] = []
+    versions: List[np.ndarray[Any, Any]] = []  # each episode's, when the file has them
     pending = 0
 
     def send() -> None:
@@ -125,7 +126,10 @@ def _send_episodes(loading: Loading, source: MinariSource, fields: List[FieldSpe
         episode_ids = np.repeat(np.asarray(ids, np.uint64), lengths)
         loading.sender.send(columns, episode_ids,
                             [(i, terminated, final) for i, (terminated, final)
-                             in zip(ids, ends)])
+                             in zip(ids, ends)],
+                            np.concatenate(versions) if len(versions) == len(lengths)
+                            else None)
+        versions.clear()
         loading.sent(pending)
         for values in rows.values():
             values.clear()
@@ -159,6 +163,8 @@ def _send_episodes(loading: Loading, source: MinariSource, fields: List[FieldSpe
             for key in _FLAGS:
                 rows[key].append(np.asarray(episode[key], bool))
         terminated = bool(episode["terminations"][-1])
+        if POLICY_VERSIONS in episode:
+            versions.append(np.asarray(episode[POLICY_VERSIONS][:steps], dtype="<u8"))
         lengths.append(steps)
         ends.append((terminated, final))
         pending += steps

@@ -74,16 +74,18 @@ class StepSender:
         return max(1, (meta - 8192) // 64)
 
     def send(self, columns: Mapping[str, np.ndarray[Any, Any]],
-             episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd]) -> None:
+             episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd],
+             versions: Optional[np.ndarray[Any, Any]] = None) -> None:
         """Appends the rows of `columns` (every field, n rows each, in any order) to the
-        episodes `episode_ids` (n uint64), then ends `ends`. Returns once the requests are
+        episodes `episode_ids` (n uint64), then ends `ends`; `versions`: each row's policy
+        version (n uint64), or None for none. Returns once the requests are
         sent, waiting only while `max_in_flight` await replies. One request when it fits
         (`max_rows`, `max_ends`); else several, each end in the request that holds its
         episode's last row here (or in the last one), in the order of those rows."""
         n = int(len(episode_ids))
         most_rows, most_ends = self.max_rows(), self.max_ends()
         if n <= most_rows and len(ends) <= most_ends:
-            self._send(columns, episode_ids, ends)
+            self._send(columns, episode_ids, ends, versions)
             return
         ids = np.asarray(episode_ids)
         # each episode's last row here, from the runs of equal ids (a few per episode)
@@ -103,12 +105,13 @@ class StepSender:
                 stop = last_row[int(piece_ends[-1][0])] + 1  # the rest in the next request
             piece = slice(begin, stop)
             self._send({name: array[piece] for name, array in columns.items()},
-                       ids[piece], piece_ends)
+                       ids[piece], piece_ends, None if versions is None else versions[piece])
             begin = stop
         self._end_alone(ordered[k:])  # ends of episodes with no row in this batch
 
     def _send(self, columns: Mapping[str, np.ndarray[Any, Any]],
-              episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd]) -> None:
+              episode_ids: np.ndarray[Any, Any], ends: Sequence[EpisodeEnd],
+              versions: Optional[np.ndarray[Any, Any]] = None) -> None:
         n = int(len(episode_ids))
         metas: List[Dict[str, Any]] = []
         buffers: List[Any] = []
@@ -127,12 +130,19 @@ class StepSender:
                           "shape": [n, *field.shape]})
             buffers.append(array)
         buffers.append(np.ascontiguousarray(episode_ids, dtype="<u8"))
+        if versions is not None:  # after the ids (no priorities), before final columns
+            if len(versions) != n:
+                raise InvalidArgument(f"table '{self._table}': {len(versions)} versions for "
+                                      f"{n} steps")
+            buffers.append(np.ascontiguousarray(versions, dtype="<u8"))
         if not self._next_of:  # no final observations to send
             ends = [(e, t, None) for e, t, _ in ends]
         with_final = [end for end in ends if end[2] is not None]
         without = [end for end in ends if end[2] is None]
         meta: Dict[str, Any] = {"op": "append_steps", "table": self._table, "n": n,
                                 "priorities": False, "timeout_ms": None, "columns": metas}
+        if versions is not None:
+            meta["versions"] = True
         # One request's ends carry final observations all or none: the ends with them are
         # listed in the append, the others follow as end_episode requests (pipelined).
         listed = with_final if with_final else without
