@@ -119,6 +119,8 @@ def cmd_status(client: Client, args: argparse.Namespace) -> int:
         print(f"  inserts: {insert_state(table)}; {waiting.get('inserts', 0)} waiting")
         for line in _replay_lines(table.get("replay")):
             print(f"  {line}")
+        for line in _version_lines(table):
+            print(f"  {line}")
     for line in _value_lines(server.get("values")):
         print(line)
     return EXIT_OK
@@ -161,6 +163,38 @@ def _replay_lines(replay: Optional[Dict[str, Any]]) -> List[str]:
         removed_line = "times sampled at removal: no item has left yet"
     return [age_line, removed_line,
             f"samples per insert: {replay['samples_per_insert']:.3g}"]
+
+
+def _version_lines(table: Dict[str, Any]) -> List[str]:
+    """The policy versions of one table's INFO entry (docs/VERSIONS.md): the followed
+    value's version, the versions stored and the staleness of the draws; for a table that
+    follows a value or stores versions other than 0 (none from older servers)."""
+    versions = table.get("versions")
+    followed = table.get("description", {}).get("versions") or {}
+    if not isinstance(versions, dict) or (not followed and not versions.get("newest")):
+        return []
+    if followed:
+        current = versions.get("policy_version")
+        head = (f"policy version: {current if current is not None else 'none yet'} "
+                f"(follows '{followed.get('value', '?')}'")
+        if followed.get("drop_behind") is not None:
+            head += f", drops items more than {followed['drop_behind']} behind"
+        head += ")"
+    else:
+        head = "policy versions: written by the writers (the table follows no value)"
+    if versions.get("oldest") is None:
+        stored = "no item stored"
+    else:
+        stored = (f"stored versions {versions['oldest']}..{versions['newest']} "
+                  f"({versions.get('distinct', 0):,} distinct)")
+    stored += f", {versions.get('dropped', 0):,} items dropped behind"
+    lines = [f"{head}; {stored}"]
+    staleness = (table.get("replay") or {}).get("sample_staleness_versions")
+    if followed and staleness:
+        lines.append(f"sample staleness: p50 {staleness['p50']:.3g}, p99 "
+                     f"{staleness['p99']:.3g} versions ({staleness['count']:,} draws)"
+                     if staleness.get("count") else "sample staleness: no draws yet")
+    return lines
 
 
 def cmd_create_table(client: Client, args: argparse.Namespace) -> int:

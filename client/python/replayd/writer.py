@@ -203,7 +203,7 @@ class Writer:
         with_priority = priority is not None
         if self._count and self._with_priorities is not with_priority:
             self._send()
-        if version is not None or self._follows is not None:
+        if version is not None or self._version is not None or self._follows is not None:
             self._switch_version(version)
         row = self._count
         if not self._write_row(values, row):
@@ -222,7 +222,7 @@ class Writer:
             self._check_open()
         if self._count and self._with_priorities is not (priority is not None):
             self._send()
-        if version is not None or self._follows is not None:
+        if version is not None or self._version is not None or self._follows is not None:
             self._switch_version(version)
         row = self._count
         if not self._write_row(item, row):
@@ -249,9 +249,8 @@ class Writer:
         """Makes the batch being filled one of `version` (None: the followed value's
         version as the client knows it now), sending the partial batch of another one."""
         if version is None:
-            if self._follows is None:
-                return
-            version = self._client.policy_version(self._follows)
+            if self._follows is not None:
+                version = self._client.policy_version(self._follows)
         elif type(version) is not int or not 0 <= version <= MAX_VERSION:
             version = check_version(self._table, version)  # InvalidArgument when bad
         if version != self._version:
@@ -271,7 +270,7 @@ class Writer:
         with_priority = priorities is not None
         if self._count and self._with_priorities is not with_priority:
             self._send()
-        if version is not None or self._follows is not None:
+        if version is not None or self._version is not None or self._follows is not None:
             self._switch_version(version)
         k = int(arrays[0].shape[0]) if arrays else 0
         done = 0
