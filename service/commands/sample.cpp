@@ -137,6 +137,7 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
     call.shared_bytes = call.n * drawn * table.schema().item_bytes();  // what the learner reads
   }
   if (batches != 1) extra += ",\"batches\":" + std::to_string(drawn);
+  if (versions) extra += ",\"versions\":true";
   if (bound.bounded()) extra += ",\"min_version\":" + std::to_string(min_version);
   co_return finish_plain_sample(*call.table, out, call.request_id, size_before, mass_before, extra);
 }

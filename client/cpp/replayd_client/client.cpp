@@ -84,6 +84,12 @@ std::future<Keys> Client::insert_async(std::string_view table, const InsertBatch
                                        InsertOptions options) {
   std::string& meta = scratch_meta();
   batch.append_meta(meta, table, options.timeout_ms);
+  if (options.version) {
+    meta.pop_back();  // the closing brace
+    meta.append(",\"version\":");
+    append_json_uint(meta, *options.version);
+    meta.push_back('}');
+  }
   return connection_->call<Keys, decode_keys>(meta, batch.payload());
 }
 
@@ -93,6 +99,19 @@ std::future<SampleBatch> Client::sample_async(std::string_view table, std::uint6
     throw Error(ErrorCode::invalid_argument, "sample: beta must be finite and >= 0");
   }
   std::string& meta = sample_request(table, n, options.beta, options.timeout_ms);
+  if (options.versions) meta.append(",\"versions\":true");
+  if (options.min_version) {
+    meta.append(",\"min_version\":");
+    append_json_uint(meta, *options.min_version);
+  }
+  if (options.max_staleness) {
+    meta.append(",\"max_staleness\":");
+    append_json_uint(meta, *options.max_staleness);
+    if (!options.value.empty()) {
+      meta.append(",\"value\":");
+      append_json_string(meta, options.value);
+    }
+  }
   meta.push_back('}');
   return connection_->call<SampleBatch, decode_sample>(meta, {});
 }

@@ -55,12 +55,22 @@ struct InsertOptions {
   // Longest the insert waits for the rate limiter, in ms; nullopt waits until admitted;
   // 0 fails at once with timeout if not admitted now.
   std::optional<std::uint64_t> timeout_ms;
+  // The policy version every item of the batch was acted with (docs/VERSIONS.md); nullopt:
+  // version 0.
+  std::optional<std::uint64_t> version = std::nullopt;
 };
 
 struct SampleOptions {
   double beta = 0.4;  // importance-sampling exponent (prioritized tables), finite, >= 0
   // Longest the sample waits for data or the rate limiter, in ms; nullopt waits.
   std::optional<std::uint64_t> timeout_ms;
+  // Policy versions (docs/VERSIONS.md): each draw's version (SampleBatch::versions());
+  // draws only of items of version >= min_version, or of version >= the current version of
+  // `value` (empty: the value the table follows) less max_staleness. Not both.
+  bool versions = false;
+  std::optional<std::uint64_t> min_version = std::nullopt;
+  std::optional<std::uint64_t> max_staleness = std::nullopt;
+  std::string value = {};
 };
 
 // An episode that an append_steps request ends right after its steps.

@@ -3,8 +3,8 @@
 #include <array>
 
 #include "replayd_client/error.h"
-#include "replayd_client/wire/wire_frame_codec.h"
 #include "replayd_client/wire/json_text.h"
+#include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
 namespace {

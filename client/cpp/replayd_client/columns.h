@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "replayd_client/wire/connection.h"
 #include "replayd_client/dtype.h"
+#include "replayd_client/wire/connection.h"
 
 namespace replayd::client {
 

@@ -8,6 +8,7 @@ std::shared_ptr<SampleLayout> layout_with_rows(const SampleLayout& layout, std::
   auto resized = std::make_shared<SampleLayout>();
   resized->n = n;
   resized->nstep = layout.nstep;
+  resized->versions = layout.versions;
   std::uint64_t offset = 0;
   for (const ColumnSpec& column : layout.columns) {
     ColumnSpec spec = column;

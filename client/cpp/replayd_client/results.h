@@ -75,8 +75,10 @@ struct SampleLayout {
   std::uint64_t payload_bytes = 0;  // the least payload size the columns need
   // k of an n-step sample (the reply's "nstep"); nullopt for a plain sample.
   std::optional<std::uint64_t> nstep;
-  // Columns after the fields: 2 (discount, steps) for an n-step sample, else 0.
-  std::size_t trailing_columns() const { return nstep ? 2 : 0; }
+  // Whether the last column is each draw's policy version (the reply's "versions": true).
+  bool versions = false;
+  // Columns after the fields: 2 (discount, steps) for an n-step sample, 1 more with versions.
+  std::size_t trailing_columns() const { return (nstep ? 2 : 0) + (versions ? 1 : 0); }
 };
 
 // The layout of the same columns with n rows, offsets as the protocol lays them out (a batch
@@ -137,6 +139,11 @@ class SampleBatch {
   std::span<const double> probabilities() const { return typed<double>(1); }
   std::span<const double> weights() const { return typed<double>(2); }
   std::span<const std::uint32_t> times_sampled() const { return typed<std::uint32_t>(3); }
+  // Each draw's policy version (SampleOptions::versions); empty when not asked for.
+  std::span<const std::uint64_t> versions() const {
+    if (!layout_ || !layout_->versions) return {};
+    return typed<std::uint64_t>(layout_->columns.size() - 1);
+  }
   // The table as the draws saw it; nullopt from a server that does not report it (and for
   // a batch combined from several shards).
   const std::optional<TableState>& state() const { return state_; }

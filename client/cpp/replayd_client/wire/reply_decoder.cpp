@@ -120,6 +120,15 @@ std::shared_ptr<const SampleLayout> layout_of(const json::object& meta,
       bad_reply("an n-step sample reply should end with the columns discount and steps");
     }
   }
+  if (const json::value* versions = meta.if_contains("versions");
+      versions && versions->is_bool() && versions->get_bool()) {
+    layout->versions = true;
+    const std::size_t count = layout->columns.size();
+    if (count < kLeading.size() + 1 || layout->columns[count - 1].name != "version" ||
+        layout->columns[count - 1].dtype != DType::uint64) {
+      bad_reply("a sample reply with versions should end with the column version");
+    }
+  }
   return layout;
 }
 
