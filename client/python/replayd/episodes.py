@@ -405,7 +405,7 @@ class EpisodeWriter:
         # hot path: one call per environment step); anything else goes through
         # Writer.append.
         if (steps._with_priorities is False and not steps._failed and not steps._closed
-                and version is None and steps._version is None and steps._follows is None
+                and version is None and not steps._versioned
                 and steps._write_row(values, row)):
             steps._commit(row, None)  # counts it; sends a full or max_delay-old batch
             return

@@ -140,6 +140,9 @@ class Writer:
         # appended without one (docs/VERSIONS.md).
         self._version: Optional[int] = None
         self._follows = self._schema.follows
+        # Whether appends without version= need _switch_version (the table follows a
+        # value, or the batch being filled has a version): one test on the hot path.
+        self._versioned = self._follows is not None
         self._count = 0
         self._in_flight: Deque[Tuple[Future[Any], int]] = collections.deque()
         self._error: Optional[BaseException] = None
@@ -203,7 +206,7 @@ class Writer:
         with_priority = priority is not None
         if self._count and self._with_priorities is not with_priority:
             self._send()
-        if version is not None or self._version is not None or self._follows is not None:
+        if version is not None or self._versioned:
             self._switch_version(version)
         row = self._count
         if not self._write_row(values, row):
@@ -222,7 +225,7 @@ class Writer:
             self._check_open()
         if self._count and self._with_priorities is not (priority is not None):
             self._send()
-        if version is not None or self._version is not None or self._follows is not None:
+        if version is not None or self._versioned:
             self._switch_version(version)
         row = self._count
         if not self._write_row(item, row):
@@ -257,6 +260,7 @@ class Writer:
             if self._count:
                 self._send()
             self._version = version
+            self._versioned = version is not None or self._follows is not None
 
     def _extend(self, arrays: List[np.ndarray[Any, Any]],
                 priorities: Optional[np.ndarray[Any, Any]],
@@ -270,7 +274,7 @@ class Writer:
         with_priority = priorities is not None
         if self._count and self._with_priorities is not with_priority:
             self._send()
-        if version is not None or self._version is not None or self._follows is not None:
+        if version is not None or self._versioned:
             self._switch_version(version)
         k = int(arrays[0].shape[0]) if arrays else 0
         done = 0
