@@ -484,7 +484,8 @@ def test_the_dashboard_shows_every_replay_histogram_as_a_heatmap():
              for p in heatmaps for t in p["targets"]}
     assert {"replayd_table_sample_age_inserts", "replayd_table_sample_age_seconds",
             "replayd_table_times_sampled_at_removal", "replayd_table_sample_priority",
-            "replayd_table_update_age_inserts", "replayd_table_episode_length_steps"} <= shown
+            "replayd_table_update_age_inserts", "replayd_table_episode_length_steps",
+            "replayd_table_sample_staleness_versions"} <= shown
     for panel in heatmaps:
         assert all(t.get("format") == "heatmap" for t in panel["targets"]), panel["title"]
 
