@@ -473,3 +473,14 @@ def test_exports_keep_each_steps_version_and_loads_read_it_back(server, table_na
                 assert "version" not in c.schema(loaded).names
             finally:
                 c.drop_table(loaded)
+
+
+def test_a_sharded_insert_stores_its_version_on_the_shard_it_goes_to(make_server):
+    servers = [make_server(tcp=False) for _ in range(2)]
+    with replayd.ShardedClient([s.unix_address for s in servers], timeout=30) as shards:
+        shards.create_table("t", {"x": (np.float32, ())}, 100)
+        shards.insert("t", x_items(3), version=4)
+        shards.insert_async("t", x_items(2), version=[6, 7]).result()
+        found = sorted(v for shard in shards.shards
+                       for v in stored_versions(shard, "t").values())
+    assert found == [4, 4, 4, 6, 7]

@@ -158,17 +158,20 @@ class ShardedClient:
             return next(self._next_shard) % len(self.shards)
 
     def insert(self, table: str, data: Mapping[str, Any], priorities: Any = None, *,
-               timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
-        """Inserts the whole batch into the next shard (round-robin); returns global keys."""
+               version: Any = None, timeout: Any = DEFAULT) -> np.ndarray[Any, Any]:
+        """Inserts the whole batch into the next shard (round-robin); returns global keys.
+        `version`: the items' policy version(s), as Client.insert's (docs/VERSIONS.md)."""
         shard = self._pick_shard()
         return global_keys(shard, self.shards[shard].insert(table, data, priorities,
+                                                             version=version,
                                                              timeout=timeout))
 
     def insert_async(self, table: str, data: Mapping[str, Any],
-                     priorities: Any = None) -> "Future[np.ndarray[Any, Any]]":
+                     priorities: Any = None, *,
+                     version: Any = None) -> "Future[np.ndarray[Any, Any]]":
         """Like `insert`, returning a Future of the global keys."""
         shard = self._pick_shard()
-        local = self.shards[shard].insert_async(table, data, priorities)
+        local = self.shards[shard].insert_async(table, data, priorities, version=version)
         return _chain(local, lambda keys: global_keys(shard, keys))
 
     def update_priorities(self, table: str, keys: Any, priorities: Any) -> int:
