@@ -430,8 +430,15 @@ def test_a_restart_from_the_data_dir_keeps_every_items_version(make_server, tmp_
 
 def test_status_shows_the_policy_version_and_staleness(capsys, server, client, table_name):
     value = f"{table_name}-policy"
-    client.create_table(table_name, {"x": (np.float32, ())}, 100,
-                        versions={"value": value, "drop_behind": 3})
+    assert cli_main(["create-table", server.unix_address, table_name, "--field", "x:float32",
+                     "--capacity", "100", "--follow-value", value, "--drop-behind", "3"]) == 0
+    with pytest.raises(SystemExit) as usage:
+        cli_main(["create-table", server.unix_address, table_name + "-x", "--field",
+                  "x:float32", "--capacity", "100", "--drop-behind", "3"])
+    assert usage.value.code == 2
+    assert "give --follow-value too" in capsys.readouterr().err
+    assert client.table_info(table_name)["description"]["versions"] == {
+        "value": value, "drop_behind": 3}
     client.insert(table_name, x_items(10), version=np.arange(10) % 5 + 1)
     client.publish(value, {"w": np.zeros(1)}, version=5)
     client.sample(table_name, 64)

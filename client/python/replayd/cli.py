@@ -208,12 +208,20 @@ def cmd_create_table(client: Client, args: argparse.Namespace) -> int:
         limiter = _json_arg(args.rate_limiter, "--rate-limiter")
     elif args.min_size is not None:
         limiter = {"kind": "min_size", "min_size_to_sample": args.min_size}
+    versions: Optional[Dict[str, Any]] = None
+    if args.follow_value is not None:
+        versions = {"value": args.follow_value}
+        if args.drop_behind is not None:
+            versions["drop_behind"] = args.drop_behind
+    elif args.drop_behind is not None:
+        raise _UsageError("--drop-behind counts versions of the value --follow-value names: "
+                          "give --follow-value too")
     info = client.create_table(args.name, fields, args.capacity, sampler=args.sampler,
                                priority_exponent=args.priority_exponent,
                                remover=args.remover,
                                max_times_sampled=args.max_times_sampled,
                                rate_limiter=limiter, seed=args.seed,
-                               exist_ok=args.exist_ok)
+                               exist_ok=args.exist_ok, versions=versions)
     print(f"table {info['name']}: {len(fields)} fields, capacity {info['capacity']:,}")
     return EXIT_OK
 
@@ -267,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--rate-limiter", metavar="JSON",
                         help='e.g. \'{"kind": "queue", "size": 100}\' (docs/CONFIG.md)')
     create.add_argument("--seed", type=int)
+    create.add_argument("--follow-value", metavar="NAME",
+                        help="the table follows published value NAME: its version is the "
+                             "table's policy version (docs/VERSIONS.md)")
+    create.add_argument("--drop-behind", type=int, metavar="K",
+                        help="with --follow-value: each publish of version V drops the "
+                             "items of versions below V - K")
     create.add_argument("--exist-ok", action="store_true",
                         help="an existing table with the same description is fine")
     create.set_defaults(run=cmd_create_table)
