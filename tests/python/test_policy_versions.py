@@ -191,6 +191,7 @@ def test_plane_and_tcp_give_the_same_bounded_samples(server, table_name):
                            seed=7)
             c.insert(table_name, x_items(300), priorities=np.linspace(0.1, 3, 300),
                      version=np.repeat(np.arange(10), 30))
+            assert (c.plane_table(table_name) is not None) == address.startswith("unix")
             sample = c.sample(table_name, 500, min_version=6)
             drawn.append((sample["x"].copy(), sample.versions.copy(),
                           sample.probabilities.copy(), sample.weights.copy()))
