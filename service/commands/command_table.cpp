@@ -26,7 +26,8 @@ constexpr std::array<std::string_view, 13> kSampleFields{
     "rows",  "batches", "versions", "min_version", "max_staleness", "value"};
 constexpr std::array<std::string_view, 6> kSampleMixedFields{"tables", "counts",     "n",
                                                              "beta",   "timeout_ms", "rows"};
-constexpr std::array<std::string_view, 3> kPublishBeginFields{"name", "version", "arrays"};
+constexpr std::array<std::string_view, 4> kPublishBeginFields{"name", "version", "arrays",
+                                                              "staged"};
 constexpr std::array<std::string_view, 2> kPublishPartFields{"upload", "offset"};
 constexpr std::array<std::string_view, 1> kPublishCommitFields{"upload"};
 constexpr std::array<std::string_view, 4> kFetchFields{"name", "newer_than", "timeout_ms",

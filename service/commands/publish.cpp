@@ -3,6 +3,8 @@
 // (service/values/value_store.h) checks every budget at the begin and keeps each part's
 // payload as it arrived (moved out of the request frame, never copied).
 #include "service/commands/handlers.h"
+#include "service/shm/connection_plane.h"
+#include "service/shm/memfd.h"
 #include "service/values/policy_versions.h"
 #include "service/values/value_store.h"
 
@@ -59,12 +61,34 @@ asio::awaitable<Result<Reply>> publish_begin(Call& call) {
     if (version && *version == 0) co_return call.args.error("version", "versions start at 1");
   }
   REPLAYD_CO_ASSIGN_OR_RETURN(std::vector<ValueArray> arrays, read_arrays(call));
+  REPLAYD_CO_ASSIGN_OR_RETURN(const bool staged, call.args.boolean_or("staged", false));
+  std::shared_ptr<void> hold;
+  if (staged) {
+    // The block goes to the publisher as a descriptor, counted like map_staging's.
+    if (call.plane == nullptr) {
+      co_return make_error(ErrorCode::permission_denied,
+                           "a staged publish needs a client connection");
+    }
+    REPLAYD_CO_RETURN_IF_ERROR(call.plane->require_offered("a staged publish_begin"));
+    REPLAYD_CO_ASSIGN_OR_RETURN(hold, call.plane->hold_descriptor_reply());
+  }
   REPLAYD_CO_ASSIGN_OR_RETURN(
       UploadTicket ticket,
-      call.service.values.begin(call.writer, name, version, std::move(arrays)));
-  co_return reply_with(call, "{\"upload\":" + std::to_string(ticket.id) +
-                                 ",\"bytes\":" + std::to_string(ticket.bytes) +
-                                 ",\"arrays\":" + value_arrays_json(*ticket.arrays) + "}");
+      call.service.values.begin(call.writer, name, version, std::move(arrays), staged));
+  std::optional<UniqueFd> block;
+  if (ticket.block_fd >= 0) {
+    REPLAYD_CO_ASSIGN_OR_RETURN(block, shm::duplicate(ticket.block_fd));
+  }
+  Reply reply =
+      reply_with(call, "{\"upload\":" + std::to_string(ticket.id) +
+                           ",\"bytes\":" + std::to_string(ticket.bytes) +
+                           ",\"arrays\":" + value_arrays_json(*ticket.arrays) +
+                           (block ? ",\"staged\":true,\"descriptors\":1}" : ",\"staged\":false}"));
+  if (block) {
+    reply.descriptors.push_back(std::move(*block));
+    reply.descriptor_hold = std::move(hold);
+  }
+  co_return reply;
 }
 
 asio::awaitable<Result<Reply>> publish_part(Call& call) {

@@ -49,6 +49,14 @@ Result<UniqueFd> duplicate(int fd) {
   return copy;
 }
 
+Result<Mapping> Mapping::map_read_only(int fd, std::uint64_t bytes) {
+  void* data = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) {
+    return system_error("mapping " + std::to_string(bytes) + " bytes of shared memory failed");
+  }
+  return Mapping(static_cast<std::byte*>(data), bytes);
+}
+
 Result<Mapping> Mapping::map(int fd, std::uint64_t bytes) {
   void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {

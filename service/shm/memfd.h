@@ -46,6 +46,9 @@ class Mapping {
   Mapping() = default;
   // Maps the first `bytes` bytes of `fd`. Errors: resource_exhausted.
   static Result<Mapping> map(int fd, std::uint64_t bytes);
+  // The same without PROT_WRITE (a block sealed with F_SEAL_WRITE); bytes() must then only
+  // be read.
+  static Result<Mapping> map_read_only(int fd, std::uint64_t bytes);
   ~Mapping();
   Mapping(Mapping&& other) noexcept;
   Mapping& operator=(Mapping&& other) noexcept;

@@ -8,7 +8,10 @@
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
+#include <cerrno>
 #include <cstring>
+
+#include <fcntl.h>
 #include <set>
 
 namespace replayd::service {
@@ -148,7 +151,7 @@ Result<std::shared_ptr<PublishedValue>> ValueStore::entry(const std::string& nam
 
 Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::string& name,
                                        std::optional<std::uint64_t> version,
-                                       std::vector<ValueArray> arrays) {
+                                       std::vector<ValueArray> arrays, bool staged) {
   if (!valid_value_name(name)) {
     return make_error(ErrorCode::invalid_argument,
                       "name: '" + name + "' is not a value name (1 to 128 characters of A-Z a-z " +
@@ -187,7 +190,11 @@ Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::stri
                           gib_text(limits_.max_values_bytes));
   }
   ValuePayload payload;
-  if (shared_memory_ && bytes > 0) {
+  staged = staged && shared_memory_ && bytes > 0;
+  if (staged) {
+    // The publisher maps and fills it; the server maps it only once it is sealed (commit).
+    REPLAYD_ASSIGN_OR_RETURN(payload.memfd, shm::create_memfd("replayd value " + name, bytes));
+  } else if (shared_memory_ && bytes > 0) {
     // The block is made now and filled part by part: no copy of the whole value in one turn.
     auto memfd = shm::create_memfd("replayd value " + name, bytes);
     auto mapping =
@@ -209,8 +216,10 @@ Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::stri
   upload.version = version;
   upload.arrays = std::move(arrays);
   upload.bytes = bytes;
+  upload.staged = staged;
+  if (staged) upload.received = bytes;  // written by the publisher, not sent in parts
   upload_bytes_ += bytes;
-  return UploadTicket{id, bytes, &upload.arrays};
+  return UploadTicket{id, bytes, &upload.arrays, staged ? upload.payload.memfd.get() : -1};
 }
 
 Result<ValueStore::Upload*> ValueStore::upload_of(std::uint64_t connection, std::uint64_t upload) {
@@ -227,6 +236,12 @@ Result<ValueStore::Upload*> ValueStore::upload_of(std::uint64_t connection, std:
 Result<std::uint64_t> ValueStore::add_part(std::uint64_t connection, std::uint64_t id,
                                            std::uint64_t offset, ByteBuffer bytes) {
   REPLAYD_ASSIGN_OR_RETURN(Upload * upload, upload_of(connection, id));
+  if (upload->staged) {
+    return make_error(ErrorCode::invalid_argument,
+                      "upload " + std::to_string(id) +
+                          " is staged: its publisher writes the value into the block it was "
+                          "sent, then commits; it takes no parts");
+  }
   if (offset != upload->received) {
     return make_error(ErrorCode::invalid_argument,
                       "offset: " + std::to_string(offset) + ", but " +
@@ -248,6 +263,27 @@ Result<std::uint64_t> ValueStore::add_part(std::uint64_t connection, std::uint64
   }
   upload->received += bytes.size();
   return upload->received;
+}
+
+// A staged block becomes immutable before it is committed: F_SEAL_WRITE, which the kernel
+// refuses (EBUSY) while any writable shared mapping of it exists, so no byte can change
+// after the commit, through any mapping or descriptor; then the server's read-only mapping
+// (socket fetches copy from it) and F_SEAL_SEAL.
+Status seal_staged_block(const std::string& name, ValuePayload& payload, std::uint64_t bytes) {
+  if (::fcntl(payload.memfd.get(), F_ADD_SEALS, F_SEAL_WRITE) != 0) {
+    if (errno == EBUSY) {
+      return make_error(ErrorCode::invalid_argument,
+                        "value '" + name +
+                            "': its staged block is still mapped writable: unmap it before "
+                            "publish_commit");
+    }
+    return make_error(
+        ErrorCode::resource_exhausted,
+        "value '" + name + "': sealing its staged block failed: " + std::strerror(errno));
+  }
+  REPLAYD_ASSIGN_OR_RETURN(payload.mapping,
+                           shm::Mapping::map_read_only(payload.memfd.get(), bytes));
+  return shm::seal_memfd(payload.memfd.get(), shm::Writers::anyone);
 }
 
 Result<const PublishedValue*> ValueStore::commit(std::uint64_t connection, std::uint64_t id) {
@@ -276,12 +312,15 @@ Result<const PublishedValue*> ValueStore::commit(std::uint64_t connection, std::
     uploads_.erase(id);
     return make_error(ErrorCode::invalid_argument, message);
   }
+  if (upload->staged) {
+    REPLAYD_RETURN_IF_ERROR(seal_staged_block(upload->name, upload->payload, upload->bytes));
+  }
   auto version = new_version();
   version->version = upload->version.value_or(current + 1);
   version->bytes = upload->bytes;
   version->arrays_json = value_arrays_json(upload->arrays);
   version->arrays = std::move(upload->arrays);
-  if (upload->payload.memfd.valid()) {
+  if (upload->payload.memfd.valid() && !upload->staged) {
     // Nobody writes it any more: no new writable mapping or write(), by anyone.
     REPLAYD_RETURN_IF_ERROR(
         shm::seal_memfd(upload->payload.memfd.get(), shm::Writers::server_only));

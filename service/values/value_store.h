@@ -72,6 +72,9 @@ struct UploadTicket {
   std::uint64_t id = 0;
   std::uint64_t bytes = 0;
   const std::vector<ValueArray>* arrays = nullptr;  // valid until the next call on the store
+  // A staged upload's block (borrowed: the store owns it), for the reply to send a duplicate
+  // of; -1 otherwise.
+  int block_fd = -1;
 };
 
 class ValueStore {
@@ -86,16 +89,21 @@ class ValueStore {
   // Starts a publish of `arrays` (name, dtype, shape; offsets are assigned here) as `name`,
   // at `version` (nullopt: current + 1; else it must exceed the current version), for
   // `connection`. invalid_argument for a bad name or version; resource_exhausted naming the
-  // budget it would exceed.
+  // budget it would exceed. `staged` (a same-host publisher, docs/VALUES.md "Staged
+  // publishes"): the block is made now and the publisher writes the value into it itself
+  // (ticket.block_fd), sends no parts, and commits once it has unmapped it; a value of 0
+  // bytes, or a server without shared memory, is not staged (block_fd -1).
   Result<UploadTicket> begin(std::uint64_t connection, const std::string& name,
-                             std::optional<std::uint64_t> version, std::vector<ValueArray> arrays);
+                             std::optional<std::uint64_t> version, std::vector<ValueArray> arrays,
+                             bool staged = false);
   // Appends `bytes` at `offset` (the bytes received so far) to the upload. Returns the bytes
   // received. not_found for an upload not of this connection; invalid_argument for a wrong
   // offset or bytes beyond the value.
   Result<std::uint64_t> add_part(std::uint64_t connection, std::uint64_t upload,
                                  std::uint64_t offset, ByteBuffer bytes);
   // Makes a complete upload the value's current version and wakes its fetchers. Returns the
-  // value.
+  // value. A staged upload's block is sealed against every write first: invalid_argument
+  // (the upload kept, to commit again) while the publisher still maps it writable.
   Result<const PublishedValue*> commit(std::uint64_t connection, std::uint64_t upload);
   // Drops the connection's uploads in progress (it closed).
   void end_connection(std::uint64_t connection);
@@ -128,6 +136,7 @@ class ValueStore {
     std::vector<ValueArray> arrays;
     std::uint64_t bytes = 0;
     std::uint64_t received = 0;
+    bool staged = false;  // the publisher writes the block (payload.memfd) itself
     ValuePayload payload;
   };
   Result<Upload*> upload_of(std::uint64_t connection, std::uint64_t upload);

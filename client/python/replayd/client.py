@@ -441,7 +441,8 @@ class Client:
         unfinished upload on the server (calls in flight on it fail with ConnectionLost).
         """
         published = values.publish(self.connection(), name, arrays, version=version,
-                                   seconds=self._timeout_of(timeout))
+                                   seconds=self._timeout_of(timeout),
+                                   shared=self.shm_enabled())
         self._value_versions[name] = published
         return published
 

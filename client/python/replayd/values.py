@@ -19,6 +19,7 @@ connection stays.)
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import sys
 import time
@@ -37,6 +38,10 @@ __all__ = ["Fetched", "MAX_PART_BYTES", "part_bytes", "value_arrays", "value_lay
            "publish", "fetch", "decode_fetch"]
 
 MAX_PART_BYTES = 4 << 20  # payload of one publish_part, at most
+#: Values of at least this many bytes are staged by a same-host publisher: written straight
+#: into the shared block the server then seals, so the server's thread copies nothing
+#: (docs/VALUES.md, "Staged publishes"). Smaller ones go through the socket in parts.
+STAGED_MIN_BYTES = 1 << 20
 _FRAME_HEADROOM = 64 << 10  # room left in max_frame_bytes for a part's header and metadata
 # Errors after which a request may still execute on the server (no reply was read).
 _UNANSWERED = ("timeout", "connection_lost", "protocol_error")
@@ -143,8 +148,12 @@ def _parts(arrays: Sequence[np.ndarray[Any, Any]], size: int
 
 
 def publish(conn: Connection, name: str, arrays: Mapping[str, Any], *,
-            version: Optional[int], seconds: Optional[float]) -> int:
+            version: Optional[int], seconds: Optional[float], shared: bool = False) -> int:
     """Publishes `arrays` as value `name` on `conn`; returns the committed version.
+
+    `shared`: the connection has the shared-memory plane; a value of STAGED_MIN_BYTES or
+    more is then staged (written here into the block the server sends, unmapped, then
+    committed) instead of sent in parts.
 
     `version`: None for the current one + 1, or an explicit higher one. `seconds` bounds
     each wait for replies (``publish_begin``'s, then those of the parts and the commit once
@@ -162,6 +171,8 @@ def publish(conn: Connection, name: str, arrays: Mapping[str, Any], *,
     begin = {"op": "publish_begin", "name": name,
              "version": None if version is None else int(version),
              "arrays": [{k: v for k, v in d.items() if k != "offset"} for d in described]}
+    if shared and total >= STAGED_MIN_BYTES:
+        begin["staged"] = True
     try:
         reply = conn.call(begin, timeout=seconds)
     except BaseException as exc:
@@ -172,9 +183,12 @@ def publish(conn: Connection, name: str, arrays: Mapping[str, Any], *,
     try:
         upload = reply["upload"]
         _check_layout(name, reply, described, total)
-        for offset, pieces in _parts([a for _, a in prepared], part_bytes(conn.limits)):
-            sent.append(conn.submit({"op": "publish_part", "upload": upload, "offset": offset},
-                                    pieces, caller_waits=True))
+        if reply.get("staged"):
+            _fill_staged_block(name, reply, prepared, described, total)
+        else:
+            for offset, pieces in _parts([a for _, a in prepared], part_bytes(conn.limits)):
+                sent.append(conn.submit({"op": "publish_part", "upload": upload,
+                                         "offset": offset}, pieces, caller_waits=True))
         sent.append(conn.submit({"op": "publish_commit", "upload": upload},
                                 caller_waits=True))
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -190,6 +204,33 @@ def publish(conn: Connection, name: str, arrays: Mapping[str, Any], *,
                 and sent and sent[-1][1].done()):
             conn.close()  # the only way to drop an unfinished upload (see the module's notes)
         raise
+
+
+def _fill_staged_block(name: str, reply: Mapping[str, Any],
+                       prepared: Sequence[Tuple[str, np.ndarray[Any, Any]]],
+                       described: Sequence[Mapping[str, Any]], total: int) -> None:
+    """Copies the arrays into the staged block the ``publish_begin`` reply carries (its one
+    descriptor), at their offsets, then unmaps it and closes the descriptor: the server
+    seals the block at the commit only once no writable mapping of it is left."""
+    fds = reply.get("descriptors")
+    if not isinstance(fds, list) or len(fds) != 1:
+        for fd in fds if isinstance(fds, list) else ():
+            os.close(fd)
+        raise ProtocolError(f"value '{name}': a staged publish_begin reply without its one "
+                            f"descriptor: {fds!r}")
+    fd = int(fds[0])
+    try:
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        with mmap.mmap(fd, total, flags, mmap.PROT_READ | mmap.PROT_WRITE) as block:
+            for (_, array), layout in zip(prepared, described):
+                if array.size == 0:
+                    continue
+                destination = np.frombuffer(block, dtype=array.dtype, count=array.size,
+                                            offset=int(layout["offset"]))
+                destination[...] = array.reshape(-1)
+                del destination  # the mapping closes only without views of it
+    finally:
+        os.close(fd)
 
 
 def _check_layout(name: str, reply: Mapping[str, Any], described: List[Dict[str, Any]],
