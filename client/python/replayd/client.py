@@ -37,6 +37,7 @@ from .episodes import EpisodeWriter
 from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError, ReplayError,
                      TimeoutError)
 from .insert_parts import gathered_keys, insert_parts, split_insert
+from .limiter_state import limiter_bounds
 from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
 from .mixed_draw import DrawKind, MixedDraw, combine, sample_plain_mix
 from .policy_versions import row_versions, sample_version_meta
@@ -45,8 +46,10 @@ from .sample import Sample
 from .sampler import Sampler
 from .schema import FieldsLike, TableSchema, table_description
 from .shm import PlaneTable, StagingArena, keys_request, take_descriptor
-from .shm.insert_arena import (ARENA_BYTES, MAX_ARENA_BYTES, InsertArena, insert_plan,
-                               stageable)
+from .shm.insert_arena import (ARENA_BYTES, MAX_ARENA_BYTES, ROOM_WAIT_S, InsertArena,
+                               insert_plan, stageable)
+from .shm.insert_sharing import (FRAME_SLACK, SHARE_ROWS, SharedInserts, ShareRule,
+                                 shareable_priorities)
 from .shm.staging import ARENA_REFUSED, map_staging
 from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decoder,
                            decode_keys_reply)
@@ -117,6 +120,10 @@ class Client:
         self._insert_arena: Optional[InsertArena] = None
         self._insert_arena_refused: Optional[Connection] = None
         self._insert_arena_lock = threading.Lock()
+        # insert_async calls sharing requests (shm/insert_sharing.py), for this process's
+        # current connection; per table, whether and how its calls may share (None: never).
+        self._sharing: Optional[SharedInserts] = None
+        self._share_rules: Dict[str, Optional[ShareRule]] = {}
         _LIVE_CLIENTS.add(self)
 
     # -- handle ------------------------------------------------------------------------
@@ -156,7 +163,11 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Closes this process's connection; calls in flight fail with ConnectionLost."""
+        """Closes this process's connection; calls in flight fail with ConnectionLost.
+        `insert_async` calls waiting to share a request are sent first."""
+        sharing = self._sharing
+        if sharing is not None and sharing.conn is self._conn:
+            sharing.flush()
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:
@@ -548,16 +559,107 @@ class Client:
         `insert` (each counts towards the 32).
         """
         schema = self.schema(table)
-        batch = prepare_insert(schema, data, priorities)
-        batch.version = self._stamp(table, schema, version, batch.n)
         seconds = self._timeout_of(timeout)
         conn = self.connection()
+        if self._shm is not False and conn.shm_offered:
+            shared = self._share_insert(conn, table, schema, data, priorities, version,
+                                        seconds)
+            if shared is not None:
+                return shared
+        batch = prepare_insert(schema, data, priorities)
+        batch.version = self._stamp(table, schema, version, batch.n)
         parts = split_insert(batch, table, requests.insert_meta(table, batch, seconds),
                              conn.limits)
         stager = self._insert_stager(conn, table, schema, batch, parts, seconds)
         return gathered_keys([self._send_insert(table, part, seconds, window=True,
                                                 conn=conn, stager=stager, schema=schema)[2]
                               for part in parts])
+
+    def _share_insert(self, conn: Connection, table: str, schema: TableSchema, data: Any,
+                      priorities: Any, version: Any, seconds: Optional[float]
+                      ) -> Optional["Future[np.ndarray[Any, Any]]"]:
+        """The Future of an insert_async call that shares a request with its neighbours
+        (shm/insert_sharing.py), or None when it may not: it then goes alone."""
+        rule = self._share_rules.get(table, _UNMAPPED)
+        if rule is _UNMAPPED or (rule is not None and rule.schema is not schema):
+            rule = self._share_rule(conn, table, schema)
+        if rule is None:
+            return None
+        exact = rule.exact_arrays(data)
+        if exact is None:
+            return None
+        columns, n = exact
+        prio = None
+        if priorities is not None:
+            prio = shareable_priorities(priorities, n)
+            if prio is None:
+                return None  # alone: the server's error, if any, is this call's
+        stamp = self._stamp(table, schema, version, n)
+        if stamp is not None and type(stamp) is not int:
+            return None  # one version per row: alone
+        sharing = self._sharing
+        if sharing is None or sharing.conn is not conn:
+            with self._insert_arena_lock:
+                sharing = self._sharing
+                if sharing is None or sharing.conn is not conn:
+                    sharing = self._sharing = SharedInserts(conn, self._send_shared,
+                                                            self._insert_window.release)
+        window = self._insert_window
+        if not window.acquire(blocking=False):
+            sharing.flush()  # the calls holding the window may be waiting in the group
+            window.acquire()
+        try:  # the window's slot is released once the call's Future is done
+            return sharing.add(table, rule, columns, n, prio, stamp, seconds,
+                               requests.timeout_ms(seconds))
+        except BaseException:
+            window.release()
+            raise
+
+    def _share_rule(self, conn: Connection, table: str,
+                    schema: TableSchema) -> Optional[ShareRule]:
+        """Whether calls into `table` may share requests (its limiter never holds inserts
+        back, no frame fields) and how many rows one may carry (the server's limits, the
+        capacity); one ``info`` round trip per table and schema."""
+        rule: Optional[ShareRule] = None
+        if not any(f.is_frame for f in schema.fields):
+            info = self.table_info(table)
+            if limiter_bounds(info)[3] is None:
+                cap = SHARE_ROWS
+                limits = conn.limits
+                if limits.get("max_batch_items"):
+                    cap = min(cap, int(limits["max_batch_items"]))
+                if schema.capacity is not None:
+                    cap = min(cap, schema.capacity)
+                candidate = ShareRule(schema, cap)
+                if limits.get("max_frame_bytes"):
+                    row = sum(candidate.row_bytes) + 8
+                    cap = min(candidate.cap, (int(limits["max_frame_bytes"]) -
+                                              FRAME_SLACK) // max(1, row))
+                    candidate = ShareRule(schema, cap)
+                rule = candidate if candidate.cap > 0 else None
+        self._share_rules[table] = rule
+        return rule
+
+    def _send_shared(self, table: str, schema: TableSchema, part: InsertBatch,
+                     seconds: Optional[float], from_callback: bool) -> "Future[Any]":
+        """Sends a shared insert request (SharedInserts' send): staged in the insert
+        arena when it has room, else through the socket. `from_callback`: without waiting
+        (no new arena, no wait for room)."""
+        sharing = self._sharing
+        conn = sharing.conn if sharing is not None else self.connection()
+        plan = insert_plan(table, schema, part, requests.timeout_ms(seconds))
+        arena = self._insert_arena
+        if arena is None or arena.conn is not conn or arena.retired or \
+                not arena.fits_bytes(plan.nbytes):
+            arena = None if from_callback else self._insert_arena_for(conn, plan.nbytes)
+        sent = None if arena is None else arena.send(
+            plan, part, caller_waits=False, room_wait=0.0 if from_callback else ROOM_WAIT_S)
+        if sent is None:
+            sent = conn.submit(requests.insert_meta(table, part, seconds), part.buffers(),
+                               decode_keys)
+        future = sent[1]
+        future.add_done_callback(self._schema_check(table))
+        return future
 
     def send_insert(self, table: str, batch: InsertBatch, *,
                     timeout: Optional[float] = None) -> "Future[np.ndarray[Any, Any]]":
@@ -1257,6 +1359,7 @@ class Client:
             exc = future.exception()
             if isinstance(exc, (InvalidArgument, NotFound)):
                 self._schemas.pop(table, None)
+                self._share_rules.pop(table, None)
         return check
 
 

@@ -78,6 +78,9 @@ class Connection:
         self._pending: Dict[int, Tuple[Future[Any], Optional[Decoder]]] = {}
         self._next_id = 1
         self._dead: Optional[str] = None  # why the connection died
+        # Called first by submit and submit_all: sends what an owner holds back to share
+        # one request (shm/insert_sharing.py), so that requests go in the order made.
+        self.before_submit: Optional[Callable[[], None]] = None
         self._note = ""  # what the server said before closing, if anything
         self._reader: Optional[threading.Thread] = None  # started by the first async request
         self._may_start_reader = reader_thread
@@ -163,6 +166,9 @@ class Connection:
         Raises ConnectionLost (dead connection, failed send) or ResourceExhausted (frame
         larger than the server's limits, checked before sending).
         """
+        hook = self.before_submit
+        if hook is not None:
+            hook()
         future: Future[Any] = Future()
         future.set_running_or_notify_cancel()  # a sent request cannot be cancelled
         with self._lock:
@@ -193,6 +199,9 @@ class Connection:
         server reads them together (a mixed batch's, one per table); returns (request id,
         future) of each, in order. As `submit` otherwise; when it raises, none of them
         was sent."""
+        hook = self.before_submit
+        if hook is not None:
+            hook()
         sent: List[Tuple[int, Future[Any]]] = []
         with self._lock:
             if self._dead is not None:

@@ -142,13 +142,14 @@ class InsertArena:
     def nbytes(self) -> int:
         return self.arena.nbytes
 
-    def send(self, plan: InsertPlan, part: InsertBatch, *, caller_waits: bool
-             ) -> Optional[Tuple[int, "Future[Any]"]]:
+    def send(self, plan: InsertPlan, part: InsertBatch, *, caller_waits: bool,
+             room_wait: float = ROOM_WAIT_S) -> Optional[Tuple[int, "Future[Any]"]]:
         """Copies `part` (a `stageable` one, laid out by `plan`) into a free region and
         sends the staged insert; (request id, future of the keys), or None when it found
-        no room within ROOM_WAIT_S (send it through the socket). Raises what
-        `Connection.submit` raises; the region is then free again."""
-        region = self._reserve(plan.nbytes)
+        no room within `room_wait` seconds (send it through the socket; 0: where nothing
+        may wait for a reply, a completion). Raises what `Connection.submit` raises; the
+        region is then free again."""
+        region = self._reserve(plan.nbytes, room_wait)
         if region is None:
             return None
         try:
@@ -179,7 +180,7 @@ class InsertArena:
         nbytes = _padded_size(nbytes)
         if not self.fits_bytes(nbytes):
             return None
-        region = self._reserve(nbytes)
+        region = self._reserve(nbytes, ROOM_WAIT_S)
         if region is None:
             return None
         try:
@@ -207,8 +208,8 @@ class InsertArena:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _reserve(self, nbytes: int) -> Optional[_Region]:
-        deadline = time.monotonic() + ROOM_WAIT_S
+    def _reserve(self, nbytes: int, room_wait: float) -> Optional[_Region]:
+        deadline = time.monotonic() + room_wait
         while True:
             with self._lock:
                 if self.retired:

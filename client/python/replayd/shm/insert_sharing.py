@@ -1,0 +1,313 @@
+"""SharedInserts: consecutive `Client.insert_async` calls of one connection share requests
+(docs/SHM.md, "Batched inserts").
+
+An insert request costs the client about 100 us of Python and system calls whatever its
+size (the send, the reply's read and decode, the futures), against a microsecond to copy
+64 rows of 45 bytes. So while a shared request of the connection is in flight, the next
+calls are not sent: each is copied into the current *group* (one buffer per field, filled
+row after row) and returns a Future of its own keys. The group goes as one request when:
+
+- the shared request in flight is done (the connection would otherwise go idle: the
+  flush runs in the thread that completed it, the reader thread, without waiting);
+- it is full (`SHARE_ROWS` rows, `SHARE_BYTES` bytes, the server's limits, the table's
+  capacity), or a call of another table, timeout, version or priorities arrives;
+- any other request is about to be sent on the connection (`Connection.before_submit`),
+  so every request after a call is applied after it, as when each call was its own;
+- `result()` or `exception()` of a call in it is asked for, or the Client closes.
+
+Each call's Future resolves to its slice of the shared request's keys (the server applies
+a request's rows in order, and a connection's inserts in the order sent). A shared request
+that fails fails every call in it with its error (same class, code and message).
+
+What keeps each call's semantics: only calls that could not fail on their own while
+another succeeds share a request: exactly the table's columns (dtypes and shapes: nothing
+for the server to refuse), priorities absent or finite and >= 0, one version for all rows,
+and only into a table whose rate limiter never holds inserts back (no ``max_diff``: the
+``min_size`` limiter). A call that a limiter may hold back is sent alone as before, so
+its wait is its own. A table whose limiter is reconfigured to hold inserts back while this
+client shares into it is seen at the client's next schema refresh.
+
+Threading: any thread. `_state` guards the group and the count in flight (held briefly,
+never while sending); `_order` is held while a group is taken and sent, so groups go in
+the order they were made. A completion never waits for `_order` (it leaves the group to
+the thread that holds it, which checks again after releasing it).
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
+
+from ..columns import InsertBatch, _dtype_name
+from ..schema import TableSchema
+
+__all__ = ["SharedInserts", "ShareRule", "CallFuture", "SHARE_CALL_BYTES", "SHARE_BYTES",
+           "SHARE_ROWS", "FRAME_SLACK", "shareable_priorities"]
+
+#: A call with more bytes than this is sent alone (its bytes, not the request, dominate).
+SHARE_CALL_BYTES = 64 << 10
+#: The most bytes of rows and rows one shared request carries.
+SHARE_BYTES = 256 << 10
+SHARE_ROWS = 4096
+#: Shared requests in flight before calls wait in a group: one (the group fills while the
+#: server applies the request in flight, and goes when it is done). Two made smaller
+#: groups and were no faster on W1 (docs/BENCHMARKS.md).
+SHARED_IN_FLIGHT = 1
+#: Room kept for an insert frame's header and metadata under the server's max_frame_bytes.
+FRAME_SLACK = 64 << 10
+
+#: send(table, schema, part, seconds, from_callback) -> the Future of the part's keys;
+#: `from_callback`: called where nothing may wait for a reply (no arena mapping, no room
+#: wait).
+SendPart = Callable[[str, TableSchema, InsertBatch, Optional[float], bool], "Future[Any]"]
+
+
+def shareable_priorities(priorities: Any, n: int) -> Optional[np.ndarray[Any, Any]]:
+    """`priorities` as n float64 when every one is finite and >= 0 (none the server could
+    refuse), else None (the call goes alone and gets its own error, if any)."""
+    try:
+        prio = np.ascontiguousarray(np.asarray(priorities, dtype="<f8").reshape(-1))
+    except (TypeError, ValueError):
+        return None
+    if prio.shape != (n,) or not bool(np.isfinite(prio).all()) or bool((prio < 0).any()):
+        return None
+    return prio
+
+
+class ShareRule:
+    """Whether and how calls into one table (as of `schema`) may share requests: the
+    fields' row sizes and the most rows a shared request may carry (`cap`; 0: never)."""
+
+    __slots__ = ("schema", "names", "shapes", "dtypes", "row_bytes", "total_bytes", "cap",
+                 "columns_dtype", "specs")
+
+    def __init__(self, schema: TableSchema, cap_rows: int) -> None:
+        fields = schema.fields
+        self.schema = schema
+        self.names = [f.name for f in fields]
+        self.shapes = [tuple(f.shape) for f in fields]
+        self.dtypes = [f.dtype for f in fields]
+        self.columns_dtype = [_dtype_name(np.dtype(f.dtype)) for f in fields]
+        self.row_bytes = [np.dtype(f.dtype).itemsize * int(np.prod(f.shape, dtype=np.int64))
+                          for f in fields]
+        self.total_bytes = sum(self.row_bytes)
+        self.cap = max(0, min(cap_rows, SHARE_ROWS, SHARE_BYTES // max(1, self.total_bytes)))
+        self.specs = list(zip(self.names, self.shapes, self.dtypes))
+
+    def exact_arrays(self, data: Any) -> Optional[Tuple[List[memoryview], int]]:
+        """`data`'s columns in field order, as byte views, and their rows, when `data` is
+        exactly the table's columns (C-contiguous arrays of each field's dtype and shape,
+        with a batch axis) and small enough to share; None otherwise (the ordinary path
+        takes it: conversions, single items, the server's error for a wrong one)."""
+        if type(data) is not dict or len(data) != len(self.names):
+            return None
+        get = data.get
+        views: List[memoryview] = []
+        n = -1
+        for name, shape, dtype in self.specs:
+            array = get(name)
+            if type(array) is not np.ndarray:
+                return None
+            array_dtype = array.dtype
+            if array_dtype is not dtype and array_dtype != dtype:
+                return None
+            array_shape = array.shape
+            if array_shape[1:] != shape or not array_shape:
+                return None
+            if array_shape[0] != n:
+                if n != -1:
+                    return None
+                n = array_shape[0]
+            try:
+                views.append(memoryview(array).cast("B"))  # type: ignore[arg-type]
+            except TypeError:
+                return None  # not C-contiguous
+        if n < 1 or n > self.cap or n * self.total_bytes > SHARE_CALL_BYTES:
+            return None
+        return views, n
+
+
+class CallFuture(Future):  # type: ignore[type-arg]
+    """The Future of one call's keys. Asking for its result (or exception) sends its group
+    if it is still waiting for the requests in flight."""
+
+    def __init__(self, sharing: "SharedInserts", group: "_Group") -> None:
+        super().__init__()
+        self.set_running_or_notify_cancel()  # like a sent request: cannot be cancelled
+        self._sharing = sharing
+        self._group: Optional[_Group] = group
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        self._send_group()
+        return super().result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        self._send_group()
+        return super().exception(timeout)
+
+    def _send_group(self) -> None:
+        group = self._group
+        if group is not None and not group.sent:
+            self._sharing.flush()
+
+
+class _Group:
+    """The rows of the calls waiting to share one request, copied into one buffer per
+    field (laid out for `cap` rows; the request takes the first `rows`)."""
+
+    __slots__ = ("key", "table", "rule", "seconds", "version", "arrays", "views", "prio",
+                 "rows", "calls", "sent")
+
+    def __init__(self, key: Tuple[Any, ...], table: str, rule: ShareRule,
+                 seconds: Optional[float], version: Optional[int], priorities: bool) -> None:
+        self.key = key
+        self.table = table
+        self.rule = rule
+        self.seconds = seconds
+        self.version = version
+        self.arrays = [np.empty((rule.cap, *shape), dtype)
+                       for shape, dtype in zip(rule.shapes, rule.dtypes)]
+        # Byte views: a call's column goes in with one slice assignment (a memcpy).
+        self.views = [memoryview(a).cast("B") for a in self.arrays]  # type: ignore[arg-type]
+        self.prio = np.empty(rule.cap, "<f8") if priorities else None
+        self.rows = 0
+        self.calls: List[Tuple[CallFuture, int, int]] = []
+        self.sent = False
+
+    def append(self, future: CallFuture, columns: List[memoryview], n: int,
+               priorities: Optional[np.ndarray[Any, Any]]) -> None:
+        start = self.rows
+        for view, size, column in zip(self.views, self.rule.row_bytes, columns):
+            view[start * size:(start + n) * size] = column
+        if priorities is not None and self.prio is not None:
+            self.prio[start:start + n] = priorities
+        self.rows = start + n
+        self.calls.append((future, start, start + n))
+
+    def part(self) -> InsertBatch:
+        """The group's rows as one InsertBatch (views of its buffers)."""
+        n = self.rows
+        rule = self.rule
+        columns = [{"name": name, "dtype": dtype, "shape": [n, *shape]}
+                   for name, dtype, shape in zip(rule.names, rule.columns_dtype, rule.shapes)]
+        return InsertBatch(n, columns, [a[:n] for a in self.arrays],
+                           None if self.prio is None else self.prio[:n], self.version)
+
+    def settle(self, request: "Future[Any]", release: Callable[[], None]) -> None:
+        """Each call's outcome from the shared request's: its keys, or the request's
+        error; `release` once per call after it."""
+        error = request.exception()
+        if error is not None:
+            self.fail(error, release)
+            return
+        keys = request.result()
+        for future, start, stop in self.calls:
+            future.set_result(keys[start:stop])
+            release()
+
+    def fail(self, error: BaseException, release: Callable[[], None]) -> None:
+        for future, _, _ in self.calls:
+            future.set_exception(error)
+            release()
+
+
+class SharedInserts:
+    """The shared insert requests of one connection (see the module's docstring)."""
+
+    def __init__(self, conn: Any, send: SendPart, release: Callable[[], None]) -> None:
+        """`send`: how a group's request goes; `release`: called once per call when its
+        Future is done (the Client's window of insert_async calls)."""
+        self.conn = conn
+        self._send = send
+        self._release = release
+        self._state = threading.Lock()
+        self._order = threading.Lock()
+        self._group: Optional[_Group] = None
+        self._in_flight = 0  # shared requests sent (or being sent) and not done
+        self._sender: Optional[int] = None  # the thread sending a group
+        conn.before_submit = self._before_submit
+
+    def add(self, table: str, rule: ShareRule, columns: List[memoryview], n: int,
+            priorities: Optional[np.ndarray[Any, Any]], version: Optional[int],
+            seconds: Optional[float], timeout_ms: Optional[int]) -> CallFuture:
+        """Copies one call's rows (`columns` of `rule.exact_arrays`) into the group and
+        returns the Future of its keys; sends the group when nothing is in flight or it
+        is full. Raises nothing of the request's: a failed send fails the calls'
+        Futures."""
+        key = (table, id(rule.schema), priorities is not None, timeout_ms, version)
+        while True:
+            with self._state:
+                group = self._group
+                if group is None or (group.key == key and group.rows + n <= group.rule.cap):
+                    if group is None:
+                        group = self._group = _Group(key, table, rule, seconds, version,
+                                                     priorities is not None)
+                    future = CallFuture(self, group)
+                    group.append(future, columns, n, priorities)
+                    send_now = (self._in_flight < SHARED_IN_FLIGHT
+                                or group.rows + n > group.rule.cap)
+                    break
+            self.flush()  # another kind of call, or no room: the group goes first
+        if send_now:
+            self.flush()
+        return future
+
+    def flush(self, from_callback: bool = False) -> None:
+        """Sends the waiting group, if any. `from_callback`: in a request's completion,
+        where nothing may wait (left to the thread sending, when one is)."""
+        me = threading.get_ident()
+        if self._sender == me:
+            return  # our own send's submit (before_submit): the group is already taken
+        if from_callback:
+            if not self._order.acquire(blocking=False):
+                return  # the holder checks again once it releases
+        else:
+            self._order.acquire()
+        try:
+            self._sender = me
+            with self._state:
+                group, self._group = self._group, None
+                if group is None:
+                    return
+                group.sent = True
+                self._in_flight += 1
+            try:
+                request = self._send(group.table, group.rule.schema, group.part(),
+                                     group.seconds, from_callback)
+            except BaseException as exc:
+                with self._state:
+                    self._in_flight -= 1
+                group.fail(exc, self._release)
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                request.add_done_callback(functools.partial(self._done, group))
+        finally:
+            self._sender = None
+            self._order.release()
+        with self._state:
+            again = self._group is not None and self._in_flight < SHARED_IN_FLIGHT
+        if again:
+            self.flush(from_callback)
+
+    def pending(self) -> int:
+        """Calls waiting in the group (for tests and benchmarks)."""
+        with self._state:
+            return 0 if self._group is None else len(self._group.calls)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _done(self, group: _Group, request: "Future[Any]") -> None:
+        group.settle(request, self._release)
+        with self._state:
+            self._in_flight -= 1
+            idle = self._in_flight < SHARED_IN_FLIGHT and self._group is not None
+        if idle:
+            self.flush(from_callback=True)
+
+    def _before_submit(self) -> None:
+        if self._group is not None:
+            self.flush()

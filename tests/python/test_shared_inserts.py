@@ -1,0 +1,190 @@
+"""Consecutive `insert_async` calls sharing requests over the plane (docs/SHM.md, "Batched
+inserts"; client/python/replayd/shm/insert_sharing.py), against the real server binary.
+
+What a user relies on: calls that share a request store exactly the rows the socket
+stores, each call's Future holds its own keys, in order; a shared request the server
+refuses fails each of its calls with the server's error; a table whose rate limiter holds
+inserts back makes each call wait and then succeed, as before; calls held back to share a
+request go out when any other request is made, when a result is asked for, when the
+request in flight is done, and on close.
+
+To hold calls back deterministically, the first shared request's Future is held (its
+request went to the server; the client learns its reply only when the test says so).
+"""
+from __future__ import annotations
+
+import threading
+from concurrent import futures as cf
+from concurrent.futures import Future
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+
+import replayd
+
+FIELDS = {"obs": ("float32", (4,)), "act": ("int64", ()), "rew": ("float32", ()),
+          "done": ("bool", ())}
+
+
+def batch(n: int, seed: int) -> Dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.standard_normal((n, 4)).astype(np.float32),
+            "act": rng.integers(-5, 5, n), "rew": rng.standard_normal(n).astype(np.float32),
+            "done": rng.integers(0, 2, n).astype(bool)}
+
+
+def stored(client: replayd.Client, table: str) -> Dict[str, np.ndarray]:
+    pages = list(client.read_items(table, page=4096))
+    return {name: np.concatenate([page[name] for page in pages]) for name in pages[0]}
+
+
+class HeldFirstRequest:
+    """Wraps a Client's sending of shared requests: records each request's rows, and
+    holds the first one's Future until `release()` (its request is sent as usual)."""
+
+    def __init__(self, client: replayd.Client) -> None:
+        self.rows: List[int] = []
+        self._released = threading.Event()
+        real = client._send_shared
+
+        def send(table: str, schema: Any, part: Any, seconds: Any, from_callback: bool
+                 ) -> "Future[Any]":
+            self.rows.append(part.n)
+            future = real(table, schema, part, seconds, from_callback)
+            if len(self.rows) > 1:
+                return future
+            held: "Future[Any]" = Future()
+            held.set_running_or_notify_cancel()
+
+            def hand_over() -> None:
+                self._released.wait(30)
+                error = future.exception(30)
+                if error is not None:
+                    held.set_exception(error)
+                else:
+                    held.set_result(future.result())
+            threading.Thread(target=hand_over, daemon=True).start()
+            return held
+
+        client._send_shared = send  # type: ignore[method-assign]
+
+    def release(self) -> None:
+        self._released.set()
+
+
+def test_shared_calls_store_the_sockets_rows_and_each_gets_its_keys(server, table_name):
+    plane_table, socket_table = table_name + "-plane", table_name + "-socket"
+    with replayd.Client(server.unix_address, timeout=30) as plane, \
+            replayd.Client(server.unix_address, timeout=30, shm=False) as socket_client:
+        held = HeldFirstRequest(plane)
+        keys: Dict[str, List[np.ndarray]] = {}
+        for client, table in ((plane, plane_table), (socket_client, socket_table)):
+            client.create_table(table, FIELDS, capacity=600, sampler="prioritized")
+            calls = [client.insert_async(table, batch(5 + i % 7, i),
+                                         priorities=None if i % 3 else np.full(5 + i % 7, i + 1.0))
+                     for i in range(40)]
+            if client is plane:
+                assert plane._sharing is not None and plane._sharing.pending() > 0
+                held.release()
+            keys[table] = [call.result(30) for call in calls]
+        # Shared: fewer requests than calls, every row in one of them.
+        assert len(held.rows) < 40 and sum(held.rows) == sum(5 + i % 7 for i in range(40))
+        for i, (mine, theirs) in enumerate(zip(keys[plane_table], keys[socket_table])):
+            assert len(mine) == 5 + i % 7
+            np.testing.assert_array_equal(mine, theirs)
+        flat = np.concatenate(keys[plane_table])
+        assert (np.diff(flat.astype(np.int64)) > 0).all()  # in call order
+        got, want = stored(plane, plane_table), stored(plane, socket_table)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_a_refused_shared_request_fails_each_of_its_calls_with_the_servers_error(
+        server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as plane, \
+            replayd.Client(server.unix_address, timeout=30, shm=False) as other:
+        plane.create_table(table_name, FIELDS, capacity=100)
+        held = HeldFirstRequest(plane)
+        first = plane.insert_async(table_name, batch(4, 0))
+        waiting = [plane.insert_async(table_name, batch(3, i)) for i in range(1, 6)]
+        assert plane._sharing is not None and plane._sharing.pending() == 5
+        other.drop_table(table_name)  # the group's request will find no table
+        held.release()
+        assert len(first.result(30)) == 4  # sent before the drop
+        errors = [call.exception(30) for call in waiting]
+        assert len(held.rows) == 2  # the five calls went as one request
+        other.create_table(table_name, FIELDS, capacity=100)
+        other.drop_table(table_name)
+        with pytest.raises(replayd.NotFound) as alone:
+            other.insert(table_name, batch(3, 1))
+        for error in errors:
+            assert isinstance(error, replayd.NotFound)
+            assert (error.code, error.message) == (alone.value.code, alone.value.message)
+
+
+def test_a_table_whose_limiter_holds_inserts_back_makes_each_call_wait_then_succeed(
+        server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        # Inserts wait for samples once 2 items exist (1 sample per insert, buffer 1).
+        c.create_table(table_name, FIELDS, capacity=1000,
+                       rate_limiter=replayd.SampleToInsertRatio(1.0, 1, 1.0))
+        c.insert(table_name, batch(2, 0))
+        parked = [c.insert_async(table_name, batch(1, 10 + i), timeout=None) for i in range(4)]
+        cf.wait(parked, timeout=0.3)
+        assert not any(call.done() for call in parked)  # held by the rate limiter
+        assert c._sharing is None or c._sharing.pending() == 0  # each its own request
+        for _ in range(20):  # each admitted once samples came
+            if all(call.done() for call in parked):
+                break
+            c.sample(table_name, 1, timeout=5)
+        keys = [call.result(30) for call in parked]
+        assert [len(k) for k in keys] == [1, 1, 1, 1]
+        assert c.size(table_name) == 6
+        got = stored(c, table_name)
+        np.testing.assert_array_equal(
+            got["obs"][2:], np.concatenate([batch(1, 10 + i)["obs"] for i in range(4)]))
+
+
+def test_held_calls_go_out_on_any_other_request_on_result_and_when_the_reply_comes(
+        server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, FIELDS, capacity=1000)
+        held = HeldFirstRequest(c)
+        c.insert_async(table_name, batch(2, 0))
+        sharing = c._sharing
+        assert sharing is not None
+        # Any other request: the group goes first, so it sees the calls' rows.
+        for i in range(3):
+            c.insert_async(table_name, batch(2, 1 + i))
+        assert sharing.pending() == 3
+        assert c.size(table_name) == 8 and sharing.pending() == 0
+        # result() of a waiting call sends its group.
+        calls = [c.insert_async(table_name, batch(2, 10 + i)) for i in range(3)]
+        assert sharing.pending() == 3
+        assert len(calls[1].result(5)) == 2 and sharing.pending() == 0  # not the 30 s hold
+        # Without result(): the group goes once the request in flight is done.
+        calls = [c.insert_async(table_name, batch(2, 20 + i)) for i in range(3)]
+        held.release()
+        done, not_done = cf.wait(calls, timeout=30)
+        assert not not_done and c.size(table_name) == 20
+
+
+def test_close_sends_the_held_calls(server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as observer:
+        observer.create_table(table_name, FIELDS, capacity=1000)
+        c = replayd.Client(server.unix_address, timeout=30)
+        held = HeldFirstRequest(c)
+        c.insert_async(table_name, batch(2, 0))
+        calls = [c.insert_async(table_name, batch(2, 1 + i)) for i in range(4)]
+        assert c._sharing is not None and c._sharing.pending() == 4
+        c.close()
+        held.release()
+        for call in calls:  # sent, then the connection closed: keys or ConnectionLost
+            error = call.exception(30)
+            assert error is None or isinstance(error, replayd.ConnectionLost)
+        for _ in range(100):
+            if observer.size(table_name) == 10:
+                break
+            threading.Event().wait(0.05)
+        assert observer.size(table_name) == 10
