@@ -257,11 +257,15 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
         table = args.table
         with contextlib.suppress(replayd.NotFound):
             client.drop_table(table)
+        # The table follows the published weights (docs/VERSIONS.md): each transition carries
+        # the version of the weights its explorer acted with (stamped by the client from its
+        # last fetch), and the server measures how stale the learner's draws are.
         client.create_table(
             table, TABLE_FIELDS, args.capacity, sampler="prioritized", priority_exponent=0.6,
             rate_limiter=replayd.SampleToInsertRatio(
                 args.samples_per_insert, args.min_replay,
-                error_buffer=args.samples_per_insert * args.min_replay))
+                error_buffer=args.samples_per_insert * args.min_replay),
+            versions={"value": args.policy})
 
         context = multiprocessing.get_context("spawn")
         replayd.torch.publish_module(client, args.policy, net)  # the explorers' first weights
@@ -336,6 +340,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
             progress.close()
             batches.close()  # closes the sampler
             replay = None
+            staleness = client.info(table)["replay"]["sample_staleness_versions"]
             if prometheus is not None:
                 try:
                     replay = replay_figures(prometheus, table)  # before the table goes
@@ -352,7 +357,8 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
               "mean_return_last_20": float(np.mean(recent)) if recent else 0.0,
               "best_return": max((r for _, r in history), default=0.0),
               "replay_wait_share": dataset.wait_seconds / max(step_time, 1e-9),
-              "seconds": elapsed, "history": history, "waits": waits, "replay": replay}
+              "seconds": elapsed, "history": history, "waits": waits, "replay": replay,
+              "staleness": staleness}
     return result
 
 
@@ -478,6 +484,9 @@ def main() -> int:
           f"{result['learner_steps']} learner steps in {result['seconds']:.0f} s; "
           f"learner waited for replay {100 * result['replay_wait_share']:.1f} % of its "
           f"step time")
+    staleness = result["staleness"]
+    print(f"the learner's draws were p50 {staleness['p50']:.1f} / p99 {staleness['p99']:.1f} "
+          f"versions of the published weights behind ({staleness['count']:,} draws recorded)")
     replay = result["replay"]
     if replay:
         age, age_s, removed = replay["age_inserts"], replay["age_seconds"], replay["times_sampled"]

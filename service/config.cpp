@@ -56,6 +56,8 @@ Status parse_limits(const json::value& value, Limits& limits) {
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_table_bytes", limits.max_table_bytes, 1, std::uint64_t{1} << 50));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables", limits.max_tables, 1, 1u << 16));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_tables_total_bytes",
+                                     limits.max_tables_total_bytes, 0, std::uint64_t{1} << 56));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "idle_timeout_ms", limits.idle_timeout_ms, 0, std::uint64_t{1} << 40));
   REPLAYD_RETURN_IF_ERROR(

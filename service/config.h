@@ -45,6 +45,10 @@ struct Limits {
   std::uint64_t auth_timeout_ms = 10000;
   std::uint64_t max_table_bytes = std::uint64_t{64} << 30;  // data bytes per table
   std::uint32_t max_tables = 256;                           // tables per server
+  // Bytes every table may take together (each counted as table_bytes(): what it may allocate
+  // once full); 0: the machine's memory, or the cgroup's limit when lower
+  // (service/table_memory.h). Checked when a table is created.
+  std::uint64_t max_tables_total_bytes = 0;
   // A connection with no complete request for this long, and nothing waiting or queued, is
   // closed (a frame that takes longer to arrive counts as idle). 0 disables.
   std::uint64_t idle_timeout_ms = 300000;

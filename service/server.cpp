@@ -16,6 +16,7 @@
 #include "service/snapshot/snapshot_files.h"
 #include "service/snapshot/snapshot_restore.h"
 #include "service/values/policy_versions.h"
+#include "service/waiting/off_thread.h"
 
 namespace replayd::service {
 namespace {
@@ -64,6 +65,7 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
 }
 
 Server::~Server() {
+  wait_for_off_thread_work();  // tables being created post into io_: it must outlive them
   if (unix_acceptor_ && !addresses_.unix_path.empty()) {
     std::error_code ignored;
     std::filesystem::remove(addresses_.unix_path, ignored);

@@ -40,6 +40,10 @@ std::span<const metrics::OpLabel> metric_op_labels();
 
 struct ServiceContext {
   TableRegistry tables;
+  // Large tables being created off the io_context thread (create_table), and the bytes
+  // they may take: counted against max_tables and the tables' memory meanwhile.
+  std::uint32_t tables_creating = 0;
+  std::uint64_t tables_creating_bytes = 0;
   Limits limits;
   // Published values (docs/VALUES.md); its budgets are `limits`.
   ValueStore values{limits};

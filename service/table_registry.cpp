@@ -1,8 +1,17 @@
 #include "service/table_registry.h"
 
+#include "service/values/background_release.h"
+
 #include "core/table/episodic_table.h"
 
 namespace replayd::service {
+
+HostedTable::~HostedTable() {
+  if (!table || table->allocated_bytes() < kReleasedInBackgroundBytes) return;
+  std::shared_ptr<Table> doomed(std::move(table));
+  // Reset inside the call: the release thread runs it without its queue's lock held.
+  release_in_background([doomed]() mutable { doomed.reset(); });
+}
 
 void table_changed(HostedTable& table) {
   table.sample_waiters.wake_front();

@@ -17,6 +17,14 @@ namespace replayd::service {
 
 struct HostedTable {
   explicit HostedTable(std::unique_ptr<Table> t) : table(std::move(t)) {}
+  // A table of kReleasedInBackgroundBytes or more is destroyed on the release thread
+  // (service/values/background_release.h): giving gigabytes back to the kernel must not
+  // hold the io_context thread. Runs when the last holder lets go (the registry, waiting
+  // requests, replies that borrow its rows).
+  ~HostedTable();
+  HostedTable(const HostedTable&) = delete;
+  HostedTable& operator=(const HostedTable&) = delete;
+  static constexpr std::uint64_t kReleasedInBackgroundBytes = std::uint64_t{64} << 20;
 
   std::unique_ptr<Table> table;
   WaitQueue insert_waiters;  // inserts held by the rate limiter, in arrival order

@@ -165,7 +165,13 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
             std::to_string(bytes.episodes) + ", replay stats " + std::to_string(bytes.replay) +
             ", version-bounded sampler " + std::to_string(bytes.versions) +
             "), exceeding max_table_bytes = " + std::to_string(max_table_bytes) +
-            " bytes per table");
+            " bytes per table" +
+            (config.schema.has_compression() && config.max_compressed_bytes == 0
+                 ? "; its compressed values are budgeted " +
+                       std::to_string(compressed_budget(config)) +
+                       " bytes by default (capacity x the largest frame accepted): set "
+                       "max_compressed_bytes to what they will take"
+                 : std::string()));
   }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
     return make_error(ErrorCode::invalid_argument,

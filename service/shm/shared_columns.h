@@ -3,9 +3,12 @@
 // map a table's stamps and columns read-only (`map_table`, docs/SHM.md).
 // Ownership: a SharedColumnMemory owns its memfd and its mapping; it lives as long as its
 // table's Storage. Clients' mappings keep the pages alive after the table is gone (the
-// kernel frees them when the last mapping goes). Threading: io_context thread only.
+// kernel frees them when the last mapping goes). Threading: SharedColumnSource::allocate may
+// be called from any thread (a large table is created off the io_context thread); the rest
+// on the io_context thread only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,7 +59,7 @@ class SharedColumnSource final : public ColumnMemorySource {
  private:
   // Ids start at a random point, so that a client cannot mistake a block of a restarted
   // server for the one it mapped before.
-  std::uint64_t next_id_ = initial_id();
+  std::atomic<std::uint64_t> next_id_{initial_id()};
   static std::uint64_t initial_id();
 };
 

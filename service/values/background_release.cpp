@@ -1,5 +1,7 @@
 #include "service/values/background_release.h"
 
+#include "service/waiting/off_thread.h"
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -23,7 +25,12 @@ class ReleaseThread {
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(release));
-      if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+      if (!thread_.joinable()) {
+        thread_ = std::thread([this] {
+          lower_thread_priority();  // below the io_context thread it may share a core with
+          run();
+        });
+      }
     }
     ready_.notify_one();
   }
