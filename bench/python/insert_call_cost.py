@@ -7,7 +7,8 @@ call is everything).
 Times, per call (median of 5 runs of `--calls` calls each, the server on CPU 0 and this
 process on CPU 1): the steps of the client's staged path run alone in a loop
 (`prepare_insert`, the request split, the stageable check and plan, the copy into the
-arena and the request's send, the reply's decode in the reader thread), then whole
+arena and the request's send, the reply's decode in the reader thread; and those of a call
+that shares a request: its checks, its Future and copy into the group), then whole
 `insert_async` calls with 8 in flight, in wall time and in CPU time of the calling thread
 and of the process (the difference is the reader thread's: the replies).
 """
@@ -35,6 +36,7 @@ from replayd import requests  # noqa: E402
 from replayd.columns import decode_keys, prepare_insert  # noqa: E402
 from replayd.insert_parts import split_insert  # noqa: E402
 from replayd.shm.insert_arena import insert_plan, stageable  # noqa: E402
+from replayd.shm.insert_sharing import CallFuture, _Group  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 IN_FLIGHT = 8
@@ -89,6 +91,18 @@ def main(argv: List[str]) -> int:
         arena = plane._insert_stager(conn, "t", schema, prepared, parts, None)
         assert arena is not None, "the plane is not offered"
         plan = insert_plan("t", schema, prepared, None)
+        rule = plane._share_rule(conn, "t", schema)
+        assert rule is not None, "the table's calls may not share requests"
+        columns, _ = rule.exact_arrays(batch) or ([], 0)
+        groups = [_Group(("t",), "t", rule, None, None, False)]
+
+        def append_to_group() -> None:
+            group = groups[0]
+            if group.rows + 64 > rule.cap:
+                group = groups[0] = _Group(("t",), "t", rule, None, None, False)
+            group.append(CallFuture(sharing, group), columns, 64, None)
+
+        sharing: Any = None  # the group's flush is not called here
         reply_meta = {"n": 64}
         reply_payload = np.zeros(64, np.uint64).view(np.uint8)
         steps: Dict[str, Callable[[], Any]] = {
@@ -98,6 +112,8 @@ def main(argv: List[str]) -> int:
             "stageable + insert_plan": lambda: (stageable(schema, prepared),
                                                 insert_plan("t", schema, prepared, None)),
             "decode_keys (reader thread)": lambda: decode_keys(reply_meta, reply_payload),
+            "shared: ShareRule.exact_arrays (checks)": lambda: rule.exact_arrays(batch),
+            "shared: Future + copy into the group": append_to_group,
         }
         rows: Dict[str, List[float]] = {name: [] for name in steps}
         rows["copy into the arena + send (+ reply)"] = []
@@ -120,7 +136,7 @@ def main(argv: List[str]) -> int:
               f"{args.reps} runs; server on CPU 0, client on CPU 1")
         print("\nsteps of a staged insert_async, each alone in a loop (us per call):")
         for name, values in rows.items():
-            print(f"  {name:42s} {statistics.median(values):8.1f}")
+            print(f"  {name:44s} {statistics.median(values):8.1f}")
         print("\nwhole insert_async calls, 8 in flight (us per call):")
         for label, values_of in whole.items():
             cells = ", ".join(f"{key} {statistics.median(v):.1f}" for key, v in values_of.items())

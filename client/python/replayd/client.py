@@ -557,6 +557,14 @@ class Client:
         are in flight per Client and process; beyond that this call waits for the oldest
         to complete. A batch larger than one request may be goes in several, as with
         `insert` (each counts towards the 32).
+
+        Over the plane, consecutive calls of small batches share requests while one is in
+        flight (docs/SHM.md, "Batched inserts"; shm/insert_sharing.py): each Future holds
+        its own keys; a shared request's error fails every call in it (same class, code
+        and message). Only calls that could not fail alone share, and only into tables
+        whose rate limiter never holds inserts back. Held calls go out when the request
+        in flight is done, on any other request of this client, on `result()` of one of
+        them, and on `close`.
         """
         schema = self.schema(table)
         seconds = self._timeout_of(timeout)
