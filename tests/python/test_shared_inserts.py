@@ -48,10 +48,10 @@ class HeldFirstRequest:
         self._released = threading.Event()
         real = client._send_shared
 
-        def send(table: str, schema: Any, part: Any, seconds: Any, from_callback: bool
-                 ) -> "Future[Any]":
+        def send(conn: Any, table: str, schema: Any, part: Any, seconds: Any,
+                 from_callback: bool) -> "Future[Any]":
             self.rows.append(part.n)
-            future = real(table, schema, part, seconds, from_callback)
+            future = real(conn, table, schema, part, seconds, from_callback)
             if len(self.rows) > 1:
                 return future
             held: "Future[Any]" = Future()
@@ -188,3 +188,22 @@ def test_close_sends_the_held_calls(server, table_name):
                 break
             threading.Event().wait(0.05)
         assert observer.size(table_name) == 10
+
+
+def test_calls_held_when_their_connection_is_lost_fail_and_never_go_on_a_new_one(
+        server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, FIELDS, capacity=1000)
+        held = HeldFirstRequest(c)
+        first = c.insert_async(table_name, batch(2, 0))
+        lost = [c.insert_async(table_name, batch(2, 1 + i)) for i in range(3)]
+        c.connection().close()  # the connection dies under the held calls
+        assert c.size(table_name) == 2  # a new connection: the first request's rows only
+        later = c.insert_async(table_name, batch(2, 9))  # calls on the new connection
+        held.release()
+        error = first.exception(30)  # its reply may have come before the close
+        assert error is None or isinstance(error, replayd.ConnectionLost)
+        for call in lost:
+            assert isinstance(call.exception(30), replayd.ConnectionLost)
+        assert len(later.result(30)) == 2
+        assert c.size(table_name) == 4

@@ -648,13 +648,12 @@ class Client:
         self._share_rules[table] = rule
         return rule
 
-    def _send_shared(self, table: str, schema: TableSchema, part: InsertBatch,
-                     seconds: Optional[float], from_callback: bool) -> "Future[Any]":
-        """Sends a shared insert request (SharedInserts' send): staged in the insert
-        arena when it has room, else through the socket. `from_callback`: without waiting
-        (no new arena, no wait for room)."""
-        sharing = self._sharing
-        conn = sharing.conn if sharing is not None else self.connection()
+    def _send_shared(self, conn: Connection, table: str, schema: TableSchema,
+                     part: InsertBatch, seconds: Optional[float],
+                     from_callback: bool) -> "Future[Any]":
+        """Sends a shared insert request on `conn` (SharedInserts' send): staged in the
+        insert arena when it has room, else through the socket. `from_callback`: without
+        waiting (no new arena, no wait for room)."""
         plan = insert_plan(table, schema, part, requests.timeout_ms(seconds))
         arena = self._insert_arena
         if arena is None or arena.conn is not conn or arena.retired or \

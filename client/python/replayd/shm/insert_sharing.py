@@ -59,10 +59,12 @@ SHARED_IN_FLIGHT = 1
 #: Room kept for an insert frame's header and metadata under the server's max_frame_bytes.
 FRAME_SLACK = 64 << 10
 
-#: send(table, schema, part, seconds, from_callback) -> the Future of the part's keys;
-#: `from_callback`: called where nothing may wait for a reply (no arena mapping, no room
-#: wait).
-SendPart = Callable[[str, TableSchema, InsertBatch, Optional[float], bool], "Future[Any]"]
+#: send(conn, table, schema, part, seconds, from_callback) -> the Future of the part's
+#: keys, sent on `conn` (the group's connection, never another: calls held when it was
+#: lost fail with it); `from_callback`: called where nothing may wait for a reply (no
+#: arena mapping, no room wait).
+SendPart = Callable[[Any, str, TableSchema, InsertBatch, Optional[float], bool],
+                    "Future[Any]"]
 
 
 def shareable_priorities(priorities: Any, n: int) -> Optional[np.ndarray[Any, Any]]:
@@ -275,8 +277,8 @@ class SharedInserts:
                 group.sent = True
                 self._in_flight += 1
             try:
-                request = self._send(group.table, group.rule.schema, group.part(),
-                                     group.seconds, from_callback)
+                request = self._send(self.conn, group.table, group.rule.schema,
+                                     group.part(), group.seconds, from_callback)
             except BaseException as exc:
                 with self._state:
                     self._in_flight -= 1
