@@ -17,7 +17,9 @@ row after row) and returns a Future of its own keys. The group goes as one reque
 
 Each call's Future resolves to its slice of the shared request's keys (the server applies
 a request's rows in order, and a connection's inserts in the order sent). A shared request
-that fails fails every call in it with its error (same class, code and message).
+that fails fails every call in it with its error (same class, code and message). A group
+goes on its own connection only: held when it was lost, its calls fail with
+ConnectionLost.
 
 What keeps each call's semantics: only calls that could not fail on their own while
 another succeeds share a request: exactly the table's columns (dtypes and shapes: nothing
