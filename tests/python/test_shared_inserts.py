@@ -207,3 +207,26 @@ def test_calls_held_when_their_connection_is_lost_fail_and_never_go_on_a_new_one
             assert isinstance(call.exception(30), replayd.ConnectionLost)
         assert len(later.result(30)) == 2
         assert c.size(table_name) == 4
+
+
+def test_a_held_call_copied_its_rows_so_the_caller_may_reuse_its_arrays(server, table_name):
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, FIELDS, capacity=1000)
+        held = HeldFirstRequest(c)
+        reused = batch(4, 0)
+        want = []
+        calls = []
+        for i in range(6):
+            fresh = batch(4, 100 + i)
+            for name in reused:
+                reused[name][...] = fresh[name]  # the same arrays, new rows
+            want.append(fresh)
+            calls.append(c.insert_async(table_name, reused))
+        assert c._sharing is not None and c._sharing.pending() == 5
+        held.release()
+        for call in calls:
+            call.result(30)
+        got = stored(c, table_name)
+        for name in FIELDS:
+            np.testing.assert_array_equal(
+                got[name], np.concatenate([rows[name] for rows in want]), err_msg=name)
