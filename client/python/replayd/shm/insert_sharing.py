@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class ShareRule:
     fields' row sizes and the most rows a shared request may carry (`cap`; 0: never)."""
 
     __slots__ = ("schema", "names", "shapes", "dtypes", "row_bytes", "total_bytes", "cap",
-                 "columns_dtype", "specs")
+                 "columns_dtype", "specs", "spares", "_columns")
 
     def __init__(self, schema: TableSchema, cap_rows: int) -> None:
         fields = schema.fields
@@ -100,6 +100,34 @@ class ShareRule:
         self.total_bytes = sum(self.row_bytes)
         self.cap = max(0, min(cap_rows, SHARE_ROWS, SHARE_BYTES // max(1, self.total_bytes)))
         self.specs = list(zip(self.names, self.shapes, self.dtypes))
+        # Buffers of groups already sent (their rows copied into the arena or handed to
+        # the kernel), for the next groups: list.pop and append are atomic.
+        self.spares: List[Tuple[List[np.ndarray[Any, Any]], List[memoryview],
+                                np.ndarray[Any, Any]]] = []
+        self._columns: Dict[int, List[Dict[str, Any]]] = {}
+
+    def columns(self, n: int) -> List[Dict[str, Any]]:
+        """The insert metadata's columns of `n` rows (cached; never modified by a send)."""
+        columns = self._columns.get(n)
+        if columns is None:
+            if len(self._columns) >= 64:
+                self._columns.clear()
+            columns = self._columns[n] = [
+                {"name": name, "dtype": dtype, "shape": [n, *shape]}
+                for name, dtype, shape in zip(self.names, self.columns_dtype, self.shapes)]
+        return columns
+
+    def buffers(self) -> Tuple[List[np.ndarray[Any, Any]], List[memoryview],
+                               np.ndarray[Any, Any]]:
+        """A group's buffers: a spare one, or new ones (one per field, and priorities)."""
+        try:
+            return self.spares.pop()
+        except IndexError:
+            arrays = [np.empty((self.cap, *shape), dtype)
+                      for shape, dtype in zip(self.shapes, self.dtypes)]
+            # Byte views: a call's column goes in with one slice assignment (a memcpy).
+            views = [memoryview(a).cast("B") for a in arrays]  # type: ignore[arg-type]
+            return arrays, views, np.empty(self.cap, "<f8")
 
     def exact_arrays(self, data: Any) -> Optional[Tuple[List[memoryview], int]]:
         """`data`'s columns in field order, as byte views, and their rows, when `data` is
@@ -163,7 +191,7 @@ class _Group:
     field (laid out for `cap` rows; the request takes the first `rows`)."""
 
     __slots__ = ("key", "table", "rule", "seconds", "version", "arrays", "views", "prio",
-                 "rows", "calls", "sent")
+                 "priorities", "rows", "calls", "sent")
 
     def __init__(self, key: Tuple[Any, ...], table: str, rule: ShareRule,
                  seconds: Optional[float], version: Optional[int], priorities: bool) -> None:
@@ -172,11 +200,8 @@ class _Group:
         self.rule = rule
         self.seconds = seconds
         self.version = version
-        self.arrays = [np.empty((rule.cap, *shape), dtype)
-                       for shape, dtype in zip(rule.shapes, rule.dtypes)]
-        # Byte views: a call's column goes in with one slice assignment (a memcpy).
-        self.views = [memoryview(a).cast("B") for a in self.arrays]  # type: ignore[arg-type]
-        self.prio = np.empty(rule.cap, "<f8") if priorities else None
+        self.arrays, self.views, self.prio = rule.buffers()
+        self.priorities = priorities
         self.rows = 0
         self.calls: List[Tuple[CallFuture, int, int]] = []
         self.sent = False
@@ -186,7 +211,7 @@ class _Group:
         start = self.rows
         for view, size, column in zip(self.views, self.rule.row_bytes, columns):
             view[start * size:(start + n) * size] = column
-        if priorities is not None and self.prio is not None:
+        if priorities is not None:
             self.prio[start:start + n] = priorities
         self.rows = start + n
         self.calls.append((future, start, start + n))
@@ -194,15 +219,19 @@ class _Group:
     def part(self) -> InsertBatch:
         """The group's rows as one InsertBatch (views of its buffers)."""
         n = self.rows
-        rule = self.rule
-        columns = [{"name": name, "dtype": dtype, "shape": [n, *shape]}
-                   for name, dtype, shape in zip(rule.names, rule.columns_dtype, rule.shapes)]
-        return InsertBatch(n, columns, [a[:n] for a in self.arrays],
-                           None if self.prio is None else self.prio[:n], self.version)
+        return InsertBatch(n, self.rule.columns(n), [a[:n] for a in self.arrays],
+                           self.prio[:n] if self.priorities else None, self.version)
 
-    def settle(self, request: "Future[Any]", release: Callable[[], None]) -> None:
+    def give_back_buffers(self) -> None:
+        """Once its request is sent (its rows copied or handed to the kernel): the
+        buffers serve a later group."""
+        spares = self.rule.spares
+        if len(spares) < 2:
+            spares.append((self.arrays, self.views, self.prio))
+
+    def settle(self, request: "Future[Any]", release: Callable[[int], None]) -> None:
         """Each call's outcome from the shared request's: its keys, or the request's
-        error; `release` once per call after it."""
+        error; then `release(calls)`."""
         error = request.exception()
         if error is not None:
             self.fail(error, release)
@@ -210,20 +239,20 @@ class _Group:
         keys = request.result()
         for future, start, stop in self.calls:
             future.set_result(keys[start:stop])
-            release()
+        release(len(self.calls))
 
-    def fail(self, error: BaseException, release: Callable[[], None]) -> None:
+    def fail(self, error: BaseException, release: Callable[[int], None]) -> None:
         for future, _, _ in self.calls:
             future.set_exception(error)
-            release()
+        release(len(self.calls))
 
 
 class SharedInserts:
     """The shared insert requests of one connection (see the module's docstring)."""
 
-    def __init__(self, conn: Any, send: SendPart, release: Callable[[], None]) -> None:
-        """`send`: how a group's request goes; `release`: called once per call when its
-        Future is done (the Client's window of insert_async calls)."""
+    def __init__(self, conn: Any, send: SendPart, release: Callable[[int], None]) -> None:
+        """`send`: how a group's request goes; `release(k)`: k calls' Futures are done
+        (the Client's window of insert_async calls)."""
         self.conn = conn
         self._send = send
         self._release = release
@@ -289,6 +318,7 @@ class SharedInserts:
                     raise
             else:
                 request.add_done_callback(functools.partial(self._done, group))
+            group.give_back_buffers()
         finally:
             self._sender = None
             self._order.release()
