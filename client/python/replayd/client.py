@@ -611,7 +611,7 @@ class Client:
                 sharing = self._sharing
                 if sharing is None or sharing.conn is not conn:
                     sharing = self._sharing = SharedInserts(conn, self._send_shared,
-                                                            self._insert_window.release)
+                                                            self._release_insert_slots)
         window = self._insert_window
         if not window.acquire(blocking=False):
             sharing.flush()  # the calls holding the window may be waiting in the group
@@ -622,6 +622,13 @@ class Client:
         except BaseException:
             window.release()
             raise
+
+    def _release_insert_slots(self, count: int) -> None:
+        """Gives back `count` slots of the insert_async window (one release each: Python
+        3.8's semaphores take no count)."""
+        window = self._insert_window
+        for _ in range(count):
+            window.release()
 
     def _share_rule(self, conn: Connection, table: str,
                     schema: TableSchema) -> Optional[ShareRule]:
