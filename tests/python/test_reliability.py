@@ -80,14 +80,14 @@ BOOL = {"done": ("bool", ())}
 
 
 def test_max_table_bytes_counts_slot_metadata_and_selectors_not_only_data(make_server, tmp_path):
-    config = write_config(tmp_path, limits={"max_table_bytes": 60 * MIB})
+    config = write_config(tmp_path, limits={"max_table_bytes": 100 * MIB})
     server = make_server(extra_args=["--config", str(config)])
     with replayd.Client(server.unix_address, timeout=30) as c:
         # 1 MiB of data, but 2^20 slots of metadata, position maps and trees.
         with pytest.raises(replayd.ResourceExhausted, match="slot metadata") as refused:
             c.create_table("big", BOOL, 1 << 20, sampler="prioritized", remover="fifo")
         counted_for_2_20 = int(re.search(r"needs (\d+) bytes", refused.value.message).group(1))
-        assert counted_for_2_20 > 60 * MIB
+        assert counted_for_2_20 > 100 * MIB
         # The table: 2^26 one-byte slots under 256 MiB would take gigabytes.
         with pytest.raises(replayd.ResourceExhausted, match="max_table_bytes"):
             c.create_table("huge", BOOL, 1 << 26)
