@@ -2,11 +2,17 @@
 // a value published in pieces so that no request holds the thread long. The store
 // (service/values/value_store.h) checks every budget at the begin and keeps each part's
 // payload as it arrived (moved out of the request frame, never copied).
+#include <fcntl.h>
+
+#include <cerrno>
+#include <functional>
+
 #include "service/commands/handlers.h"
 #include "service/shm/connection_plane.h"
 #include "service/shm/memfd.h"
 #include "service/values/policy_versions.h"
 #include "service/values/value_store.h"
+#include "service/waiting/off_thread.h"
 
 namespace replayd::service::commands {
 namespace {
@@ -79,11 +85,25 @@ asio::awaitable<Result<Reply>> publish_begin(Call& call) {
   if (ticket.block_fd >= 0) {
     REPLAYD_CO_ASSIGN_OR_RETURN(block, shm::duplicate(ticket.block_fd));
   }
-  Reply reply =
-      reply_with(call, "{\"upload\":" + std::to_string(ticket.id) +
-                           ",\"bytes\":" + std::to_string(ticket.bytes) +
-                           ",\"arrays\":" + value_arrays_json(*ticket.arrays) +
-                           (block ? ",\"staged\":true,\"descriptors\":1}" : ",\"staged\":false}"));
+  // Built before any suspension: ticket.arrays is valid only until the store's next call.
+  std::string meta = "{\"upload\":" + std::to_string(ticket.id) +
+                     ",\"bytes\":" + std::to_string(ticket.bytes) +
+                     ",\"arrays\":" + value_arrays_json(*ticket.arrays) +
+                     (block ? ",\"staged\":true,\"descriptors\":1}" : ",\"staged\":false}");
+  if (block) {
+    // The block's pages are allocated (and zeroed by the kernel) on a low-priority thread
+    // of the server's before the publisher gets it, so that its core only copies. A
+    // failure leaves them to the publisher's page faults.
+    auto own = shm::duplicate(block->get());
+    if (own) {
+      std::function<int()> allocate = [fd = std::make_shared<UniqueFd>(std::move(own).value()),
+                                       bytes = ticket.bytes] {
+        return ::fallocate(fd->get(), 0, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+      };
+      (void)co_await run_off_thread(std::move(allocate));
+    }
+  }
+  Reply reply = reply_with(call, std::move(meta));
   if (block) {
     reply.descriptors.push_back(std::move(*block));
     reply.descriptor_hold = std::move(hold);
