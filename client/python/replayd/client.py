@@ -790,7 +790,8 @@ class Client:
                keep_keys: bool = False,
                max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> "Writer":
         """A Writer that buffers single items and inserts them `batch` at a time (None:
-        about 64 KiB, 64 to 1024 items), keeping up to `max_in_flight` batches awaiting
+        about 64 KiB, 64 to 1024 items, at most the server's ``max_batch_items``; above
+        it: InvalidArgument), keeping up to `max_in_flight` batches awaiting
         replies, and sends a partial batch whose first item is `max_delay` seconds old
         (see Writer)."""
         return Writer(self, table, batch, max_in_flight=max_in_flight,
@@ -1137,14 +1138,16 @@ class Client:
 
     # -- episodes ----------------------------------------------------------------------
 
-    def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
+    def episode_writer(self, table: str, envs: int = 1, batch: Optional[int] = None, *,
                        max_in_flight: int = 8, timeout: Any = DEFAULT,
                        keep_keys: bool = False,
                        max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> "EpisodeWriter":
         """An EpisodeWriter that appends steps of `envs` concurrent episodes of an episodic
-        table, `batch` steps per request, up to `max_in_flight` requests unacknowledged
-        (see replayd.episodes). ``keep_keys=True`` collects the written steps' keys
-        (`EpisodeWriter.keys`); off by default, as they would grow without bound.
+        table, `batch` steps per request (None: 64, at most the server's
+        ``max_batch_items``; above it: InvalidArgument), up to `max_in_flight` requests
+        unacknowledged (see replayd.episodes). ``keep_keys=True`` collects the written
+        steps' keys (`EpisodeWriter.keys`); off by default, as they would grow without
+        bound.
         `max_delay`: as the Writer's, seconds a step may wait in a partial batch."""
         return EpisodeWriter(self, table, envs, batch, max_in_flight=max_in_flight,
                              timeout=self._timeout_of(timeout), keep_keys=keep_keys,

@@ -22,8 +22,14 @@ __all__ = ["ClientLike"]
 
 
 class ClientLike(Protocol):
-    """What Writer, EpisodeWriter, Sampler, `wait_notice.log_wait` and
-    `episode_replies.iterate_steps` call on their client (a `replayd.Client`)."""
+    """What Writer, EpisodeWriter, Sampler, `wait_notice.log_wait`,
+    `episode_replies.iterate_steps` and `batch_limits` call on their client (a
+    `replayd.Client`)."""
+
+    @property
+    def server(self) -> Dict[str, Any]:
+        """The server's ``hello`` reply (its ``limits``, e.g. ``max_batch_items``)."""
+        ...
 
     def schema(self, table: str) -> TableSchema:
         """The fields of `table` (cached by the client)."""

@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, Mapping, Tuple
 
 import numpy as np
 
+from .batch_limits import page_rows
 from .client_interface import ClientLike
 from .errors import ProtocolError
 from .nesting import nest
@@ -81,9 +82,11 @@ def nest_page(columns: Dict[str, Any]) -> Dict[str, Any]:
 def iterate_steps(client: ClientLike, table: str, page: int,
                   after: int = 0) -> Iterator[Dict[str, Any]]:
     """Pages of ``read_steps`` from after `after` (0: the start) until an empty page (flat
-    columns)."""
+    columns), each of at most `page` rows and never more than the server's
+    max_batch_items (a larger request would be refused). InvalidArgument for a page < 1."""
+    rows = page_rows(client, page)
     while True:
-        columns, after = client._call({"op": "read_steps", "table": table, "n": int(page),
+        columns, after = client._call({"op": "read_steps", "table": table, "n": rows,
                                        "after": after}, decode=decode_page)
         if len(columns["key"]) == 0:
             return

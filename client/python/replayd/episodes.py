@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from . import requests
+from .batch_limits import writer_batch
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_value, decode_keys
 from .errors import ConnectionLost, InvalidArgument, ProtocolError
@@ -35,7 +36,11 @@ from .writer import DEFAULT_MAX_DELAY, Writer
 if TYPE_CHECKING:
     from .connection import Connection
 
-__all__ = ["EpisodeWriter"]
+__all__ = ["EpisodeWriter", "DEFAULT_EPISODE_BATCH"]
+
+#: An EpisodeWriter's steps per request when not told (`batch=None`), at most the
+#: server's max_batch_items.
+DEFAULT_EPISODE_BATCH = 64
 
 
 def _no_keys(meta: Mapping[str, Any], payload: Any) -> np.ndarray[Any, Any]:
@@ -199,7 +204,9 @@ class EpisodeWriter:
         client: the server's Client (the writer opens its own connection from it).
         table: an episodic table.
         envs: environments written in parallel (env = 0 .. envs-1).
-        batch: steps per ``append_steps`` request.
+        batch: steps per ``append_steps`` request; None: 64, or the server's
+            ``max_batch_items`` when that is lower. A `batch` above ``max_batch_items``
+            raises InvalidArgument here (the server would refuse every request).
         max_in_flight: requests sent but not yet acknowledged before `append` waits.
         timeout: seconds each request may wait (server-side, for the rate limiter).
         keep_keys: collect the keys of the written steps (`keys`, 8 bytes per step, never
@@ -217,7 +224,8 @@ class EpisodeWriter:
     as truncated and closes the connection. Use as a context manager.
     """
 
-    def __init__(self, client: ClientLike, table: str, envs: int = 1, batch: int = 64, *,
+    def __init__(self, client: ClientLike, table: str, envs: int = 1,
+                 batch: Optional[int] = None, *,
                  max_in_flight: int = 8, timeout: Optional[float] = None,
                  keep_keys: bool = False,
                  max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> None:
@@ -226,11 +234,13 @@ class EpisodeWriter:
         self._client = client
         self._table = table
         self._envs = int(envs)
-        self._options = {"batch": int(batch), "max_in_flight": int(max_in_flight),
+        # batch as given (None stays None): an unpickled writer may meet another server.
+        self._options = {"batch": batch, "max_in_flight": int(max_in_flight),
                          "timeout": timeout, "keep_keys": bool(keep_keys),
                          "max_delay": max_delay}
         self._conn: Optional["Connection"] = None
-        self._steps = _StepBatches(self, client, table, int(batch), int(max_in_flight),
+        steps = writer_batch(client, table, batch, DEFAULT_EPISODE_BATCH)
+        self._steps = _StepBatches(self, client, table, steps, int(max_in_flight),
                                    timeout, bool(keep_keys), max_delay)
         self._episode: List[Optional[int]] = [None] * self._envs
         self._has_steps = [False] * self._envs

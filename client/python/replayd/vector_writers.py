@@ -25,6 +25,7 @@ from typing import Any, List, Mapping, Optional
 
 import numpy as np
 
+from .batch_limits import writer_batch
 from .client_interface import ClientLike
 from .columns import convert_value
 from .episodes import EpisodeWriter
@@ -99,7 +100,8 @@ def _env_flags(table: str, name: str, flags: Any, envs: int) -> Optional[np.ndar
 
 class VectorWriter:
     """Appends one item per environment of `envs` to a plain table per call; batches
-    and flow control as `Writer` (`batch` rows per request: None for its default).
+    and flow control as `Writer` (`batch` rows per request: None for its default; above
+    the server's ``max_batch_items``: InvalidArgument here).
 
     ``append(obs=obs, act=act, ...)`` (or a dict) with arrays of ``envs`` rows, and
     optionally `priorities` (``envs`` floats); `flush`, `close`, `keys`,
@@ -162,8 +164,10 @@ class VectorEpisodeWriter:
     """Appends one step per environment of `envs` to an episodic table per call, each
     environment writing its own episode (see the module's docstring); options as
     `EpisodeWriter`'s, but for `batch`: None (the default) takes the Writer's default
-    (`default_batch`: about 64 KiB of steps, 64 to 1024), not 64: a call brings `envs`
-    steps at once, so a request's fixed cost is shared by fewer calls otherwise.
+    (`default_batch`: about 64 KiB of steps, 64 to 1024, at most the server's
+    ``max_batch_items``), not 64: a call brings `envs` steps at once, so a request's fixed
+    cost is shared by fewer calls otherwise. A `batch` above ``max_batch_items`` raises
+    InvalidArgument here.
 
     ``append(obs=obs, rew=rew, ..., terminated=term, truncated=trunc)``: the step of every
     environment (arrays of ``envs`` rows), then the end, right after it, of each episode
@@ -182,9 +186,10 @@ class VectorEpisodeWriter:
         if isinstance(envs, bool) or not isinstance(envs, int) or envs < 1:
             raise InvalidArgument(f"envs must be an int >= 1, got {envs!r}")
         self.envs = envs
-        if batch is None:  # as the Writer's: about 64 KiB of steps, 64 to 1024
-            schema = client.schema(table)
-            batch = default_batch(schema.fields, schema.capacity)
+        if batch is None:  # as the Writer's: about 64 KiB of steps, 64 to 1024, within
+            schema = client.schema(table)  # the server's max_batch_items
+            batch = writer_batch(client, table, None,
+                                 default_batch(schema.fields, schema.capacity))
         self._writer = EpisodeWriter(client, table, envs, batch, max_in_flight=max_in_flight,
                                      timeout=timeout, keep_keys=keep_keys, max_delay=max_delay)
         self._schema = self._writer._steps._schema

@@ -33,6 +33,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import requests, wait_notice
+from .batch_limits import writer_batch
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_item, decode_keys
 from .errors import InvalidArgument, PermissionDenied, ReplayError
@@ -77,7 +78,9 @@ class Writer:
         table: the table (its schema is fetched once).
         batch: items per insert request; None: as many as fill about 64 KiB, at least 64
             and at most 1024 (`default_batch`: 1024 for a 45-byte transition, 64 for items
-            of 1 KiB or more), and never more than the table's capacity.
+            of 1 KiB or more), and never more than the table's capacity or the server's
+            ``max_batch_items``. A `batch` above ``max_batch_items`` raises InvalidArgument
+            here (the server would refuse every request).
         max_in_flight: batches sent but not yet acknowledged before `append` waits.
         max_delay: seconds an item may wait in a partial batch: an `append` that finds the
             batch's first item older than this sends the batch (a slow explorer's items
@@ -95,8 +98,6 @@ class Writer:
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, timeout: Optional[float] = None,
                  keep_keys: bool = False,
                  max_delay: Optional[float] = DEFAULT_MAX_DELAY) -> None:
-        if batch is not None and batch < 1:
-            raise InvalidArgument(f"batch must be >= 1, got {batch}")
         if max_in_flight < 1:
             raise InvalidArgument(f"max_in_flight must be >= 1, got {max_in_flight}")
         if max_delay is not None and not max_delay >= 0:
@@ -107,8 +108,10 @@ class Writer:
         self._client: Any = client
         self._table = table
         self._schema = client.schema(table)
-        self._batch = (int(batch) if batch is not None
-                       else default_batch(self._schema.fields, self._schema.capacity))
+        # Checked against the server's max_batch_items now: a batch above it would fail
+        # only at its first send, after the caller has appended a batch's worth of items.
+        self._batch = writer_batch(client, table, batch,
+                                   default_batch(self._schema.fields, self._schema.capacity))
         self._max_delay = max_delay
         self._first_at = 0.0  # when the batch being filled got its first item
         self._max_in_flight = int(max_in_flight)

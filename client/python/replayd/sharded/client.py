@@ -336,7 +336,7 @@ class ShardedClient:
 
     # -- episodic tables (replayd.sharded.episodes) --------------------------------------
 
-    def episode_writer(self, table: str, envs: int = 1, batch: int = 64, *,
+    def episode_writer(self, table: str, envs: int = 1, batch: Optional[int] = None, *,
                        timeout: Any = DEFAULT, keep_keys: bool = False
                        ) -> "ShardedEpisodeWriter":
         """A writer of `envs` concurrent episodes of an episodic table whose episodes each

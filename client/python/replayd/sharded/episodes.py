@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 import numpy as np
 
+from ..batch_limits import writer_batch
 from ..client import DEFAULT, Client
+from ..episodes import DEFAULT_EPISODE_BATCH
 from ..errors import InvalidArgument, ProtocolError
 from ..sample import Sample
 from .client_interface import ShardedClientLike, WindowState
@@ -39,21 +41,25 @@ class ShardedEpisodeWriter:
     Each env's current episode is pinned to one shard, chosen round-robin (the order plain
     inserts follow) when the episode receives its first step; the env's next episode may
     go to another shard. Each shard has an `EpisodeWriter` of its own (its own connection,
-    `batch` steps per request), so the guarantees of EpisodeWriter hold per shard: a lost
-    connection leaves that shard's open episodes truncated. Use as a context manager.
+    `batch` steps per request; None: EpisodeWriter's default on each shard; a `batch`
+    above a shard's ``max_batch_items`` raises InvalidArgument here), so the guarantees
+    of EpisodeWriter hold per shard: a lost connection leaves that shard's open episodes
+    truncated. Use as a context manager.
     One thread uses a writer; it pickles as its ShardedClient, table and options.
     """
 
-    def __init__(self, client: ShardedClientLike, table: str, envs: int = 1, batch: int = 64,
-                 *, timeout: Any = DEFAULT, keep_keys: bool = False) -> None:
+    def __init__(self, client: ShardedClientLike, table: str, envs: int = 1,
+                 batch: Optional[int] = None, *, timeout: Any = DEFAULT,
+                 keep_keys: bool = False) -> None:
         if envs < 1:
             raise InvalidArgument(f"envs must be >= 1, got {envs}")
-        if batch < 1:
-            raise InvalidArgument(f"batch must be >= 1, got {batch}")
+        if batch is not None:  # refused now, as EpisodeWriter's, whichever shard is above
+            for shard in client.shards:
+                batch = writer_batch(shard, table, batch, DEFAULT_EPISODE_BATCH)
         self._client = client
         self._table = table
         self._envs = int(envs)
-        self._batch = int(batch)
+        self._batch = batch  # None: each shard's EpisodeWriter default
         self._keep_keys = bool(keep_keys)
         # Resolved now (the shards share the options): DEFAULT does not survive pickling.
         self._timeout: Optional[float] = (client.shards[0].timeout if timeout is DEFAULT
