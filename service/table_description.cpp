@@ -137,8 +137,7 @@ Result<VersionsConfig> parse_versions_description(const json::value& value,
   VersionsConfig versions;
   REPLAYD_ASSIGN_OR_RETURN(versions.value, reader.string("value"));
   if (!is_valid_value_name(versions.value)) {
-    return reader.error("value",
-                        "is not a value name (1 to 128 characters of A-Z a-z 0-9 _ . - /)");
+    return reader.error("value", not_a_value_name());
   }
   REPLAYD_ASSIGN_OR_RETURN(versions.drop_behind, reader.optional_uint("drop_behind"));
   REPLAYD_RETURN_IF_ERROR(reader.finish());

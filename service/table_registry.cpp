@@ -1,6 +1,6 @@
 #include "service/table_registry.h"
 
-#include "service/values/background_release.h"
+#include "service/waiting/background_release.h"
 
 #include "core/table/episodic_table.h"
 

@@ -18,7 +18,7 @@ namespace replayd::service {
 struct HostedTable {
   explicit HostedTable(std::unique_ptr<Table> t) : table(std::move(t)) {}
   // A table of kReleasedInBackgroundBytes or more is destroyed on the release thread
-  // (service/values/background_release.h): giving gigabytes back to the kernel must not
+  // (service/waiting/background_release.h): giving gigabytes back to the kernel must not
   // hold the io_context thread. Runs when the last holder lets go (the registry, waiting
   // requests, replies that borrow its rows).
   ~HostedTable();

@@ -129,6 +129,10 @@ TableBytes table_bytes(const TableConfig& config) {
   return bytes;
 }
 
+std::string not_a_value_name() {
+  return "is not a value name (" + std::string(kValueNameRule) + ")";
+}
+
 bool is_valid_value_name(std::string_view name) {
   if (name.empty() || name.size() > 128) return false;
   for (char c : name) {

@@ -119,7 +119,11 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
 
 // Whether a name is acceptable for a table (same rule as field names).
 bool is_valid_table_name(std::string_view name);
-// Whether a name is acceptable for a published value (1-128 of A-Z a-z 0-9 _ . - /).
+// Whether a name is acceptable for a published value (kValueNameRule).
 bool is_valid_value_name(std::string_view name);
+// What a value name may be, as refusals of a bad one say it.
+inline constexpr std::string_view kValueNameRule = "1 to 128 characters of A-Z a-z 0-9 _ . - /";
+// "is not a value name (<kValueNameRule>)": the refusal's text after the offending name.
+std::string not_a_value_name();
 
 }  // namespace replayd

@@ -49,8 +49,7 @@ Result<VersionBound> VersionBound::parse(JsonReader& args, const Table& table) {
                             table.name() + "' with \"versions\": {\"value\": NAME}");
     }
     if (!is_valid_value_name(bound.value_)) {
-      return args.error("value",
-                        "is not a value name (1 to 128 characters of A-Z a-z 0-9 _ . - /)");
+      return args.error("value", not_a_value_name());
     }
   }
   if (bound.bounded()) REPLAYD_RETURN_IF_ERROR(table.check_min_version());

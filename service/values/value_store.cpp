@@ -1,6 +1,6 @@
 #include "service/values/value_store.h"
 
-#include "service/values/background_release.h"
+#include "service/waiting/background_release.h"
 
 #include "core/table/table_config.h"
 
@@ -30,7 +30,7 @@ std::string gib_text(std::uint64_t bytes) {
 }
 
 // Payloads from this size on are given back to the kernel off the io_context thread
-// (service/values/background_release.h).
+// (service/waiting/background_release.h).
 constexpr std::uint64_t kReleasedInBackgroundBytes = std::uint64_t{8} << 20;
 
 // A new version whose last owner (the store, or the last fetch reply that carries it) may
@@ -127,21 +127,19 @@ std::vector<std::span<const std::byte>> ValuePayload::pieces() const {
   return out;
 }
 
-bool valid_value_name(std::string_view name) {
-  return is_valid_value_name(name);
+Error ValueStore::too_many_values(const std::string& name) const {
+  return make_error(ErrorCode::resource_exhausted,
+                    "the server holds max_values = " + std::to_string(limits_.max_values) +
+                        " value names; '" + name + "' would be one more");
 }
 
 Result<std::shared_ptr<PublishedValue>> ValueStore::entry(const std::string& name) {
   if (auto found = values_.find(name); found != values_.end()) return found->second;
-  if (!valid_value_name(name)) {
-    return make_error(ErrorCode::invalid_argument,
-                      "name: '" + name + "' is not a value name (1 to 128 characters of A-Z a-z " +
-                          "0-9 _ . - /)");
+  if (!is_valid_value_name(name)) {
+    return make_error(ErrorCode::invalid_argument, "name: '" + name + "' " + not_a_value_name());
   }
   if (values_.size() >= limits_.max_values) {
-    return make_error(ErrorCode::resource_exhausted,
-                      "the server holds max_values = " + std::to_string(limits_.max_values) +
-                          " value names; '" + name + "' would be one more");
+    return too_many_values(name);
   }
   auto value = std::make_shared<PublishedValue>();
   value->name = name;
@@ -152,10 +150,8 @@ Result<std::shared_ptr<PublishedValue>> ValueStore::entry(const std::string& nam
 Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::string& name,
                                        std::optional<std::uint64_t> version,
                                        std::vector<ValueArray> arrays, bool staged) {
-  if (!valid_value_name(name)) {
-    return make_error(ErrorCode::invalid_argument,
-                      "name: '" + name + "' is not a value name (1 to 128 characters of A-Z a-z " +
-                          "0-9 _ . - /)");
+  if (!is_valid_value_name(name)) {
+    return make_error(ErrorCode::invalid_argument, "name: '" + name + "' " + not_a_value_name());
   }
   const auto existing = values_.find(name);
   const std::uint64_t current = existing == values_.end() ? 0 : existing->second->version();
@@ -177,9 +173,7 @@ Result<UploadTicket> ValueStore::begin(std::uint64_t connection, const std::stri
                           "; commit them before beginning another");
   }
   if (existing == values_.end() && values_.size() >= limits_.max_values) {
-    return make_error(ErrorCode::resource_exhausted,
-                      "the server holds max_values = " + std::to_string(limits_.max_values) +
-                          " value names; '" + name + "' would be one more");
+    return too_many_values(name);
   }
   REPLAYD_ASSIGN_OR_RETURN(const std::uint64_t bytes, lay_out(arrays, limits_.max_value_bytes));
   if (held_bytes() + bytes > limits_.max_values_bytes) {
@@ -352,8 +346,8 @@ std::vector<SnapshotValueOut> ValueStore::snapshot_values() const {
 }
 
 Status ValueStore::restore(SnapshotValueIn saved) {
-  if (!valid_value_name(saved.name))
-    return make_error(ErrorCode::invalid_argument, "'" + saved.name + "' is not a value name");
+  if (!is_valid_value_name(saved.name))
+    return make_error(ErrorCode::invalid_argument, "'" + saved.name + "' " + not_a_value_name());
   if (saved.bytes > limits_.max_value_bytes) {
     return make_error(ErrorCode::resource_exhausted, std::to_string(saved.bytes) +
                                                          " bytes, more than max_value_bytes = " +

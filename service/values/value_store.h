@@ -140,6 +140,8 @@ class ValueStore {
     ValuePayload payload;
   };
   Result<Upload*> upload_of(std::uint64_t connection, std::uint64_t upload);
+  // The refusal of one more name than max_values.
+  Error too_many_values(const std::string& name) const;
 
   const Limits& limits_;
   std::map<std::string, std::shared_ptr<PublishedValue>, std::less<>> values_;
@@ -153,8 +155,5 @@ class ValueStore {
 
 // The "arrays" member of replies: [{"name","dtype","shape","offset"}, ...].
 std::string value_arrays_json(const std::vector<ValueArray>& arrays);
-
-// Whether `name` is a valid value name (1 - 128 of A-Z a-z 0-9 _ . - /).
-bool valid_value_name(std::string_view name);
 
 }  // namespace replayd::service

@@ -1,4 +1,4 @@
-#include "service/values/background_release.h"
+#include "service/waiting/background_release.h"
 
 #include "service/waiting/off_thread.h"
 
