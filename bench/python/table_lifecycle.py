@@ -15,6 +15,8 @@ The server runs pinned to CPU 0 (taskset), both client processes on CPU 1.
 from __future__ import annotations
 
 import argparse
+import array
+import gc
 import multiprocessing
 import os
 import statistics
@@ -32,16 +34,22 @@ from replayd.testing import find_binary  # noqa: E402
 
 
 def pinger(address: str, stop: Any, out: Any) -> None:
-    """Pings until `stop` is set; sends [(start, seconds)] of every ping."""
+    """Pings until `stop` is set; sends [(start, seconds)] of every ping. Python's cyclic
+    garbage collector is off and the times go into flat arrays: a full collection over the
+    tens of thousands of (start, seconds) tuples a creation's window gathers held this
+    process 30-120 ms without sending a ping (the server idle meanwhile, seen with perf
+    sched), which read as the server's stalls."""
     os.sched_setaffinity(0, {1})
+    gc.disable()
     client = replayd.Client(address, timeout=60)
     client.ping()
-    times: List[Tuple[float, float]] = []
+    starts, durations = array.array("d"), array.array("d")
     while not stop.is_set():
         started = time.monotonic()
         client.ping()
-        times.append((started, time.monotonic() - started))
-    out.send(times)
+        starts.append(started)
+        durations.append(time.monotonic() - started)
+    out.send(list(zip(starts, durations)))
 
 
 def percentile(values: List[float], q: float) -> float:

@@ -1,8 +1,10 @@
 // Work too slow for the io_context thread (allocating or freeing gigabytes of a table) run on
 // a thread of its own while the calling coroutine is suspended; the result comes back to the
 // io_context as a posted handler that resumes the coroutine, so everything the caller does
-// with it happens on the io_context thread again. The thread runs at a lower priority
-// (nice +10) than the io_context thread, which it may share a core with.
+// with it happens on the io_context thread again. The thread runs under SCHED_IDLE: on a
+// core it shares with the io_context thread it takes only the time that thread leaves (a
+// server pinned to one saturated core sets up a large table slowly, and answers everyone
+// else on time meanwhile).
 // Lifetime: the work and its result are owned by a shared state that both the thread and
 // the posted handler hold; if the io_context stops first, the handler is never run and the
 // result is destroyed with it. The io_context must outlive every such thread's post: its
@@ -26,7 +28,8 @@
 
 namespace replayd::service {
 
-// Lowers the calling thread's priority (nice +10, the thread only); failures are ignored.
+// Lowers the calling thread's priority to SCHED_IDLE (nice +10 where that is refused), the
+// thread only; failures are ignored.
 void lower_thread_priority();
 
 // Threads of run_off_thread that have not posted their result yet.
