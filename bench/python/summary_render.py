@@ -176,8 +176,8 @@ def chart(doc: Dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.6),
                              sharey=True, squeeze=False)
     width = 0.8 / max(len(others), 1)
+    ratios: List[float] = []  # of every panel: they share one y axis
     for ax, workload in zip(axes[0], workloads):
-        ratios: List[float] = []
         for i, system in enumerate(others):
             xs, ys = [], []
             for j, row in enumerate(ROWS):
@@ -192,9 +192,9 @@ def chart(doc: Dict[str, Any], path: Path) -> None:
         ax.set_xticks(range(len(ROWS)))
         ax.set_xticklabels([t.replace(" ", "\n", 1) for t in ROWS.values()], fontsize=8)
         ax.set_title(CHART_TITLES[workload], fontsize=10)
-        if ratios:
-            ax.set_ylim(min(min(ratios), 1.0) / 2, max(max(ratios), 1.0) * 2)
         ax.grid(axis="y", which="both", alpha=0.3)
+    if ratios:  # after every panel: a shared axis takes the last limits set
+        axes[0][0].set_ylim(min(min(ratios), 1.0) / 2, max(max(ratios), 1.0) * 2)
     axes[0][0].set_ylabel("transitions/s as a multiple of replayd's\n(1 = replayd; log scale)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=max(len(others), 1))
