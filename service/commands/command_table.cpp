@@ -24,8 +24,8 @@ constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
 constexpr std::array<std::string_view, 13> kSampleFields{
     "table", "n",       "beta",     "timeout_ms",  "nstep",         "gamma", "raw",
     "rows",  "batches", "versions", "min_version", "max_staleness", "value"};
-constexpr std::array<std::string_view, 6> kSampleMixedFields{"tables", "counts",     "n",
-                                                             "beta",   "timeout_ms", "rows"};
+constexpr std::array<std::string_view, 8> kSampleMixedFields{
+    "tables", "counts", "n", "beta", "timeout_ms", "rows", "versions", "bounds"};
 constexpr std::array<std::string_view, 4> kPublishBeginFields{"name", "version", "arrays",
                                                               "staged"};
 constexpr std::array<std::string_view, 2> kPublishPartFields{"upload", "offset"};

@@ -11,6 +11,12 @@
 //
 // "rows": "keys" (or "auto" where every table allows it) leaves the fields out: each part
 // names the column block its rows are gathered from, as a keys-only `sample` does.
+//
+// Policy versions (docs/VERSIONS.md): "versions": true adds each draw's version as a last
+// column; "bounds", one entry per table (null, or {"min_version": v} or {"max_staleness": k,
+// "value": NAME} as a plain sample takes them), draws that table's share from its items of
+// the versions asked for only, and its admission counts those items only. A bound's value
+// is read again each time the waiting request is reconsidered.
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -19,6 +25,7 @@
 #include "service/protocol/sample_reply.h"
 #include "service/shm/connection_plane.h"
 #include "service/shm/shared_columns.h"
+#include "service/values/policy_versions.h"
 #include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
@@ -32,6 +39,7 @@ struct Share {
   std::shared_ptr<HostedTable> hosted;
   std::uint64_t count = 0;
   std::uint64_t begin = 0;  // its first row in the batch
+  VersionBound bound;       // none unless "bounds" names one for this table
 };
 
 // "tables" and "counts" as the shares of the batch, each table found and distinct.
@@ -73,7 +81,7 @@ Result<std::vector<Share>> read_shares(Call& call) {
       return call.args.error("counts", "expected integers >= 1 (leave out a table of 0 rows)");
     auto hosted = call.service.tables.find(name);
     if (!hosted) return make_error(ErrorCode::not_found, "table '" + name + "' does not exist");
-    shares.push_back(Share{std::move(hosted), rows, total});
+    shares.push_back(Share{std::move(hosted), rows, total, VersionBound{}});
     total += rows;
     if (total > call.n) break;
   }
@@ -82,6 +90,27 @@ Result<std::vector<Share>> read_shares(Call& call) {
         "counts", "sum to " + std::to_string(total) + " rows, not n = " + std::to_string(call.n));
   }
   return shares;
+}
+
+// "bounds": one entry per table, null or a plain sample's version bound (see the top).
+Status read_bounds(Call& call, std::vector<Share>& shares) {
+  const boost::json::value* bounds = call.args.value("bounds");
+  if (bounds == nullptr) return Ok{};
+  if (!bounds->is_array() || bounds->as_array().size() != shares.size()) {
+    return call.args.error("bounds",
+                           "expected a list of one entry per table (null, or "
+                           "{\"min_version\": v} or {\"max_staleness\": k})");
+  }
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    const boost::json::value& entry = bounds->as_array()[i];
+    if (entry.is_null()) continue;
+    REPLAYD_ASSIGN_OR_RETURN(JsonReader reader,
+                             JsonReader::of(entry, "bounds[" + std::to_string(i) + "]"));
+    REPLAYD_ASSIGN_OR_RETURN(shares[i].bound,
+                             VersionBound::parse(reader, *shares[i].hosted->table));
+    REPLAYD_RETURN_IF_ERROR(reader.finish());
+  }
+  return Ok{};
 }
 
 // The tables must hold the same fields (a batch has one set of columns) and be sampled as
@@ -114,10 +143,13 @@ Status check_tables(const std::vector<Share>& shares) {
   return Ok{};
 }
 
-// The first share whose table does not admit its rows now, or shares.size().
-std::size_t first_refusing(const std::vector<Share>& shares) {
+// The first share whose table does not admit its rows now (of its bound's versions), or
+// shares.size().
+std::size_t first_refusing(const std::vector<Share>& shares, const ValueStore& values) {
   for (std::size_t i = 0; i < shares.size(); ++i) {
-    if (shares[i].hosted->dropped || !shares[i].hosted->table->may_sample(shares[i].count))
+    const Share& share = shares[i];
+    if (share.hosted->dropped ||
+        !share.hosted->table->may_sample(share.count, share.bound.resolve(values)))
       return i;
   }
   return shares.size();
@@ -128,7 +160,7 @@ asio::awaitable<Status> admit_all(Call& call, const std::vector<Share>& shares) 
   const auto start = std::chrono::steady_clock::now();
   const auto whole = call.timeout;
   while (true) {
-    const std::size_t i = first_refusing(shares);
+    const std::size_t i = first_refusing(shares, call.service.values);
     if (i == shares.size()) co_return Ok{};
     const Share& share = shares[i];
     const Table& table = *share.hosted->table;
@@ -142,10 +174,16 @@ asio::awaitable<Status> admit_all(Call& call, const std::vector<Share>& shares) 
       call.timeout = spent >= *whole ? std::chrono::milliseconds(0) : *whole - spent;
     }
     call.table = share.hosted;  // admission names and watches this table
+    const ValueStore& values = call.service.values;
     Status admitted = co_await admit_when(
         call, share.hosted->sample_waiters,
-        [&table, count = share.count] { return table.may_sample(count); },
-        "not enough items or the rate limiter does not admit this table's share now");
+        [&table, &share, &values] {
+          return table.may_sample(share.count, share.bound.resolve(values));
+        },
+        share.bound.bounded()
+            ? "not enough items of the versions asked for, or the rate limiter does not "
+              "admit this table's share now"
+            : "not enough items or the rate limiter does not admit this table's share now");
     call.table = nullptr;
     call.timeout = whole;
     if (!admitted) co_return admitted;
@@ -161,8 +199,10 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
   REPLAYD_CO_ASSIGN_OR_RETURN(auto rows, call.args.optional_string("rows"));
   if (rows && *rows != "copy" && *rows != "keys" && *rows != "auto")
     co_return call.args.error("rows", "expected \"copy\" (the default), \"keys\" or \"auto\"");
+  REPLAYD_CO_ASSIGN_OR_RETURN(const bool versions, call.args.boolean_or("versions", false));
   REPLAYD_CO_ASSIGN_OR_RETURN(std::vector<Share> shares, read_shares(call));
   REPLAYD_CO_RETURN_IF_ERROR(check_tables(shares));
+  REPLAYD_CO_RETURN_IF_ERROR(read_bounds(call, shares));
   bool keys_only = rows && *rows != "copy";
   for (const Share& share : shares) {
     if (!keys_only || rows_in_shared_memory(call, *share.hosted->table)) continue;
@@ -176,7 +216,8 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
     keys_only = false;  // "auto": copy the rows of every table
   }
   const Schema& schema = shares.front().hosted->table->schema();
-  const std::uint64_t reply_bytes = sample_reply_bytes(keys_only ? Schema() : schema, call.n);
+  const std::uint64_t reply_bytes = sample_reply_bytes(keys_only ? Schema() : schema, call.n) +
+                                    (versions ? call.n * sizeof(std::uint64_t) + 8 : 0);
   if (reply_bytes > call.service.limits.max_frame_bytes) {
     co_return make_error(ErrorCode::resource_exhausted,
                          "a mixed sample of n = " + std::to_string(call.n) +
@@ -190,7 +231,8 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
 
   // Every table admits its share now: draw them all in this turn (no suspension below, so
   // rows viewed in place go out before any other handler touches a table).
-  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out, plain_sample_reply(schema, call.n, !keys_only));
+  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out,
+                              plain_sample_reply(schema, call.n, !keys_only, versions));
   std::vector<std::span<std::byte>> part_columns;
   std::vector<std::span<const std::byte*>> part_rows;
   std::string parts = ",\"parts\":[";
@@ -199,17 +241,21 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
     Share& share = shares[i];
     Table& table = *share.hosted->table;
     table.set_now_ms(now_ms);
-    REPLAYD_CO_RETURN_IF_ERROR(table.sample(
-        share.count, beta, out.buffers(share.begin, share.count, part_columns, part_rows)));
+    const std::uint64_t min_version = share.bound.resolve(call.service.values);
+    REPLAYD_CO_RETURN_IF_ERROR(
+        table.sample(share.count, beta,
+                     out.buffers(share.begin, share.count, part_columns, part_rows), min_version));
     if (keys_only) out.fill_slots(table.storage().slot_bits(), share.begin, share.count);
     table_changed(*share.hosted);
     if (i != 0) parts += ',';
     parts += "{\"table\":" + boost::json::serialize(boost::json::string(table.name())) +
              ",\"n\":" + std::to_string(share.count);
     if (keys_only) parts += region_meta(table);
+    if (share.bound.bounded()) parts += ",\"min_version\":" + std::to_string(min_version);
     parts += '}';
   }
   parts += ']';
+  if (versions) parts += ",\"versions\":true";
   if (keys_only) call.shared_bytes = call.n * schema.item_bytes();
   co_return finish_mixed_sample(*shares.front().hosted, out, call.request_id, parts);
 }

@@ -118,4 +118,54 @@ TEST_CASE("a table following a value drops the items more than drop_behind versi
     CHECK(version == 3);
 }
 
+TEST_CASE("a mixed batch bounds each table's share by its own version bound, in one request") {
+  ServerProcess server;
+  rc::Client learner(server.unix_address());
+  rc::Client explorer(server.unix_address());
+  learner.create_table(versioned_table("demos", false));
+  learner.create_table(versioned_table("online", false));
+  insert_version(explorer, "demos", 0, 4, 0);  // demonstrations: no policy
+  insert_version(explorer, "online", 100, 10, 1);
+  insert_version(explorer, "online", 200, 10, 2);
+  const std::vector<std::string> tables{"demos", "online"};
+  const std::vector<std::uint64_t> counts{100, 200};
+  const std::vector<rc::VersionBoundOption> bounds{{}, {.min_version = 2}};
+
+  const rc::SampleBatch batch =
+      learner
+          .sample_tables_async(tables, counts, {.beta = 0.4, .timeout_ms = 10000, .versions = true},
+                               bounds)
+          .get();
+  REQUIRE(batch.size() == 300);
+  REQUIRE(batch.versions().size() == 300);
+  const auto items = batch.field("item").as<std::int64_t>();
+  for (std::size_t i = 0; i < 100; ++i) {  // the demos' share: unbounded
+    CHECK(items[i] < 4);
+    CHECK(batch.versions()[i] == 0);
+    CHECK(batch.probabilities()[i] == Approx(0.25));
+  }
+  for (std::size_t i = 100; i < 300; ++i) {  // the online share: version 2 only
+    CHECK(items[i] >= 200);
+    CHECK(batch.versions()[i] == 2);
+    CHECK(batch.probabilities()[i] == Approx(0.1));  // uniform over the 10 eligible
+  }
+
+  // A share that no item of its bound can fill waits, then fails as one request: nothing
+  // drawn from the other table either.
+  const std::vector<rc::VersionBoundOption> too_new{{}, {.min_version = 3}};
+  CHECK_THROWS_AS(
+      learner.sample_tables_async(tables, counts, {.beta = 0.4, .timeout_ms = 100}, too_new).get(),
+      rc::Error);
+  auto waiting =
+      learner.sample_tables_async(tables, counts, {.beta = 0.4, .timeout_ms = 30000}, too_new);
+  CHECK(waiting.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  insert_version(explorer, "online", 300, 1, 3);
+  const rc::SampleBatch later = waiting.get();
+  for (std::size_t i = 100; i < 300; ++i)
+    CHECK(later.field("item").as<std::int64_t>()[i] == 300);
+
+  const std::vector<rc::VersionBoundOption> one_bound{{.min_version = 1}};
+  CHECK_THROWS_AS(learner.sample_tables_async(tables, counts, {}, one_bound), rc::Error);
+}
+
 }  // namespace replayd::testing

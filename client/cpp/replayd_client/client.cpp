@@ -9,6 +9,40 @@
 #include "replayd_client/wire/wire_frame_codec.h"
 
 namespace replayd::client {
+namespace {
+
+// ,"min_version":v  or  ,"max_staleness":k[,"value":NAME]; nothing when neither is set.
+void append_bound_keys(std::string& meta, const std::optional<std::uint64_t>& min_version,
+                       const std::optional<std::uint64_t>& max_staleness,
+                       const std::string& value) {
+  if (min_version) {
+    meta.append(",\"min_version\":");
+    append_json_uint(meta, *min_version);
+  }
+  if (max_staleness) {
+    meta.append(",\"max_staleness\":");
+    append_json_uint(meta, *max_staleness);
+    if (!value.empty()) {
+      meta.append(",\"value\":");
+      append_json_string(meta, value);
+    }
+  }
+}
+
+// One table's entry of a mixed batch's "bounds": null, or an object of the keys above.
+void append_version_bound(std::string& meta, const VersionBoundOption& bound) {
+  if (!bound.min_version && !bound.max_staleness) {
+    meta.append("null");
+    return;
+  }
+  const std::size_t start = meta.size();
+  append_bound_keys(meta, bound.min_version, bound.max_staleness, bound.value);
+  meta[start] = '{';  // the first key's comma opens the object
+  meta.push_back('}');
+}
+
+}  // namespace
+
 Client::Client(std::string_view address, ClientOptions options)
     : connection_(std::make_unique<Connection>(parse_address(address), options.max_in_flight)),
       client_name_(std::move(options.client_name)),
@@ -100,25 +134,15 @@ std::future<SampleBatch> Client::sample_async(std::string_view table, std::uint6
   }
   std::string& meta = sample_request(table, n, options.beta, options.timeout_ms);
   if (options.versions) meta.append(",\"versions\":true");
-  if (options.min_version) {
-    meta.append(",\"min_version\":");
-    append_json_uint(meta, *options.min_version);
-  }
-  if (options.max_staleness) {
-    meta.append(",\"max_staleness\":");
-    append_json_uint(meta, *options.max_staleness);
-    if (!options.value.empty()) {
-      meta.append(",\"value\":");
-      append_json_string(meta, options.value);
-    }
-  }
+  append_bound_keys(meta, options.min_version, options.max_staleness, options.value);
   meta.push_back('}');
   return connection_->call<SampleBatch, decode_sample>(meta, {});
 }
 
 std::future<SampleBatch> Client::sample_tables_async(std::span<const std::string> tables,
                                                      std::span<const std::uint64_t> counts,
-                                                     SampleOptions options) {
+                                                     SampleOptions options,
+                                                     std::span<const VersionBoundOption> bounds) {
   if (!std::isfinite(options.beta)) {
     throw Error(ErrorCode::invalid_argument, "sample_mixed: beta must be finite and >= 0");
   }
@@ -126,6 +150,11 @@ std::future<SampleBatch> Client::sample_tables_async(std::span<const std::string
     throw Error(ErrorCode::invalid_argument, "sample_mixed: give one count per table (" +
                                                  std::to_string(tables.size()) + " tables, " +
                                                  std::to_string(counts.size()) + " counts)");
+  }
+  if (!bounds.empty() && bounds.size() != tables.size()) {
+    throw Error(ErrorCode::invalid_argument, "sample_mixed: give one version bound per table (" +
+                                                 std::to_string(tables.size()) + " tables, " +
+                                                 std::to_string(bounds.size()) + " bounds)");
   }
   std::string& meta = scratch_meta();
   meta.append("{\"op\":\"sample_mixed\",\"tables\":[");
@@ -146,6 +175,15 @@ std::future<SampleBatch> Client::sample_tables_async(std::span<const std::string
   append_json_double(meta, options.beta);
   meta.append(",\"timeout_ms\":");
   append_json_optional_uint(meta, options.timeout_ms);
+  if (options.versions) meta.append(",\"versions\":true");
+  if (!bounds.empty()) {
+    meta.append(",\"bounds\":[");
+    for (std::size_t i = 0; i < bounds.size(); ++i) {
+      if (i) meta.push_back(',');
+      append_version_bound(meta, bounds[i]);
+    }
+    meta.push_back(']');
+  }
   meta.push_back('}');
   return connection_->call<SampleBatch, decode_sample>(meta, {});
 }

@@ -73,6 +73,15 @@ struct SampleOptions {
   std::string value = {};
 };
 
+// The version bound of one table's share of a mixed batch (docs/VERSIONS.md): none (both
+// empty), items of version >= min_version, or of version >= the current version of `value`
+// (empty: the value the table follows) less max_staleness. Not both.
+struct VersionBoundOption {
+  std::optional<std::uint64_t> min_version = std::nullopt;
+  std::optional<std::uint64_t> max_staleness = std::nullopt;
+  std::string value = {};
+};
+
 // An episode that an append_steps request ends right after its steps.
 struct EpisodeEnding {
   std::uint64_t episode = 0;
@@ -174,9 +183,13 @@ class Client {
   // the whole wait); a failure draws nothing. The tables must hold the same fields and no
   // frame fields (Error(invalid_argument) naming the field and both tables). See also
   // sample_mixed (replayd_client/mixed/mixed_sample.h), which takes fractions.
+  // options.versions adds each draw's version; `bounds` (empty, or one per table) bounds
+  // each table's share by version (options' own min_version and max_staleness are not
+  // used here: a mixed batch's sources differ, e.g. demonstrations of version 0).
   std::future<SampleBatch> sample_tables_async(std::span<const std::string> tables,
                                                std::span<const std::uint64_t> counts,
-                                               SampleOptions options = {});
+                                               SampleOptions options = {},
+                                               std::span<const VersionBoundOption> bounds = {});
 
   // Sets new priorities for `keys` (same length; finite, >= 0). Keys no longer stored are
   // counted as stale. Never waits on the server. Throws Error(invalid_argument) before
