@@ -1321,9 +1321,9 @@ class Client:
         local = None if seconds is None else seconds + _GRACE_S
         conn = self.connection()
         plane = kind.plain and self._shm_on(conn)
-        if kind.plain and kind.bound is None:  # sample_mixed takes no version members
+        if kind.plain:
             done = sample_plain_mix(self, conn, table, n, beta, seconds, plane, fields, local,
-                                    self._mixed_notice)
+                                    self._mixed_notice, kind.bound)
             if done is not None:
                 return done
         draw = MixedDraw(self, conn, Mix.of(table), n, kind, beta, seconds, fields,

@@ -190,6 +190,9 @@ class MixedSample(Sample):
         tables: the table names, in the order given (a table with 0 rows included).
         table: int64 per row, the index in `tables` of the table the row came from.
         counts: rows per table, in `tables` order.
+        min_versions: per table, in `tables` order, the bound its share was drawn under
+            as the server resolved it (docs/VERSIONS.md; None: unbounded, or no rows);
+            empty when the batch asked for no bound. `part(name)` carries its table's.
 
     `keys` are each table's own keys: update priorities with
     `Client.update_mixed_priorities`, which routes each key to its table. `probabilities`
@@ -199,6 +202,7 @@ class MixedSample(Sample):
     tables: Tuple[str, ...] = ()
     table: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros(0, np.int64))
     counts: Tuple[int, ...] = ()
+    min_versions: Tuple[Optional[int], ...] = ()
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}: {array.dtype}{list(array.shape[1:])}"
@@ -218,10 +222,12 @@ class MixedSample(Sample):
     def part(self, table: str) -> Sample:
         """The rows of `table` as a Sample (views)."""
         rows = self.rows(table)
+        bound = self.min_versions[self.tables.index(table)] if self.min_versions else None
         return Sample({name: array[rows] for name, array in leaves(self).items()},
                       self.keys[rows], self.probabilities[rows], self.weights[rows],
                       self.times_sampled[rows], None,
-                      None if self.mask is None else self.mask[rows])
+                      None if self.mask is None else self.mask[rows],
+                      None if self.versions is None else self.versions[rows], bound)
 
 
 def leaves(sample: Sample) -> Mapping[str, np.ndarray[Any, Any]]:
@@ -350,10 +356,14 @@ def priority_parts(batch: Any, priorities: Any, tables: Optional[Sequence[str]] 
 
 def mixed_sample(tables: Tuple[str, ...], counts: Sequence[int], data: Dict[str, Any],
                  keys: Any, probabilities: Any, weights: Any, times_sampled: Any,
-                 mask: Any = None, versions: Any = None) -> MixedSample:
+                 mask: Any = None, versions: Any = None,
+                 min_versions: Sequence[Optional[int]] = ()) -> MixedSample:
     """A MixedSample of assembled arrays (rows grouped by table, `counts` each);
-    `versions`: each row's policy version, when asked for."""
+    `versions`: each row's policy version, when asked for; `min_versions`: each table's
+    resolved bound (empty, or all None, when none was asked for)."""
+    bounds = tuple(min_versions) if any(b is not None for b in min_versions) else ()
     return MixedSample(data=data, keys=keys, probabilities=probabilities, weights=weights,
                        times_sampled=times_sampled, state=None, mask=mask,
                        versions=versions, tables=tables,
-                       table=table_index(counts), counts=tuple(int(c) for c in counts))
+                       table=table_index(counts), counts=tuple(int(c) for c in counts),
+                       min_versions=bounds)

@@ -1,5 +1,6 @@
 """The requests of a mixed batch (replayd.mixed, docs/MIXED.md): a plain batch of tables
-with the same fields is one ``sample_mixed`` request (replayd.mixed_request); otherwise
+with the same fields is one ``sample_mixed`` request (replayd.mixed_request), policy
+version bounds included; otherwise
 one sample request per table with rows, all written to the connection in one write before
 any reply is read (one round trip for the batch, not one per table), and the replies
 assembled into one MixedSample.
@@ -34,7 +35,7 @@ from .connection import Connection
 from .episode_replies import decode_sequences
 from .errors import TimeoutError
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
-from .mixed_request import (assemble_mixed_reply, decode_mixed_reply, one_request,
+from .mixed_request import (Bound, assemble_mixed_reply, decode_mixed_reply, one_request,
                             table_of_error)
 from .sample import Sample
 from .shm.sampling import KeysReply, auto_decoder, decode_keys_reply, keys_request
@@ -54,8 +55,7 @@ Notice = Callable[[Connection, "Future[Any]", str, int], None]
 class DrawKind(NamedTuple):
     """What each table's request draws: plain samples, n-step samples (`nstep`) or
     sequences (`sequence`); `bound`: a plain sample's policy version members as sorted
-    (name, value) pairs (replayd.policy_versions; ``sample_mixed`` takes none, so such a
-    batch is one ``sample`` request per table)."""
+    (name, value) pairs (replayd.policy_versions), the same for every table's share."""
 
     nstep: Optional[int] = None
     gamma: float = 1.0
@@ -170,8 +170,8 @@ class MixedDraw:
         wanted = [(table, count) for table, count in zip(mix.tables, self._counts)
                   if count > 0]  # a table of 0 rows is not requested: nothing drawn
         self._one: Optional[Tuple[int, "Future[Any]"]] = None
-        prepared = one_request(client, wanted, beta, seconds, self._plane) \
-            if kind.plain and kind.bound is None and len(wanted) > 1 else None
+        prepared = one_request(client, wanted, beta, seconds, self._plane, kind.bound) \
+            if kind.plain and len(wanted) > 1 else None
         if prepared is not None:
             # One request and one reply for every table (replayd.mixed_request): the
             # tables hold the same fields (the server checks it too); `fields` is checked
@@ -259,16 +259,16 @@ class _Plan(NamedTuple):
     schemas: Tuple[Any, ...]  # of `wanted`, as the request was prepared for them
 
 
-# Plans by (fractions' items, n, beta, server timeout, plane). Bounded.
+# Plans by (fractions' items, n, beta, server timeout, plane, version bound). Bounded.
 _PLANS: Dict[Tuple[Any, ...], _Plan] = {}
 
 
 def _plan_of(client: ClientLike, fractions: Any, n: int, beta: float,
-             seconds: Optional[float], plane: bool) -> Optional[_Plan]:
+             seconds: Optional[float], plane: bool, bound: Bound) -> Optional[_Plan]:
     """The plan of this call (cached while the tables' schemas are the same objects), or
     None when the fractions are not a plain dict (Mix.of checks them the long way)."""
     try:
-        key = (tuple(fractions.items()), n, beta, seconds, plane)
+        key = (tuple(fractions.items()), n, beta, seconds, plane, bound)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):  # not a dict, or unhashable values
         return None
@@ -278,7 +278,8 @@ def _plan_of(client: ClientLike, fractions: Any, n: int, beta: float,
     mix = Mix.of(fractions)
     counts = mix.counts(n)
     wanted = [(table, count) for table, count in zip(mix.tables, counts) if count > 0]
-    prepared = one_request(client, wanted, beta, seconds, plane) if len(wanted) > 1 else None
+    prepared = one_request(client, wanted, beta, seconds, plane, bound) \
+        if len(wanted) > 1 else None
     plan = _Plan(mix, counts, wanted, None if prepared is None else prepared.request,
                  tuple(client.schema(table) for table, _ in wanted))
     if len(_PLANS) >= 256:
@@ -290,11 +291,12 @@ def _plan_of(client: ClientLike, fractions: Any, n: int, beta: float,
 def sample_plain_mix(client: ClientLike, conn: Connection, fractions: Any, n: int,
                      beta: float, seconds: Optional[float], plane: bool,
                      fields: Optional[Sequence[str]], local: Optional[float],
-                     notice: Optional[Notice]) -> Optional[MixedSample]:
+                     notice: Optional[Notice], bound: Bound = None) -> Optional[MixedSample]:
     """A synchronous plain mixed batch as one ``sample_mixed`` request, with what a
     learner repeats prepared once (the hot path of ``Client.sample(dict, n)``); None when
-    this mix cannot be one request (the caller then uses MixedDraw)."""
-    plan = _plan_of(client, fractions, n, beta, seconds, plane)
+    this mix cannot be one request (the caller then uses MixedDraw). `bound`: the call's
+    policy version members (every table's share is drawn under them)."""
+    plan = _plan_of(client, fractions, n, beta, seconds, plane, bound)
     if plan is None or plan.request is None:
         return None
     request_id, future = conn.submit(plan.request, (), decode_mixed_reply, caller_waits=True)
@@ -308,8 +310,11 @@ def sample_plain_mix(client: ClientLike, conn: Connection, fractions: Any, n: in
         rows = dict(plan.wanted).get(table, 0)
         raise wait_notice.with_reason(client, "sample", table, rows, exc) from None
 
-    def redraw(table: str, count: int) -> KeysReply:
-        again_id, again = conn.submit(keys_request(table, count, beta, seconds), (),
+    members = None if bound is None else dict(bound)
+
+    def redraw(table: str, count: int) -> KeysReply:  # under the same bound
+        again_id, again = conn.submit(keys_request(table, count, beta, seconds,
+                                                   bound=members), (),
                                       decode_keys_reply, caller_waits=True)
         drawn: KeysReply = conn.wait(again_id, again, None)
         return drawn
@@ -432,7 +437,8 @@ class Assembly:
             return mixed_sample(tables, counts, {name: leaves(only)[name]
                                                  for name in self._names},
                                 only.keys, only.probabilities, only.weights,
-                                only.times_sampled, mask, only.versions)
+                                only.times_sampled, mask, only.versions,
+                                self._min_versions())
         keys = np.concatenate([d.keys for d in draws])
         probabilities = np.concatenate([d.probabilities for d in draws])
         weights = np.concatenate([d.weights for d in draws])
@@ -447,7 +453,13 @@ class Assembly:
                 raise AssertionError("a keys reply without a way to draw again")
             _repair(self._client, table, self._redraw, self._data, bad, info)
         return mixed_sample(tables, counts, self._data, keys, probabilities, weights,
-                            times_sampled, mask, versions)
+                            times_sampled, mask, versions, self._min_versions())
+
+    def _min_versions(self) -> Tuple[Optional[int], ...]:
+        """Each table's resolved bound, in `tables` order (None: unbounded, or no rows)."""
+        drawn = iter(self._draws)  # one per table with rows, in `tables` order
+        return tuple(next(drawn).min_version if count > 0 else None
+                     for count in self._counts)
 
 
 # Large batches' rows go into blocks reused once no batch refers to them any more (a fresh

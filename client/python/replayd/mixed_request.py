@@ -8,8 +8,9 @@ table). A batch of few bytes is copied through the socket even where the plane i
 (PLANE_MIN_BATCH_BYTES).
 
 Used by replayd.mixed_draw for plain samples of tables with the same fields (no frame
-fields) on one connection; n-step samples, sequences and frame tables keep one request
-per table.
+fields) on one connection, policy versions and bounds included (docs/VERSIONS.md: the
+request's ``"versions"`` and ``"bounds"``, one entry per table); n-step samples, sequences
+and frame tables keep one request per table.
 """
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ __all__ = ["MixedReply", "OneRequest", "one_request", "decode_mixed_reply",
 
 class MixedReply(NamedTuple):
     """A ``sample_mixed`` reply: the draws of all tables (rows in the order of `parts`),
-    each part's (table, rows, column block or None), and the slot of each draw when the
-    rows were left to the tables' mappings."""
+    each part's (table, rows, column block or None), the slot of each draw when the
+    rows were left to the tables' mappings, and each part's bound as the server resolved
+    it (None: unbounded). The draws' `versions` when the request asked for them."""
 
     draws: Sample
     parts: Tuple[Tuple[str, int, Optional[int]], ...]
     slots: Optional[np.ndarray[Any, Any]]
+    min_versions: Tuple[Optional[int], ...] = ()
 
 
 def decode_mixed_reply(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -> MixedReply:
@@ -47,9 +50,12 @@ def decode_mixed_reply(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -
         parts = tuple((str(p["table"]), int(p["n"]),
                        None if p.get("region") is None else int(p["region"]))
                       for p in meta["parts"])
+        min_versions = tuple(None if p.get("min_version") is None else int(p["min_version"])
+                             for p in meta["parts"])
     except (KeyError, TypeError, ValueError):
         raise ProtocolError(f"a sample_mixed reply without its parts: {dict(meta)!r}") from None
-    draws = decode_sample(meta, payload)
+    # Versions asked for: the last column (after the slots of a keys-only reply).
+    draws = decode_sample(meta, payload, versions=meta.get("versions") is True)
     slots = None
     if meta.get("rows") == "keys":
         slots = draws.data.pop("slot", None)
@@ -59,7 +65,7 @@ def decode_mixed_reply(meta: Mapping[str, Any], payload: np.ndarray[Any, Any]) -
                                 "a column block per table")
     if sum(n for _, n, _ in parts) != len(draws):
         raise ProtocolError("a sample_mixed reply whose parts do not add up to its rows")
-    return MixedReply(draws, parts, slots)
+    return MixedReply(draws, parts, slots, min_versions)
 
 
 #: Below this many bytes of rows, a mixed batch's rows are copied through the socket even
@@ -82,14 +88,23 @@ _PREPARED: Dict[Tuple[Any, ...], Optional[OneRequest]] = {}
 _PREPARED_LOCK = threading.Lock()
 
 
+#: A sample's policy version members as sorted (name, value) pairs
+#: (replayd.policy_versions.sample_version_meta), or None.
+Bound = Optional[Tuple[Tuple[str, Any], ...]]
+
+
 def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: float,
-                seconds: Optional[float], plane: bool) -> Optional[OneRequest]:
+                seconds: Optional[float], plane: bool,
+                bound: Bound = None) -> Optional[OneRequest]:
     """The ``sample_mixed`` of `wanted` (table, rows >= 1) when the tables hold the same
     fields and none of them frame fields (the server refuses others), else None. `plane`:
     the plane is offered; the rows are left to the mappings ("rows": "auto") when the
-    batch holds at least PLANE_MIN_BATCH_BYTES of them."""
+    batch holds at least PLANE_MIN_BATCH_BYTES of them. `bound`: the call's policy
+    version members, which every table's share is drawn under (as one sample request per
+    table would be: a ``max_staleness`` is resolved by each table's own followed value)."""
     schemas = tuple(client.schema(table) for table, _ in wanted)
-    key = (tuple(wanted), beta, seconds, plane, tuple(map(id, schemas)), PLANE_MIN_BATCH_BYTES)
+    key = (tuple(wanted), beta, seconds, plane, tuple(map(id, schemas)), PLANE_MIN_BATCH_BYTES,
+           bound)
     if key in _PREPARED:
         found = _PREPARED[key]
         if found is None or found.schemas == schemas:
@@ -103,6 +118,8 @@ def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: flo
         meta["op"] = "sample_mixed"
         meta["tables"] = [table for table, _ in wanted]
         meta["counts"] = [int(count) for _, count in wanted]
+        if bound is not None:
+            meta.update(version_members(bound, len(wanted)))
         row_bytes = sum(f.dtype.itemsize * int(np.prod(f.shape)) for f in first)
         if plane and n * row_bytes >= PLANE_MIN_BATCH_BYTES:
             meta["rows"] = "auto"
@@ -112,6 +129,17 @@ def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: flo
             _PREPARED.clear()
         _PREPARED[key] = prepared
     return prepared
+
+
+def version_members(bound: Tuple[Tuple[str, Any], ...], tables: int) -> Dict[str, Any]:
+    """A ``sample_mixed``'s members for a sample's version members: ``"versions": true``
+    (a bound implies it), and ``"bounds"``, the same bound for each of `tables` tables,
+    when there is one (``min_version``, or ``max_staleness`` and maybe ``value``)."""
+    members: Dict[str, Any] = {"versions": True}
+    limit = {name: value for name, value in bound if name != "versions"}
+    if limit:
+        members["bounds"] = [limit] * tables
+    return members
 
 
 _TABLE_OF_ERROR = re.compile(r"^table '([^']*)': ")
@@ -137,10 +165,14 @@ def assemble_mixed_reply(client: ClientLike, tables: Tuple[str, ...], counts: Se
     the rows; else each part's rows gathered from its table's mapping into arrays of
     `batch_arrays`, the changed ones drawn again with `repair` (replayd.mixed_draw)."""
     draws = reply.draws
+    bounds = dict((table, bound) for (table, _, _), bound in zip(reply.parts,
+                                                                  reply.min_versions))
+    min_versions = tuple(bounds.get(table) for table in tables)
     if reply.slots is None and fields is None:
         # Every field of tables the server found alike: the reply's columns are the batch.
         return mixed_sample(tables, counts, draws.flat, draws.keys, draws.probabilities,
-                            draws.weights, draws.times_sampled, draws.mask)
+                            draws.weights, draws.times_sampled, draws.mask, draws.versions,
+                            min_versions)
     if reply.slots is None:
         spec: Mapping[str, FieldSpec] = {name: (a.dtype, a.shape[1:])
                                          for name, a in draws.flat.items()}
@@ -148,7 +180,7 @@ def assemble_mixed_reply(client: ClientLike, tables: Tuple[str, ...], counts: Se
         names = check_fields([(reply.parts[0][0], spec)], wanted)
         return mixed_sample(tables, counts, {name: draws.flat[name] for name in names},
                             draws.keys, draws.probabilities, draws.weights,
-                            draws.times_sampled, draws.mask)
+                            draws.times_sampled, draws.mask, draws.versions, min_versions)
     planes = [client._plane_of(table, int(region or 0)) for table, _, region in reply.parts]
     spec = {f.name: (f.dtype, f.shape) for f in planes[0].fields}
     wanted = None if fields is None else list(selected(fields, spec))
@@ -164,11 +196,12 @@ def assemble_mixed_reply(client: ClientLike, tables: Tuple[str, ...], counts: Se
             repairs.append((table, bad + offset))
         offset += count
     info: Tuple[np.ndarray[Any, Any], ...] = (draws.keys, draws.probabilities, draws.weights,
-                                              draws.times_sampled)
+                                              draws.times_sampled) + \
+        (() if draws.versions is None else (draws.versions,))
     if repairs:  # the repaired rows' draws are written in: own arrays, not the reply's
         info = tuple(np.array(column) for column in info)
         for table, bad in repairs:
             repair(client, table, redraw, data, bad, info)
-    keys, probabilities, weights, times_sampled = info
+    keys, probabilities, weights, times_sampled = info[:4]
     return mixed_sample(tables, counts, data, keys, probabilities, weights, times_sampled,
-                        draws.mask)
+                        draws.mask, info[4] if len(info) > 4 else None, min_versions)

@@ -7,8 +7,9 @@ there, so the consumer usually finds a batch waiting instead of paying a round t
 connection has no reader thread of its own: the background thread reads its replies.
 
 Mixed batches (replayd.mixed, docs/MIXED.md): `table` may be a dict of table -> fraction or
-a schedule (batch index -> such a dict). Each batch in flight is then one request per table
-(replayd.mixed_draw), assembled in the background thread; the schedule is called when a
+a schedule (batch index -> such a dict). Each batch in flight is then one ``sample_mixed``
+request, or one request per table where it cannot be (replayd.mixed_draw), assembled in
+the background thread; the schedule is called when a
 batch is requested, up to `prefetch` batches ahead of the one the consumer takes.
 
 Threading: one thread consumes (iteration is not meant to be shared). `close` may be called
