@@ -4,7 +4,9 @@
 // payload as it arrived (moved out of the request frame, never copied).
 #include <fcntl.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <functional>
 
 #include "service/commands/handlers.h"
@@ -16,6 +18,16 @@
 
 namespace replayd::service::commands {
 namespace {
+
+// Longest a staged publish_begin waits for its block's pages to be allocated.
+constexpr std::chrono::milliseconds kMaxAllocationWait{100};
+
+// Threads allocating a staged block's pages that have not finished (they may outlive the
+// request that started them). Read on the io_context thread, decremented on theirs.
+std::atomic<int>& staged_allocations_running() {
+  static std::atomic<int> running{0};
+  return running;
+}
 
 // The "arrays" of a publish_begin: [{"name", "dtype", "shape"}, ...] (offsets are the
 // store's).
@@ -90,17 +102,23 @@ asio::awaitable<Result<Reply>> publish_begin(Call& call) {
                      ",\"bytes\":" + std::to_string(ticket.bytes) +
                      ",\"arrays\":" + value_arrays_json(*ticket.arrays) +
                      (block ? ",\"staged\":true,\"descriptors\":1}" : ",\"staged\":false}");
-  if (block) {
-    // The block's pages are allocated (and zeroed by the kernel) on a low-priority thread
-    // of the server's before the publisher gets it, so that its core only copies. A
-    // failure leaves them to the publisher's page faults.
+  if (block && staged_allocations_running().load() == 0) {
+    // The block's pages are allocated (and zeroed by the kernel) on an idle-priority thread
+    // of the server's before the publisher gets it, so that its core only copies. The
+    // reply waits for it kMaxAllocationWait at most (a saturated core starves the thread):
+    // the publisher's page faults allocate what is left meanwhile, beside the thread, which
+    // goes on. One such thread at a time: a publish that finds one running skips it. A
+    // failure leaves the pages to the publisher too.
     auto own = shm::duplicate(block->get());
     if (own) {
+      ++staged_allocations_running();
       std::function<int()> allocate = [fd = std::make_shared<UniqueFd>(std::move(own).value()),
                                        bytes = ticket.bytes] {
-        return ::fallocate(fd->get(), 0, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+        const int result = ::fallocate(fd->get(), 0, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+        --staged_allocations_running();
+        return result;
       };
-      (void)co_await run_off_thread(std::move(allocate));
+      (void)co_await run_off_thread_for(std::move(allocate), kMaxAllocationWait);
     }
   }
   Reply reply = reply_with(call, std::move(meta));

@@ -27,7 +27,9 @@ class ReleaseThread {
       queue_.push_back(std::move(release));
       if (!thread_.joinable()) {
         thread_ = std::thread([this] {
-          lower_thread_priority();  // below the io_context thread it may share a core with
+          // Below the io_context thread it may share a core with, yet never starved: what
+          // is given back faster than it is freed would pile up.
+          lower_thread_priority(ThreadPriority::background);
           run();
         });
       }

@@ -20,13 +20,13 @@ void wait_for_off_thread_work() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
-void lower_thread_priority() {
-  // SCHED_IDLE, not a nice value: a nice +10 thread that shares the io_context thread's core
-  // kept it from running for a scheduler tick (4 ms) at every wake-up and up to 30 ms at
-  // times, while an idle-policy thread is preempted as soon as a normal one wakes. On Linux
-  // both are per thread (the thread's id; 0 names the calling thread).
+void lower_thread_priority(ThreadPriority priority) {
+  // SCHED_IDLE, not a nice value, for idle work: a nice +10 thread that shares the
+  // io_context thread's core kept it from running for a scheduler tick (4 ms) at every
+  // wake-up and up to 30 ms at times, while an idle-policy thread is preempted as soon as a
+  // normal one wakes. On Linux both are per thread (the thread's id; 0 names the caller).
   const sched_param idle{};
-  if (::sched_setscheduler(0, SCHED_IDLE, &idle) == 0) return;
+  if (priority == ThreadPriority::idle && ::sched_setscheduler(0, SCHED_IDLE, &idle) == 0) return;
   const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
   (void)::setpriority(PRIO_PROCESS, tid, 10);
 }

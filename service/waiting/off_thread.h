@@ -4,7 +4,8 @@
 // with it happens on the io_context thread again. The thread runs under SCHED_IDLE: on a
 // core it shares with the io_context thread it takes only the time that thread leaves (a
 // server pinned to one saturated core sets up a large table slowly, and answers everyone
-// else on time meanwhile).
+// else on time meanwhile). run_off_thread_for bounds the wait: the work goes on, its
+// result dropped, when the caller can proceed without it.
 // Lifetime: the work and its result are owned by a shared state that both the thread and
 // the posted handler hold; if the io_context stops first, the handler is never run and the
 // result is destroyed with it. The io_context must outlive every such thread's post: its
@@ -28,17 +29,25 @@
 
 namespace replayd::service {
 
-// Lowers the calling thread's priority to SCHED_IDLE (nice +10 where that is refused), the
-// thread only; failures are ignored.
-void lower_thread_priority();
+// How far below the io_context thread a helper thread runs (the calling thread only;
+// failures are ignored). idle: SCHED_IDLE (nice +10 where that is refused), preempted at
+// once when a normal thread wakes, but nearly starved while the core is saturated: for work
+// whose delay harms nobody else. background: nice +10, a tenth of a contended core at
+// least, a scheduler tick's delay to the io_context thread now and then: for work that
+// must keep up (freeing memory at the rate it is given back).
+enum class ThreadPriority { idle, background };
+void lower_thread_priority(ThreadPriority priority);
 
 // Threads of run_off_thread that have not posted their result yet.
 std::atomic<int>& off_thread_running();
 // Blocks until every run_off_thread thread has posted its result (at shutdown).
 void wait_for_off_thread_work();
 
+// The result of `work`, or nullopt once `max_wait` has passed without it (the thread goes
+// on; its result is dropped when it comes).
 template <typename T>
-asio::awaitable<T> run_off_thread(std::function<T()> work) {
+asio::awaitable<std::optional<T>> run_off_thread_for(std::function<T()> work,
+                                                     asio::steady_timer::duration max_wait) {
   struct State {
     explicit State(const asio::any_io_executor& executor) : done(executor) {}
     asio::steady_timer done;  // cancelled by the posted handler: the result is there
@@ -46,10 +55,13 @@ asio::awaitable<T> run_off_thread(std::function<T()> work) {
   };
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
   auto state = std::make_shared<State>(executor);
-  state->done.expires_at(asio::steady_timer::time_point::max());
+  const bool bounded = max_wait != asio::steady_timer::duration::max();
+  const auto deadline = bounded ? asio::steady_timer::clock_type::now() + max_wait
+                                : asio::steady_timer::time_point::max();
+  state->done.expires_at(deadline);
   ++off_thread_running();
   std::thread([state, work = std::move(work)]() mutable {
-    lower_thread_priority();
+    lower_thread_priority(ThreadPriority::idle);
     T result = work();
     asio::post(state->done.get_executor(), [state, result = std::move(result)]() mutable {
       state->result.emplace(std::move(result));
@@ -57,10 +69,17 @@ asio::awaitable<T> run_off_thread(std::function<T()> work) {
     });
     --off_thread_running();
   }).detach();
-  while (!state->result) {
+  while (!state->result && asio::steady_timer::clock_type::now() < deadline) {
     co_await state->done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
   }
-  co_return std::move(*state->result);
+  co_return std::move(state->result);
+}
+
+template <typename T>
+asio::awaitable<T> run_off_thread(std::function<T()> work) {
+  std::optional<T> result =
+      co_await run_off_thread_for(std::move(work), asio::steady_timer::duration::max());
+  co_return std::move(*result);
 }
 
 }  // namespace replayd::service
