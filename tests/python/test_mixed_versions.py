@@ -176,3 +176,103 @@ def test_samplers_async_calls_and_datasets_keep_the_bound_of_a_mixed_batch(clien
         assert isinstance(batch["versions"], torch.Tensor)
         assert set(batch["versions"].tolist()) == {3}
         assert batch["table"].tolist() == [0] * 8 + [1] * 8
+
+
+# -- a bound per table (demonstrations of version 0 mixed with bounded online replay) --
+
+def demos_and_online(client, tables, **online_options):
+    """A demonstration table of 20 items of version 0 and an online table of 30 items of
+    versions 1..3; their items' versions by id."""
+    demos = tables(client, np.arange(20), np.zeros(20))
+    online_ids = np.arange(1000, 1030)
+    online_versions = 1 + np.arange(30) % 3
+    online = tables(client, online_ids, online_versions, **online_options)
+    stored = dict(zip(online_ids.tolist(), online_versions.tolist()))
+    stored.update({i: 0 for i in range(20)})
+    return demos, online, stored
+
+
+def assert_demos_whole_online_latest(batch, demos, online, stored):
+    demo_rows, online_rows = batch.part(demos), batch.part(online)
+    assert set(demo_rows["item"].tolist()) == set(range(20))   # every demo item drawn
+    assert set(online_rows["item"].tolist()) == {i for i, v in stored.items() if v == 3}
+    assert batch.versions.tolist() == version_of(stored, batch["item"])
+    assert batch.min_versions == (None, 3)
+    assert demo_rows.min_version is None and online_rows.min_version == 3
+    np.testing.assert_allclose(demo_rows.probabilities, 1 / 20)    # all 20 demo items
+    np.testing.assert_allclose(online_rows.probabilities, 1 / 10)  # the 10 of version 3
+
+
+def test_a_min_version_per_table_bounds_only_the_tables_it_names_in_one_request(
+        client, tables, monkeypatch):
+    demos, online, stored = demos_and_online(client, tables)
+    mix = {demos: 0.5, online: 0.5}
+    client.sample(mix, 10, min_version={online: 3})           # schemas read: warm
+    events = count_requests(client.connection(), monkeypatch)
+    batch = client.sample(mix, 1000, min_version={online: 3})
+    assert events == ["send", "read"]                          # one sample_mixed
+    assert_demos_whole_online_latest(batch, demos, online, stored)
+    # The scalar form still bounds every table: no demonstration is of version 3.
+    with pytest.raises(replayd.TimeoutError):
+        client.sample(mix, 10, min_version=3, timeout=0.2)
+
+
+def test_a_max_staleness_per_table_follows_the_online_tables_published_value(
+        client, tables, monkeypatch):
+    policy = f"mixver-policy-{time.monotonic_ns()}"
+    demos, online, stored = demos_and_online(client, tables, versions={"value": policy})
+    client.publish(policy, {"w": np.zeros(1)}, version=3)
+    mix = {demos: 0.5, online: 0.5}
+    client.sample(mix, 10, max_staleness={online: 0})
+    events = count_requests(client.connection(), monkeypatch)
+    batch = client.sample(mix, 1000, max_staleness={online: 0})
+    assert events == ["send", "read"]
+    assert_demos_whole_online_latest(batch, demos, online, stored)
+    # value= per table: the online table counts from the value named for it.
+    named = client.sample(mix, 1000, max_staleness={online: 0}, value={online: policy})
+    assert_demos_whole_online_latest(named, demos, online, stored)
+    with pytest.raises(replayd.InvalidArgument, match=f"table '{demos}'.*max_staleness"):
+        client.sample(mix, 10, max_staleness={online: 0}, value={demos: policy})
+    with pytest.raises(replayd.InvalidArgument, match="not both"):
+        client.sample(mix, 10, min_version=1, max_staleness={online: 0})
+
+
+def test_per_table_bounds_hold_on_samplers_async_calls_and_datasets(client, tables):
+    demos, online, stored = demos_and_online(client, tables)
+    mix = {demos: 0.5, online: 0.5}
+    with client.sampler(mix, 1000, prefetch=2, min_version={online: 3}) as sampler:
+        for _ in range(3):
+            assert_demos_whole_online_latest(next(sampler), demos, online, stored)
+    later = client.sample_async(mix, 1000, min_version={online: 3}).result()  # per table
+    assert_demos_whole_online_latest(later, demos, online, stored)
+    # One table given a dict: read as a mix of that table alone.
+    alone = client.sample(online, 50, min_version={online: 3})
+    assert alone.min_version == 3 and set(alone.versions.tolist()) == {3}
+    empty = client.sample(demos, 5, min_version={})               # unbounded, with versions
+    assert empty.versions.tolist() == [0] * 5 and empty.min_version is None
+    torch = pytest.importorskip("torch")
+    from replayd.torch import ReplayDataset
+    for batch in list(ReplayDataset(client, mix, 200, min_version={online: 3},
+                                    num_batches=2)):
+        assert set(batch["versions"][:100].tolist()) == {0}
+        assert set(batch["versions"][100:].tolist()) == {3}
+        assert isinstance(batch["versions"], torch.Tensor)
+
+
+def test_a_per_table_bound_naming_a_table_outside_the_mix_is_refused_before_sending(
+        client, tables, monkeypatch):
+    demos, online, _ = demos_and_online(client, tables)
+    mix = {demos: 0.5, online: 0.5}
+    client.sample(mix, 10)
+    events = count_requests(client.connection(), monkeypatch)
+    for call in (lambda: client.sample(mix, 10, min_version={"onlnie": 3}),
+                 lambda: client.sample_async(mix, 10, max_staleness={"onlnie": 0}),
+                 lambda: client.sampler(mix, 10, min_version={online: 3, "onlnie": 3}),
+                 lambda: client.sample(online, 10, min_version={demos: 3})):
+        with pytest.raises(replayd.InvalidArgument, match="'onlnie'|not in the mixed"):
+            call()
+    assert events == []
+    with pytest.raises(replayd.InvalidArgument) as refused:
+        client.sample(mix, 10, min_version={"onlnie": 3})
+    assert "'onlnie'" in str(refused.value) and online in str(refused.value)
+    assert events == []

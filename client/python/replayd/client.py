@@ -38,7 +38,8 @@ from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError,
                      TimeoutError)
 from .insert_parts import gathered_keys, insert_parts, split_insert
 from .limiter_state import limiter_bounds
-from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts
+from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts, schedule_of
+from .mixed_bounds import MixBound, PerTable, PerValue, asked, mixed_bound, table_bound
 from .mixed_draw import DrawKind, MixedDraw, combine, sample_plain_mix
 from .policy_versions import row_versions, sample_version_meta
 from .rate_limiters import RateLimiter
@@ -71,6 +72,13 @@ DEFAULT: Any = _Default()  # "use the Client's timeout"
 _UNMAPPED: Any = object()  # plane_table: a table not looked up yet (None: not offered)
 _GRACE_S = 2.0  # extra local wait beyond a server-side timeout, for the reply to arrive
 _MAX_ASYNC_INSERTS = 32  # insert_async requests in flight per Client and process
+
+
+def _no_nstep_bound(name: str, nstep: Optional[int]) -> None:
+    """InvalidArgument: policy versions and bounds apply to plain samples only."""
+    if nstep is not None:
+        raise InvalidArgument(f"table '{name}': versions, min_version and max_staleness "
+                              "apply to plain samples, not to n-step samples")
 
 
 class Client:
@@ -802,8 +810,8 @@ class Client:
                nstep: Optional[int] = None, gamma: float = 1.0,
                timeout: Any = DEFAULT, allocate: Optional[Allocator] = None,
                fields: Optional[Sequence[str]] = None, versions: bool = False,
-               min_version: Optional[int] = None, max_staleness: Optional[int] = None,
-               value: Optional[str] = None) -> Sample:
+               min_version: PerTable = None, max_staleness: PerTable = None,
+               value: PerValue = None) -> Sample:
         """Samples `batch_size` items (with replacement), waiting for the rate limiter at
         most `timeout` seconds (server-side; TimeoutError after that).
 
@@ -832,15 +840,20 @@ class Client:
         version >= v, by the table's selector restricted to them (probabilities and
         weights over them alone), waiting like the rate limiter while none is eligible;
         ``max_staleness=k`` means min_version = the current version of published value
-        `value` (default: the one the table follows) - k. A bound implies versions."""
+        `value` (default: the one the table follows) - k. A bound implies versions. On a
+        mixed batch each of them is one value for every table, or a dict of table -> value
+        for the tables it names (the others unbounded; docs/MIXED.md)."""
+        if not isinstance(table, str):
+            mixed = None
+            if asked(versions, min_version, max_staleness, value):
+                mixed = self._mixed_version_bound(Mix.of(table).tables, nstep, versions,
+                                                  min_version, max_staleness, value)
+            return self._mixed_sample(table, batch_size, DrawKind(nstep, gamma, None, mixed),
+                                      beta, timeout, fields, allocate)
         bound = None
-        if versions or min_version is not None or max_staleness is not None or \
-                value is not None:
+        if asked(versions, min_version, max_staleness, value):
             bound = self._version_bound(table, nstep, versions, min_version, max_staleness,
                                         value)
-        if not isinstance(table, str):
-            return self._mixed_sample(table, batch_size, DrawKind(nstep, gamma, None, bound),
-                                      beta, timeout, fields, allocate)
         if fields is not None:
             raise InvalidArgument(f"table '{table}': fields= selects the fields of a mixed "
                                   "batch (a dict of table -> fraction)")
@@ -857,18 +870,28 @@ class Client:
         return sample
 
     @staticmethod
-    def _version_bound(table: Any, nstep: Optional[int], versions: bool,
-                       min_version: Optional[int], max_staleness: Optional[int],
-                       value: Optional[str]) -> Tuple[Tuple[str, Any], ...]:
-        """A sample's policy version members (replayd.policy_versions) as sorted pairs;
+    def _version_bound(table: str, nstep: Optional[int], versions: bool,
+                       min_version: PerTable, max_staleness: PerTable,
+                       value: PerValue) -> Tuple[Tuple[str, Any], ...]:
+        """A one-table sample's policy version members (replayd.policy_versions) as sorted
+        pairs (a dict bound read as for a mix of that one table, replayd.mixed_bounds);
         InvalidArgument, before anything is sent, for a bad combination or an n-step
         sample."""
-        name = table if isinstance(table, str) else "+".join(map(str, table))
-        if nstep is not None:
-            raise InvalidArgument(f"table '{name}': versions, min_version and max_staleness "
-                                  "apply to plain samples, not to n-step samples")
-        meta = sample_version_meta(name, versions, min_version, max_staleness, value)
+        _no_nstep_bound(table, nstep)
+        meta = table_bound(table, versions, min_version, max_staleness, value)
         return tuple(sorted((meta or {}).items()))
+
+    @staticmethod
+    def _mixed_version_bound(tables: Sequence[str], nstep: Optional[int], versions: bool,
+                             min_version: PerTable, max_staleness: PerTable,
+                             value: PerValue) -> Optional[MixBound]:
+        """A mixed batch's policy version members, each table's bound (a scalar: every
+        table's; a dict: the tables it names, replayd.mixed_bounds); InvalidArgument,
+        before anything is sent, for a dict naming a table not in `tables`, a bad
+        combination or an n-step sample."""
+        name = "+".join(map(str, tables))
+        _no_nstep_bound(name, nstep)
+        return mixed_bound(name, tables, versions, min_version, max_staleness, value)
 
     # -- shared memory (docs/SHM.md) ---------------------------------------------------
 
@@ -1077,20 +1100,22 @@ class Client:
                      timeout: Any = DEFAULT,
                      allocate: Optional[Allocator] = None,
                      fields: Optional[Sequence[str]] = None, versions: bool = False,
-                     min_version: Optional[int] = None,
-                     max_staleness: Optional[int] = None,
-                     value: Optional[str] = None) -> "Future[Sample]":
+                     min_version: PerTable = None, max_staleness: PerTable = None,
+                     value: PerValue = None) -> "Future[Sample]":
         """Like `sample` (also with `nstep`, policy versions, and mixed batches) but
         returns a Future at once (with `nstep`, after reading the table's schema the first
         time: one ``info`` round trip)."""
+        if not isinstance(table, str):
+            mixed = None
+            if asked(versions, min_version, max_staleness, value):
+                mixed = self._mixed_version_bound(Mix.of(table).tables, nstep, versions,
+                                                  min_version, max_staleness, value)
+            return self._mixed_async(table, batch_size, DrawKind(nstep, gamma, None, mixed),
+                                     beta, timeout, fields, allocate)
         bound = None
-        if versions or min_version is not None or max_staleness is not None or \
-                value is not None:
+        if asked(versions, min_version, max_staleness, value):
             bound = self._version_bound(table, nstep, versions, min_version, max_staleness,
                                         value)
-        if not isinstance(table, str):
-            return self._mixed_async(table, batch_size, DrawKind(nstep, gamma, None, bound),
-                                     beta, timeout, fields, allocate)
         return self._sample_async(table, batch_size, beta, nstep, gamma, timeout, allocate,
                                   bound)
 
@@ -1118,20 +1143,22 @@ class Client:
                 transform: Optional[Callable[[Sample], Any]] = None,
                 allocate: Optional[Allocator] = None,
                 fields: Optional[Sequence[str]] = None, versions: bool = False,
-                min_version: Optional[int] = None, max_staleness: Optional[int] = None,
-                value: Optional[str] = None) -> "Sampler":
+                min_version: PerTable = None, max_staleness: PerTable = None,
+                value: PerValue = None) -> "Sampler":
         """An iterator over samples that keeps `prefetch` requests in flight (see Sampler);
         with `nstep`, over n-step samples of an episodic table (see `sample`). `table`
         may be a dict of table -> fraction or a schedule (batch index -> such a dict):
         mixed batches (docs/MIXED.md). `versions`, `min_version`, `max_staleness`,
-        `value`: as `sample`'s, for every batch (a max_staleness bound is resolved by the
-        server at each request)."""
-        bound = None
-        if versions or min_version is not None or max_staleness is not None or \
-                value is not None:
-            bound = dict(self._version_bound(table if isinstance(table, str) else "sampler",
-                                             nstep, versions, min_version, max_staleness,
-                                             value))
+        `value`: as `sample`'s (a dict per table for mixed batches), for every batch (a
+        max_staleness bound is resolved by the server at each request)."""
+        bound: Union[None, Dict[str, Any], MixBound] = None
+        if asked(versions, min_version, max_staleness, value):
+            if isinstance(table, str):
+                bound = dict(self._version_bound(table, nstep, versions, min_version,
+                                                 max_staleness, value))
+            else:
+                bound = self._mixed_version_bound(schedule_of(table)[1], nstep, versions,
+                                                  min_version, max_staleness, value)
         return Sampler(self, table, batch_size, prefetch=prefetch, beta=beta, nstep=nstep,
                        gamma=gamma, timeout=timeout, transform=transform, allocate=allocate,
                        fields=fields, bound=bound)
@@ -1352,8 +1379,10 @@ class Client:
                 return self.sample_sequences_async(name, count, shape.length,
                                                    stride=shape.stride, burn_in=shape.burn_in,
                                                    pad=shape.pad, beta=beta, timeout=timeout)
+            members = None if kind.bound is None else \
+                tuple(sorted(kind.bound.members(name).items()))
             return self._sample_async(name, count, beta, kind.nstep, kind.gamma, timeout, None,
-                                      kind.bound)
+                                      members)
 
         future: "Future[Any]" = combine(self, mix, mix.counts(n), request, fields)
         return future

@@ -35,6 +35,7 @@ from .connection import Connection
 from .episode_replies import decode_sequences
 from .errors import TimeoutError
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, leaves, mixed_sample, selected
+from .mixed_bounds import MixBound
 from .mixed_request import (Bound, assemble_mixed_reply, decode_mixed_reply, one_request,
                             table_of_error)
 from .sample import Sample
@@ -54,13 +55,13 @@ Notice = Callable[[Connection, "Future[Any]", str, int], None]
 
 class DrawKind(NamedTuple):
     """What each table's request draws: plain samples, n-step samples (`nstep`) or
-    sequences (`sequence`); `bound`: a plain sample's policy version members as sorted
-    (name, value) pairs (replayd.policy_versions), the same for every table's share."""
+    sequences (`sequence`); `bound`: a plain batch's policy version members, each
+    table's share under its own bound (replayd.mixed_bounds)."""
 
     nstep: Optional[int] = None
     gamma: float = 1.0
     sequence: Optional[requests.SequenceShape] = None
-    bound: Optional[Tuple[Tuple[str, Any], ...]] = None
+    bound: Optional[MixBound] = None
 
     @property
     def plain(self) -> bool:
@@ -74,7 +75,7 @@ class DrawKind(NamedTuple):
             return requests.sequence_meta(table, n, *self.sequence, beta, seconds)
         if self.nstep is not None:
             return requests.nstep_meta(table, n, self.nstep, self.gamma, beta, seconds)
-        bound = None if self.bound is None else dict(self.bound)
+        bound = None if self.bound is None else self.bound.members(table)
         if plane:
             return keys_request(table, n, beta, seconds, rows="auto", bound=bound)
         meta = requests.sample_meta(table, n, beta, seconds)
@@ -240,7 +241,7 @@ class MixedDraw:
             self._conn.forget(part.request_id)
 
     def _redraw(self, table: str, count: int) -> KeysReply:
-        bound = None if self._kind.bound is None else dict(self._kind.bound)
+        bound = None if self._kind.bound is None else self._kind.bound.members(table)
         request_id, future = self._conn.submit(
             keys_request(table, count, self._beta, self._seconds, bound=bound), (),
             decode_keys_reply, caller_waits=True)
@@ -295,7 +296,7 @@ def sample_plain_mix(client: ClientLike, conn: Connection, fractions: Any, n: in
     """A synchronous plain mixed batch as one ``sample_mixed`` request, with what a
     learner repeats prepared once (the hot path of ``Client.sample(dict, n)``); None when
     this mix cannot be one request (the caller then uses MixedDraw). `bound`: the call's
-    policy version members (every table's share is drawn under them)."""
+    policy version members (each table's share drawn under its own bound)."""
     plan = _plan_of(client, fractions, n, beta, seconds, plane, bound)
     if plan is None or plan.request is None:
         return None
@@ -310,9 +311,8 @@ def sample_plain_mix(client: ClientLike, conn: Connection, fractions: Any, n: in
         rows = dict(plan.wanted).get(table, 0)
         raise wait_notice.with_reason(client, "sample", table, rows, exc) from None
 
-    members = None if bound is None else dict(bound)
-
-    def redraw(table: str, count: int) -> KeysReply:  # under the same bound
+    def redraw(table: str, count: int) -> KeysReply:  # under the table's same bound
+        members = None if bound is None else bound.members(table)
         again_id, again = conn.submit(keys_request(table, count, beta, seconds,
                                                    bound=members), (),
                                       decode_keys_reply, caller_waits=True)

@@ -9,7 +9,7 @@ table). A batch of few bytes is copied through the socket even where the plane i
 
 Used by replayd.mixed_draw for plain samples of tables with the same fields (no frame
 fields) on one connection, policy versions and bounds included (docs/VERSIONS.md: the
-request's ``"versions"`` and ``"bounds"``, one entry per table); n-step samples, sequences
+request's ``"versions"`` and ``"bounds"``, one entry per table, replayd.mixed_bounds); n-step samples, sequences
 and frame tables keep one request per table.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .client_interface import ClientLike
 from .columns import decode_sample
 from .errors import ProtocolError, ReplayError
 from .mixed import FieldSpec, Mix, MixedSample, check_fields, mixed_sample, selected
+from .mixed_bounds import MixBound
 from .sample import Sample
 from .wire import encode_meta
 
@@ -88,9 +89,9 @@ _PREPARED: Dict[Tuple[Any, ...], Optional[OneRequest]] = {}
 _PREPARED_LOCK = threading.Lock()
 
 
-#: A sample's policy version members as sorted (name, value) pairs
-#: (replayd.policy_versions.sample_version_meta), or None.
-Bound = Optional[Tuple[Tuple[str, Any], ...]]
+#: A mixed batch's policy version members, each table's bound (replayd.mixed_bounds), or
+#: None.
+Bound = Optional[MixBound]
 
 
 def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: float,
@@ -100,8 +101,9 @@ def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: flo
     fields and none of them frame fields (the server refuses others), else None. `plane`:
     the plane is offered; the rows are left to the mappings ("rows": "auto") when the
     batch holds at least PLANE_MIN_BATCH_BYTES of them. `bound`: the call's policy
-    version members, which every table's share is drawn under (as one sample request per
-    table would be: a ``max_staleness`` is resolved by each table's own followed value)."""
+    version members, each table's share drawn under its own bound (as one sample request
+    per table would be: a ``max_staleness`` is resolved by each table's own followed
+    value)."""
     schemas = tuple(client.schema(table) for table, _ in wanted)
     key = (tuple(wanted), beta, seconds, plane, tuple(map(id, schemas)), PLANE_MIN_BATCH_BYTES,
            bound)
@@ -119,7 +121,7 @@ def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: flo
         meta["tables"] = [table for table, _ in wanted]
         meta["counts"] = [int(count) for _, count in wanted]
         if bound is not None:
-            meta.update(version_members(bound, len(wanted)))
+            meta.update(version_members(bound, [table for table, _ in wanted]))
         row_bytes = sum(f.dtype.itemsize * int(np.prod(f.shape)) for f in first)
         if plane and n * row_bytes >= PLANE_MIN_BATCH_BYTES:
             meta["rows"] = "auto"
@@ -131,14 +133,15 @@ def one_request(client: ClientLike, wanted: Sequence[Tuple[str, int]], beta: flo
     return prepared
 
 
-def version_members(bound: Tuple[Tuple[str, Any], ...], tables: int) -> Dict[str, Any]:
-    """A ``sample_mixed``'s members for a sample's version members: ``"versions": true``
-    (a bound implies it), and ``"bounds"``, the same bound for each of `tables` tables,
-    when there is one (``min_version``, or ``max_staleness`` and maybe ``value``)."""
+def version_members(bound: MixBound, tables: Sequence[str]) -> Dict[str, Any]:
+    """A ``sample_mixed``'s members for a mixed batch's version members: ``"versions":
+    true`` (a bound implies it), and ``"bounds"``, one entry per table of `tables` (null,
+    or its ``min_version``, or ``max_staleness`` and maybe ``value``), when any table is
+    bounded."""
     members: Dict[str, Any] = {"versions": True}
-    limit = {name: value for name, value in bound if name != "versions"}
-    if limit:
-        members["bounds"] = [limit] * tables
+    bounds = bound.bounds(tables)
+    if any(entry is not None for entry in bounds):
+        members["bounds"] = bounds
     return members
 
 

@@ -43,6 +43,7 @@ from .columns import decode_sample, sample_decoder
 from .episode_replies import decode_sequences
 from .errors import InvalidArgument, NotFound, ReplayError, TimeoutError
 from .mixed import MixLike, Schedule, is_mix, schedule_of, scheduled_mix
+from .mixed_bounds import MixBound
 from .mixed_draw import DrawKind, MixedDraw, check_schemas
 from .shm.prefetch import PlanePrefetch
 from .wire import Allocator, encode_meta
@@ -79,7 +80,9 @@ class Sampler:
         fields: of mixed batches, the fields each batch carries (None: every field; the
             tables must then have the same ones).
         bound: plain samples' policy version members (replayd.policy_versions
-            .sample_version_meta: versions, min_version, max_staleness, value), or None.
+            .sample_version_meta: versions, min_version, max_staleness, value; for mixed
+            batches, every table's), a replayd.mixed_bounds.MixBound (each table's own
+            bound), or None.
     """
 
     def __init__(self, client: ClientLike, table: Union[str, MixLike, Schedule],
@@ -90,7 +93,7 @@ class Sampler:
                  gamma: float = 1.0,
                  sequence: Optional[requests.SequenceShape] = None,
                  fields: Optional[Sequence[str]] = None,
-                 bound: Optional[Mapping[str, Any]] = None) -> None:
+                 bound: Union[None, Mapping[str, Any], MixBound] = None) -> None:
         if prefetch < 1:
             raise InvalidArgument(f"prefetch must be >= 1, got {prefetch}")
         self._decode: Callable[..., Any] = decode_sample
@@ -107,6 +110,11 @@ class Sampler:
         self._batches_requested = 0
         self._fields = None if fields is None else list(fields)
         meta: Dict[str, Any] = {}
+        one_bound: Optional[Mapping[str, Any]] = None  # a one-table sample's members
+        if not isinstance(bound, MixBound):
+            one_bound = bound
+        elif isinstance(table, str):  # a per-table bound, read for this table
+            one_bound = bound.members(table)
         if not isinstance(table, str):
             if not is_mix(table) and not callable(table):
                 raise InvalidArgument(f"a sampler takes a table name, a dict of table -> "
@@ -115,9 +123,10 @@ class Sampler:
                 raise InvalidArgument("allocate= receives one table's reply; a mixed batch "
                                       "is assembled from several (leave it out)")
             schedule, tables = schedule_of(table)
+            mixed_bound = bound if isinstance(bound, MixBound) or bound is None else \
+                MixBound.every(tables, bound)
             self._mixed = (schedule, tables, DrawKind(nstep, float(gamma), sequence,
-                                                      None if bound is None
-                                                      else tuple(sorted(bound.items()))))
+                                                      mixed_bound))
             self._mixed_plane = nstep is None and sequence is None and client.shm_enabled()
             check_schemas(client, tables, fields)  # a disagreement raised here, not later
             table = "+".join(tables)
@@ -132,8 +141,8 @@ class Sampler:
             self._decode = sample_decoder(client.schema(table))  # discount: the reward's dtype
         else:
             meta = requests.sample_meta(table, batch_size, beta, timeout)
-            if bound is not None:
-                meta.update(bound)
+            if one_bound is not None:
+                meta.update(one_bound)
                 self._decode = sample_decoder(None, versions=True)
         # Plain samples of a table the client maps: PlanePrefetch, no thread (see there).
         over_plane = False
@@ -169,7 +178,7 @@ class Sampler:
             nbytes = client.sample_nbytes(table, batch_size) if allocate else 0
             self._plane = PlanePrefetch(client, self._conn, table, int(batch_size), beta,
                                         timeout, group, in_flight, self._decode, allocate,
-                                        nbytes, bound)
+                                        nbytes, one_bound)
         else:
             self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
                                             daemon=True)

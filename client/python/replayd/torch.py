@@ -67,6 +67,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from .client import Client
 from .errors import InvalidArgument
 from .mixed import MixedSample, MixLike, Schedule, schedule_of
+from .mixed_bounds import MixBound, PerTable, PerValue, asked
 from .nesting import nest
 from .requests import SequenceShape
 from .sample import Sample
@@ -298,8 +299,8 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                  gamma: float = 1.0, sequence_length: Optional[int] = None,
                  stride: int = 1, burn_in: int = 0, pad: bool = False,
                  fields: Optional[Sequence[str]] = None, versions: bool = False,
-                 min_version: Optional[int] = None, max_staleness: Optional[int] = None,
-                 value: Optional[str] = None) -> None:
+                 min_version: PerTable = None, max_staleness: PerTable = None,
+                 value: PerValue = None) -> None:
         super().__init__()
         if nstep is not None and sequence_length is not None:
             raise InvalidArgument("ReplayDataset draws n-step samples (nstep) or sequences "
@@ -327,16 +328,20 @@ class ReplayDataset(IterableDataset[Dict[str, torch.Tensor]]):
                 "or no GPU or driver); leave device=None for CPU tensors")
         self.num_batches = num_batches
         #: Policy version members of each request (Client.sample's versions, min_version,
-        #: max_staleness, value), or None; batches then hold ``versions``.
-        self.bound: Optional[Dict[str, Any]] = None
-        if versions or min_version is not None or max_staleness is not None or \
-                value is not None:
+        #: max_staleness, value; of mixed batches, each table's bound), or None; batches
+        #: then hold ``versions``.
+        self.bound: Union[None, Dict[str, Any], MixBound] = None
+        if asked(versions, min_version, max_staleness, value):
             if self.sequence is not None:
                 raise InvalidArgument("ReplayDataset: versions, min_version and "
                                       "max_staleness apply to plain samples, not sequences")
-            self.bound = dict(Client._version_bound(
-                table if isinstance(table, str) else "mixed", nstep, versions, min_version,
-                max_staleness, value))
+            if isinstance(table, str):
+                self.bound = dict(Client._version_bound(table, nstep, versions, min_version,
+                                                        max_staleness, value))
+            else:
+                assert self.tables is not None
+                self.bound = Client._mixed_version_bound(self.tables, nstep, versions,
+                                                         min_version, max_staleness, value)
         self.wait_seconds = 0.0
         self.batches = 0
 
