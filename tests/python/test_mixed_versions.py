@@ -276,3 +276,19 @@ def test_a_per_table_bound_naming_a_table_outside_the_mix_is_refused_before_send
         client.sample(mix, 10, min_version={"onlnie": 3})
     assert "'onlnie'" in str(refused.value) and online in str(refused.value)
     assert events == []
+
+
+def test_the_plane_gathers_a_mixed_batch_bounded_per_table_over_unix(client, tables,
+                                                                     transport, monkeypatch):
+    a = tables(client, np.arange(20), np.zeros(20), obs=1024)
+    b = tables(client, np.arange(100, 120), 2 + np.arange(20) % 2, obs=1024)
+    client.sample({a: 0.5, b: 0.5}, 512, min_version={b: 3})
+    events = count_requests(client.connection(), monkeypatch)
+    batch = client.sample({a: 0.5, b: 0.5}, 512, min_version={b: 3})
+    assert events == ["send", "read"]
+    assert (client._planes.get(a) is not None) == (transport == "unix")
+    assert set(batch["item"][:256].tolist()) == set(range(20))
+    assert set(batch["item"][256:].tolist()) == set(range(101, 120, 2))
+    assert np.all(batch["obs"][:, 0] == batch["item"])
+    assert batch.versions.tolist() == [0] * 256 + [3] * 256
+    assert batch.min_versions == (None, 3)
