@@ -844,12 +844,9 @@ class Client:
         mixed batch each of them is one value for every table, or a dict of table -> value
         for the tables it names (the others unbounded; docs/MIXED.md)."""
         if not isinstance(table, str):
-            mixed = None
-            if asked(versions, min_version, max_staleness, value):
-                mixed = self._mixed_version_bound(Mix.of(table).tables, nstep, versions,
-                                                  min_version, max_staleness, value)
-            return self._mixed_sample(table, batch_size, DrawKind(nstep, gamma, None, mixed),
-                                      beta, timeout, fields, allocate)
+            kind = self._mix_kind(table, nstep, gamma, versions, min_version, max_staleness,
+                                  value)
+            return self._mixed_sample(table, batch_size, kind, beta, timeout, fields, allocate)
         bound = None
         if asked(versions, min_version, max_staleness, value):
             bound = self._version_bound(table, nstep, versions, min_version, max_staleness,
@@ -880,6 +877,18 @@ class Client:
         _no_nstep_bound(table, nstep)
         meta = table_bound(table, versions, min_version, max_staleness, value)
         return tuple(sorted((meta or {}).items()))
+
+    @classmethod
+    def _mix_kind(cls, mix: MixLike, nstep: Optional[int], gamma: float, versions: bool,
+                  min_version: PerTable, max_staleness: PerTable,
+                  value: PerValue) -> DrawKind:
+        """What `sample` and `sample_async` draw from a mix: n-step or not, and the policy
+        version bound of each table when one is asked for (_mixed_version_bound)."""
+        mixed = None
+        if asked(versions, min_version, max_staleness, value):
+            mixed = cls._mixed_version_bound(Mix.of(mix).tables, nstep, versions, min_version,
+                                             max_staleness, value)
+        return DrawKind(nstep, gamma, None, mixed)
 
     @staticmethod
     def _mixed_version_bound(tables: Sequence[str], nstep: Optional[int], versions: bool,
@@ -1106,11 +1115,9 @@ class Client:
         returns a Future at once (with `nstep`, after reading the table's schema the first
         time: one ``info`` round trip)."""
         if not isinstance(table, str):
-            mixed = None
-            if asked(versions, min_version, max_staleness, value):
-                mixed = self._mixed_version_bound(Mix.of(table).tables, nstep, versions,
-                                                  min_version, max_staleness, value)
-            return self._mixed_async(table, batch_size, DrawKind(nstep, gamma, None, mixed),
+            kind = self._mix_kind(table, nstep, gamma, versions, min_version, max_staleness,
+                                  value)
+            return self._mixed_async(table, batch_size, kind,
                                      beta, timeout, fields, allocate)
         bound = None
         if asked(versions, min_version, max_staleness, value):
