@@ -260,10 +260,17 @@ def test_healthz_answers_every_probe_while_200_connections_trickle_request_heads
 
 # --- Repeated accept errors are logged once, then summarised ---------------------------------
 
+def open_descriptors(server: ServerProcess) -> int:
+    """How many descriptors the server process holds now."""
+    assert server.proc is not None
+    return len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+
+
 def test_accept_errors_at_the_descriptor_limit_are_logged_once_not_every_100_ms(
         make_server, tmp_path, monkeypatch):
     monkeypatch.setenv("REPLAYD_BIN", str(limited_binary(tmp_path, max_files=64)))
     server = make_server(tcp=False)
+    descriptors_at_start = open_descriptors(server)
     clients = []
     try:
         for _ in range(100):  # more than the server has descriptors for
@@ -282,8 +289,15 @@ def test_accept_errors_at_the_descriptor_limit_are_logged_once_not_every_100_ms(
     finally:
         for s in clients:
             s.close()
-    # Serving resumes once the server has noticed the 100 closes: a connection that arrives
-    # while it is still at its limit may be dropped (a loaded sanitizer build takes a while).
+    # Serving resumes once the server has noticed the 100 closes. Wait for its descriptors to
+    # come back first: a connection admitted while it is still at its limit may be dropped,
+    # and the sanitizer build's own checks need a free descriptor (UBSan probes memory
+    # through a pipe) — at the limit they report a false error and stop the server.
+    deadline = time.monotonic() + 20
+    while open_descriptors(server) > descriptors_at_start + 2:
+        assert server.proc is not None and server.proc.poll() is None, "the server stopped"
+        assert time.monotonic() < deadline, "the server kept the closed connections' descriptors"
+        time.sleep(0.05)
     deadline = time.monotonic() + 10
     while True:
         try:
