@@ -205,6 +205,8 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
     REPLAYD_ASSIGN_OR_RETURN(auto data_dir, reader.optional_string("data_dir"));
     if (data_dir) config.data_dir = *data_dir;
   }
+  REPLAYD_ASSIGN_OR_RETURN(auto tier_dir, reader.optional_string("tier_dir"));
+  if (tier_dir) config.tier_dir = *tier_dir;
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "snapshot_interval_s", config.snapshot_interval_s, 0, 1u << 24));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "snapshot_keep", config.snapshot_keep, 1, 1000));

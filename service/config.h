@@ -107,7 +107,10 @@ struct ServerConfig {
   Limits limits;
   std::vector<TableConfig> tables;
   // Snapshots (docs/SNAPSHOT.md).
-  std::string data_dir;                   // where snapshots live; empty: snapshots disabled
+  std::string data_dir;  // where snapshots live; empty: snapshots disabled
+  // Where file tiers keep their segments (docs/FILE_TIER.md), a directory per table; empty:
+  // no table may have a file tier.
+  std::string tier_dir;
   std::uint32_t snapshot_interval_s = 0;  // seconds between periodic snapshots; 0: none
   std::uint32_t snapshot_keep = 3;        // complete snapshots kept, 1 - 1000
   // Start with empty tables when snapshots exist but none can be restored (they are then

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> log_level;
   std::optional<std::string> ready_file;
   std::optional<std::string> data_dir;
+  std::optional<std::string> tier_dir;
   std::uint32_t snapshot_test_pause_ms = 0;
   std::optional<std::string> probe_url;
   bool check_config = false;
@@ -91,6 +92,9 @@ int main(int argc, char** argv) {
                "allow a non-loopback TCP address without a token (docs/SECURITY.md)");
   app.add_option("--data-dir", data_dir,
                  "snapshot directory (docs/SNAPSHOT.md); \"\" disables snapshots (default: none)");
+  app.add_option("--tier-dir", tier_dir,
+                 "directory on a local disk where tables with a file tier keep the rows past "
+                 "their RAM budget (docs/FILE_TIER.md; default: none, no file tiers)");
   app.add_flag("--allow-empty-start", allow_empty_start,
                "start with empty tables when data_dir holds snapshots of which none can be "
                "restored (they are all kept); without it such a start fails");
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
     if (log_level) config.log_level = *log_level;
     if (ready_file) config.ready_file = *ready_file;
     if (data_dir) config.data_dir = *data_dir;
+    if (tier_dir) config.tier_dir = *tier_dir;
     config.snapshot_test_pause_ms = snapshot_test_pause_ms;
     if (insecure) config.insecure = true;
     if (allow_empty_start) config.allow_empty_start = true;

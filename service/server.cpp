@@ -15,6 +15,7 @@
 #include "service/net/session.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/snapshot/snapshot_restore.h"
+#include "service/tier/tier_setup.h"
 #include "service/values/policy_versions.h"
 #include "service/waiting/off_thread.h"
 
@@ -36,6 +37,9 @@ std::uint64_t random_seed() {
   std::random_device device;
   return (std::uint64_t{device()} << 32) ^ device();
 }
+
+// Threads that write file tiers' rows out and read cold rows back.
+constexpr std::size_t kIoPoolThreads = 2;
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {
   context_.limits = config_.limits;
@@ -62,10 +66,16 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
                       }},
       &context_.values);
   context_.snapshots = snapshotter_.get();
+  if (!config_.tier_dir.empty()) {
+    io_pool_ = std::make_unique<IoPool>(kIoPoolThreads);
+    context_.tier_dir = config_.tier_dir;
+    context_.io_pool = io_pool_.get();
+  }
 }
 
 Server::~Server() {
-  wait_for_off_thread_work();  // tables being created post into io_: it must outlive them
+  wait_for_off_thread_work();          // tables being created post into io_: it must outlive them
+  if (io_pool_) io_pool_->shutdown();  // its jobs read tables' cells: before the tables go
   if (unix_acceptor_ && !addresses_.unix_path.empty()) {
     std::error_code ignored;
     std::filesystem::remove(addresses_.unix_path, ignored);
@@ -74,6 +84,8 @@ Server::~Server() {
 
 Status Server::open() {
   raise_descriptor_limit(context_.limits);
+  for (const auto& table_config : config_.tables)
+    REPLAYD_RETURN_IF_ERROR(check_file_tier_allowed(context_, table_config));
   if (snapshotter_->enabled()) {
     REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
     REPLAYD_ASSIGN_OR_RETURN(
@@ -85,10 +97,17 @@ Status Server::open() {
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {
-      auto table =
-          Table::create(table_config, context_.limits.max_table_bytes, context_.column_memory);
+      const bool tiered = table_config.file_tier.enabled();
+      auto table = Table::create(table_config, context_.limits.max_table_bytes,
+                                 tiered ? nullptr : context_.column_memory);
       if (!table) return table.error();
-      context_.tables.add(std::move(table).value());
+      auto hosted = context_.tables.add(std::move(table).value());
+      if (tiered) {  // before serving: the directory may be made on this thread
+        REPLAYD_ASSIGN_OR_RETURN(
+            std::string dir,
+            make_tier_dir(context_.tier_dir, table_config.name, context_.next_tier_id++));
+        attach_file_tier(context_, *hosted, std::move(dir), io_.get_executor());
+      }
     }
   }
   for (const auto& hosted : context_.tables.list())

@@ -17,6 +17,7 @@
 #include "service/metrics_endpoint.h"
 #include "service/service_context.h"
 #include "service/snapshot/snapshotter.h"
+#include "service/tier/io_pool.h"
 
 namespace replayd::service {
 
@@ -63,6 +64,8 @@ class Server {
   // Where tables' column blocks come from when shared_memory is on (they do not refer back
   // to it: any order of destruction is safe).
   std::unique_ptr<shm::SharedColumnSource> column_source_;
+  // Disk work of file tiers; shut down (its jobs run) before the tables go.
+  std::unique_ptr<IoPool> io_pool_;
   ServiceContext context_;
   std::unique_ptr<Snapshotter> snapshotter_;  // always present; enabled() when data_dir is set
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;

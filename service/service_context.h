@@ -15,6 +15,7 @@
 #include "service/shm/connection_plane.h"
 #include "service/shm/shared_columns.h"
 #include "service/table_registry.h"
+#include "service/tier/io_pool.h"
 #include "service/values/value_store.h"
 #include "service/waiting/wait_queue.h"
 
@@ -75,6 +76,13 @@ struct ServiceContext {
   // holds through it (staging arenas, descriptors in replies, blocks it was sent).
   shm::SharedColumnSource* column_memory = nullptr;
   shm::PlaneBudget plane;
+  // File tiers (docs/FILE_TIER.md): the directory tables' segments live under (config
+  // `tier_dir`; empty: no table may have a file tier) and the pool that does their disk
+  // work (owned by the Server; null in unit tests).
+  std::string tier_dir;
+  IoPool* io_pool = nullptr;
+  // Names each table's tier directory uniquely (a table dropped and created again).
+  std::uint64_t next_tier_id = 1;
 };
 
 }  // namespace replayd::service

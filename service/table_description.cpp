@@ -225,6 +225,16 @@ Result<TableConfig> parse_table_description(const json::value& value, const std:
     REPLAYD_ASSIGN_OR_RETURN(config.versions,
                              parse_versions_description(*versions, path + ".versions"));
   }
+  if (const json::value* tier = reader.value("file_tier"); tier && !tier->is_null()) {
+    REPLAYD_ASSIGN_OR_RETURN(JsonReader tier_reader, JsonReader::of(*tier, path + ".file_tier"));
+    REPLAYD_ASSIGN_OR_RETURN(config.file_tier.ram_bytes, tier_reader.uint("ram_bytes"));
+    if (config.file_tier.ram_bytes == 0) {
+      return tier_reader.error("ram_bytes",
+                               "must be >= 1 (leave file_tier out to keep every "
+                               "row in RAM)");
+    }
+    REPLAYD_RETURN_IF_ERROR(tier_reader.finish());
+  }
   REPLAYD_RETURN_IF_ERROR(reader.finish());
   return config;
 }
@@ -281,6 +291,9 @@ json::object describe_table(const TableConfig& config) {
     json::object versions{{"value", config.versions.value}};
     if (config.versions.drop_behind) versions["drop_behind"] = *config.versions.drop_behind;
     description["versions"] = std::move(versions);
+  }
+  if (config.file_tier.enabled()) {
+    description["file_tier"] = json::object{{"ram_bytes", config.file_tier.ram_bytes}};
   }
   return description;
 }
@@ -365,6 +378,7 @@ std::vector<std::string> table_differences(const TableConfig& a, const TableConf
   }
   if (a.metadata != b.metadata) out.push_back("metadata differs");
   if (!(a.versions == b.versions)) out.push_back("versions (followed value or drop_behind) differ");
+  if (!(a.file_tier == b.file_tier)) out.push_back("file_tier.ram_bytes differs");
   // A difference the texts above cannot show (e.g. two doubles printed alike) still counts.
   if (out.empty() && !(a.schema == b.schema && ra == rb)) out.push_back("the descriptions differ");
   return out;

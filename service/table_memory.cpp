@@ -90,6 +90,11 @@ Status check_table_fits_memory(const TableConfig& config, std::uint64_t promised
                " by default (capacity x the largest frame accepted), set it to the size you "
                "expect them to take";
   }
+  if (!config.file_tier.enabled() && !config.episodes.enabled) {
+    message +=
+        "; a file tier (\"file_tier\": {\"ram_bytes\": N}, on a server started with "
+        "--tier-dir): only N bytes of rows stay in RAM, the rest on disk";
+  }
   message +=
       "; drop tables you no longer need; or raise limits.max_tables_total_bytes "
       "(memory the machine does not have is taken only as the tables fill)";

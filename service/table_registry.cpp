@@ -16,6 +16,7 @@ HostedTable::~HostedTable() {
 void table_changed(HostedTable& table) {
   table.sample_waiters.wake_front();
   table.insert_waiters.wake_front();
+  if (table.tier) table.tier->poke(table);
 }
 
 std::shared_ptr<HostedTable> TableRegistry::find(std::string_view name) const {

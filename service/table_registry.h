@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "core/table/table.h"
+#include "service/tier/file_tier.h"
 #include "service/waiting/wait_queue.h"
 
 namespace replayd::service {
 
-struct HostedTable {
+struct HostedTable : std::enable_shared_from_this<HostedTable> {
   explicit HostedTable(std::unique_ptr<Table> t) : table(std::move(t)) {}
   // A table of kReleasedInBackgroundBytes or more is destroyed on the release thread
   // (service/waiting/background_release.h): giving gigabytes back to the kernel must not
@@ -30,6 +31,8 @@ struct HostedTable {
   WaitQueue insert_waiters;  // inserts held by the rate limiter, in arrival order
   WaitQueue sample_waiters;  // samples held by the rate limiter or min size, in arrival order
   bool dropped = false;
+  // The disk side of the table's file tier (docs/FILE_TIER.md); null without one.
+  std::shared_ptr<FileTier> tier;
 
   // Cached metadata of the last sample reply, keyed by its n (learners repeat one n).
   std::uint64_t cached_sample_n = 0;
@@ -43,6 +46,7 @@ struct HostedTable {
 
 // Wakes the front waiter of each of the table's queues: call after anything that may change
 // whether a waiting insert or sample is admitted (an insert, a sample, a delete, a reset).
+// A table with a file tier also starts writing rows out past its RAM budget (FileTier::poke).
 void table_changed(HostedTable& table);
 
 class TableRegistry {

@@ -26,6 +26,13 @@ class PrivateColumnMemory final : public ColumnMemory {
 
 }  // namespace
 
+void ColumnMemory::discard(std::uint64_t offset, std::uint64_t length) const {
+  std::byte* at = bytes().data() + offset;
+  // MADV_REMOVE frees the pages of a shared mapping; a private one refuses it (EINVAL) and
+  // MADV_DONTNEED frees its pages.
+  if (::madvise(at, length, MADV_REMOVE) != 0) ::madvise(at, length, MADV_DONTNEED);
+}
+
 Result<std::unique_ptr<ColumnMemory>> allocate_private_column_memory(std::string_view table,
                                                                      std::uint64_t bytes) {
   if (bytes == 0 || bytes > SIZE_MAX) {

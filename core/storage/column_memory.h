@@ -26,6 +26,11 @@ class ColumnMemory {
   // A number that names this block among every block of the process, never reused (0 for
   // private memory): clients tell a table's mapping from the one of a table that replaced it.
   virtual std::uint64_t id() const { return 0; }
+  // Gives the pages of bytes [offset, offset + length) back to the system: they read as
+  // zeros afterwards and cost no memory until written. Precondition: page-aligned, within
+  // bytes(). Shared memory frees its pages (MADV_REMOVE), private memory drops them
+  // (MADV_DONTNEED). Never blocks on disk.
+  void discard(std::uint64_t offset, std::uint64_t length) const;
 };
 
 class ColumnMemorySource {

@@ -119,6 +119,39 @@ std::uint64_t Storage::blob_bytes() const {
   return bytes;
 }
 
+void Storage::unpublish(std::uint32_t slot) {
+  std::atomic_ref<std::uint64_t>(stamps_[slot]).store(0, std::memory_order_release);
+}
+
+void Storage::discard_cells(std::uint32_t first, std::uint32_t last,
+                            const std::function<bool(std::uint32_t)>& given_back) {
+  constexpr std::uint64_t kPage = StorageLayout::kAlignment;
+  // Whether every slot whose cells of `field` meet [from, to) lies in slots lo..hi and was
+  // given back.
+  const auto all_given_back = [&](std::uint64_t bytes, std::uint64_t from, std::uint64_t to) {
+    const std::uint64_t lo = from / bytes;
+    const std::uint64_t hi = std::min<std::uint64_t>((to + bytes - 1) / bytes, capacity_);
+    for (std::uint64_t slot = lo; slot < hi; ++slot)
+      if (!given_back(static_cast<std::uint32_t>(slot))) return false;
+    return true;
+  };
+  for (std::size_t f = 0; f < columns_.size(); ++f) {
+    if (columns_[f] == nullptr) continue;
+    const std::uint64_t bytes = item_bytes_[f];
+    const std::uint64_t column = layout_.column_offsets[f];
+    const std::uint64_t column_bytes = std::uint64_t{capacity_} * bytes;
+    const std::uint64_t begin = std::uint64_t{first} * bytes;  // within the column
+    const std::uint64_t end = (std::uint64_t{last} + 1) * bytes;
+    std::uint64_t from = (begin + kPage - 1) / kPage * kPage;
+    if (from != begin && all_given_back(bytes, begin / kPage * kPage, begin)) from -= kPage;
+    std::uint64_t to = end / kPage * kPage;
+    const std::uint64_t page_end = std::min(to + kPage, column_bytes);
+    if (to != end && end < column_bytes && all_given_back(bytes, end, page_end)) to += kPage;
+    if (to != end && end >= column_bytes) to = (column_bytes + kPage - 1) / kPage * kPage;
+    if (to > from) memory_->discard(column + from, to - from);
+  }
+}
+
 void Storage::release(std::uint32_t slot) {
   for (const auto& blobs : blobs_)
     if (blobs) blobs->clear(slot);

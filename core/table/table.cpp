@@ -1,5 +1,7 @@
 #include "core/table/table.h"
 
+#include <algorithm>
+
 #include "core/table/episodic_table.h"
 
 #include "core/number_text.h"
@@ -81,10 +83,63 @@ Table::Table(TableConfig config, std::unique_ptr<ColumnMemory> memory, RateLimit
       blob_budget_(compressed_budget(config_)),
       replay_(config_.capacity) {
   if (config_.episodes.enabled) episodic_ = std::make_unique<EpisodicTable>(*this);
+  if (config_.file_tier.enabled())
+    tier_ = std::make_unique<TierIndex>(config_.capacity, file_tier_ram_rows(config_));
 }
 
 bool Table::may_insert(std::uint64_t n) const {
-  return rate_limiter_.may_insert(n);
+  return rate_limiter_.may_insert(n) && !tier_behind();
+}
+
+std::uint64_t Table::given_back_bytes() const {
+  if (!tier_) return 0;
+  constexpr std::uint64_t kPage = StorageLayout::kAlignment;
+  const std::uint64_t stamps = (std::uint64_t{config_.capacity} * 8 + kPage - 1) / kPage * kPage;
+  const std::uint64_t columns = storage_.layout().total_bytes - stamps;
+  const std::uint64_t held = tier_->hot_rows() * fixed_row_bytes(config_.schema) +
+                             2 * StorageLayout::kAlignment * config_.schema.size() +
+                             tier_->hot_rows() * sizeof(SpillRow) +
+                             std::uint64_t{config_.capacity} * kFileTierBytesPerSlot;
+  return columns > held ? columns - held : 0;
+}
+
+bool Table::tier_behind() const {
+  return tier_ && tier_->hot_rows() > tier_->ram_rows() + kFileTierSlackRows;
+}
+
+std::vector<SpillRow> Table::choose_spill(std::uint64_t most) {
+  if (!tier_) return {};
+  return tier_->choose_spill(
+      most, [&](std::uint32_t slot) { return storage_.occupied(slot) ? storage_.key(slot) : 0; });
+}
+
+void Table::finish_spill(std::span<const SpillRow> rows, std::span<const ColdLocation> where) {
+  std::vector<std::uint32_t> cold_slots;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const SpillRow& row = rows[i];
+    if (!storage_.occupied(row.slot) || storage_.key(row.slot) != row.key) continue;  // removed
+    tier_->on_spilled(row.slot, where[i]);
+    storage_.unpublish(row.slot);
+    cold_slots.push_back(row.slot);
+  }
+  std::sort(cold_slots.begin(), cold_slots.end());
+  // Give back the pages of each run of consecutive cold slots, with the edge pages they
+  // share with cold neighbours.
+  const auto given_back = [&](std::uint32_t slot) { return tier_->cold(slot); };
+  for (std::size_t begin = 0; begin < cold_slots.size();) {
+    std::size_t end = begin + 1;
+    while (end < cold_slots.size() && cold_slots[end] == cold_slots[end - 1] + 1)
+      ++end;
+    storage_.discard_cells(cold_slots[begin], cold_slots[end - 1], given_back);
+    begin = end;
+  }
+}
+
+void Table::abandon_spill(std::span<const SpillRow> rows) {
+  for (auto row = rows.rbegin(); row != rows.rend(); ++row) {
+    if (storage_.occupied(row->slot) && storage_.key(row->slot) == row->key)
+      tier_->on_spill_failed(*row);
+  }
 }
 
 bool Table::may_sample(std::uint64_t n, std::uint64_t min_version) const {
@@ -150,6 +205,7 @@ void Table::remove_item(std::uint32_t slot) {
   sampler_->remove(slot);
   remover_->remove(slot);
   versions_.on_remove(slot, storage_.version(slot));
+  if (tier_) tier_->on_release(slot);
   storage_.release(slot);
   rate_limiter_.record_deletes(1);
 }
@@ -271,6 +327,7 @@ std::uint32_t Table::store_row(std::span<const std::span<const std::byte>> colum
     stream_cell(storage_.cell(f, slot), columns[f].data() + i * bytes, bytes);
   }
   storage_.publish(slot);  // readers of the shared columns may take the row from now on
+  if (tier_) tier_->on_store(slot, storage_.key(slot));
   double priority = max_priority_;
   if (!priorities.empty()) {
     priority = priorities[i];
@@ -351,6 +408,18 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out,
       return invalid(name(), "field '" + fields[f].name + "': output column has the wrong size");
     }
   }
+  if (tier_) {
+    bool viewed = false;
+    for (std::size_t f = 0; !keys_only && f < fields.size(); ++f)
+      viewed = viewed || out.columns[f].empty();
+    if (keys_only || viewed || out.cold == nullptr) {
+      return make_error(ErrorCode::failed_precondition,
+                        "table '" + name() +
+                            "' has a file tier: its rows are copied into the reply (cold ones "
+                            "read back from disk), never read in place or from shared memory; "
+                            "sample it with rows copied (\"rows\": \"copy\")");
+    }
+  }
   if (auto status = rate_limiter_.check_sample_batch(n); !status) {
     return invalid(name(), status.error().message);
   }
@@ -408,6 +477,10 @@ void Table::gather_rows(const SampleBuffers& out) const {
         if (!out.columns[f].empty()) __builtin_prefetch(storage_.cell(f, ahead));
     }
     const std::uint32_t slot = slot_of(i);
+    if (tier_ && tier_->cold(slot)) {  // its cells were given back: the caller reads it
+      out.cold->push_back(ColdDraw{i, tier_->location(slot)});
+      continue;
+    }
     for (std::size_t f = 0; f < fields; ++f) {
       if (out.columns[f].empty()) {
         out.rows[f][i] = storage_.cell(f, slot);
@@ -493,6 +566,7 @@ void Table::reset() {
   }
   replay_.on_reset(storage_.size());
   storage_.clear();
+  if (tier_) tier_ = std::make_unique<TierIndex>(config_.capacity, file_tier_ram_rows(config_));
   sampler_->clear();
   remover_->clear();
   versions_.clear();

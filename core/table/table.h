@@ -27,6 +27,7 @@
 #include "core/table/replay_stats.h"
 #include "core/table/table_config.h"
 #include "core/table/version_index.h"
+#include "core/tier/tier_index.h"
 
 namespace replayd {
 
@@ -55,6 +56,12 @@ struct TableInfo {
   std::uint64_t history_steps = 0;
 };
 
+// A drawn row that lies in a file tier's segment (SampleBuffers::cold).
+struct ColdDraw {
+  std::uint64_t row = 0;  // its index in the sample
+  ColdLocation where;
+};
+
 // Caller-owned destination for a sample of n items. Every span holds exactly n values;
 // columns holds one span per schema field, in schema order, of n * item_bytes bytes.
 // The spans are only borrowed for the duration of sample().
@@ -72,6 +79,10 @@ struct SampleBuffers {
   std::span<const std::span<std::byte>> columns;
   std::span<const std::span<const std::byte*>> rows = {};  // per field, where columns[f] is empty
   std::span<std::uint64_t> versions = {};  // n: each draw's policy version; empty: not asked
+  // A table with a file tier: the draws whose row is cold, which sample() leaves out of
+  // `columns` and appends here (row index, where it lies) for the caller to read back.
+  // Required for such a table (and its fields copied, not viewed); ignored otherwise.
+  std::vector<ColdDraw>* cold = nullptr;
 };
 
 struct UpdateOutcome {
@@ -132,6 +143,8 @@ class Table {
   // bound stays; building it is O(size log capacity)).
   // Errors: invalid_argument, failed_precondition (min_version with max_times_sampled),
   // would_block. Cost: O(n * (item bytes + log capacity)), no allocation but that build.
+  // A table with a file tier leaves its cold draws to the caller (SampleBuffers::cold);
+  // failed_precondition when `out` has nowhere to list them or views a field.
   Status sample(std::uint64_t n, double beta, const SampleBuffers& out,
                 std::uint64_t min_version = 0);
   // Whether sample() may draw this table's items: failed_precondition for an episodic table
@@ -186,10 +199,29 @@ class Table {
   EpisodicTable* episodic() { return episodic_.get(); }
   const EpisodicTable* episodic() const { return episodic_.get(); }
 
+  // The file tier (docs/FILE_TIER.md): nullptr unless config().file_tier is enabled.
+  const TierIndex* tier() const { return tier_.get(); }
+  // Whether inserts wait for the file tier to write rows out (more than kFileTierSlackRows
+  // rows past its RAM budget are hot). O(1).
+  bool tier_behind() const;
+  // Up to `most` of the oldest rows past the RAM budget, to write out: their cells stay valid
+  // and unchanged until finish_spill or abandon_spill, unless the row is removed meanwhile
+  // (its slot may then be written again: the writer's copy is discarded). O(most).
+  std::vector<SpillRow> choose_spill(std::uint64_t most);
+  // The rows chosen were written out at `where` (one per row): each whose slot still holds
+  // its key goes cold, its stamp is cleared and the whole pages of its cells are given back
+  // (a run of cold slots gives back the pages it spans with its cold neighbours). O(rows).
+  void finish_spill(std::span<const SpillRow> rows, std::span<const ColdLocation> where);
+  // The write failed: the rows stay hot and are chosen again first. O(rows).
+  void abandon_spill(std::span<const SpillRow> rows);
+
   TableInfo info() const;
   // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).
+  // A table with a file tier counts the cells of its hot rows only (those of cold rows were
+  // given back), with an edge page per field of each run of them.
   std::uint64_t allocated_bytes() const {
-    return storage_.allocated_bytes() + sampler_->allocated_bytes() + remover_->allocated_bytes() +
+    return storage_.allocated_bytes() - given_back_bytes() + sampler_->allocated_bytes() +
+           remover_->allocated_bytes() +
            std::uint64_t{config_.capacity} * ReplayStats::kBytesPerSlot +
            versions_.eligible_bytes();
   }
@@ -211,6 +243,9 @@ class Table {
   Table(TableConfig config, std::unique_ptr<ColumnMemory> memory, RateLimiter rate_limiter,
         std::unique_ptr<Selector> sampler, std::unique_ptr<Selector> remover);
   void remove_item(std::uint32_t slot);
+  // Bytes of the column block a file tier does not hold: every column cell but those of
+  // hot rows (and two pages per field), less its own per-slot state. 0 without one. O(fields).
+  std::uint64_t given_back_bytes() const;
   // Records the draws of a batch in the replay statistics: `keys` were just drawn (their
   // slots still hold them, or were freed by max_times_sampled during the batch). A pass of
   // its own after the batch, with prefetch, so that its per-slot loads overlap. At most
@@ -268,6 +303,7 @@ class Table {
   VersionIndex versions_;
   std::optional<std::uint64_t> policy_version_;  // set_policy_version
   std::unique_ptr<EpisodicTable> episodic_;      // episodic tables only
+  std::unique_ptr<TierIndex> tier_;              // tables with a file tier only
 };
 
 }  // namespace replayd

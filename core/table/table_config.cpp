@@ -1,5 +1,7 @@
 #include "core/table/table_config.h"
 
+#include <algorithm>
+
 #include "core/rng.h"
 #include "core/storage/blob_column.h"
 #include "core/storage/storage.h"
@@ -104,9 +106,19 @@ TableBytes table_bytes(const TableConfig& config) {
   // uint128 first: validate_table_config calls this before it knows the sizes fit 64 bits.
   const uint128 stamps = static_cast<uint128>(config.capacity) * sizeof(std::uint64_t);
   bytes.data += round_up_to_page(stamps);
+  // A file tier keeps at most its RAM budget and the rows being written out hot (the cells
+  // of cold rows are given back); its per-slot state and its queue of hot rows beside.
+  const uint128 resident_rows =
+      config.file_tier.enabled()
+          ? std::min<uint128>(config.capacity, file_tier_ram_rows(config) + kFileTierSlackRows)
+          : config.capacity;
+  if (config.file_tier.enabled()) {
+    bytes.data += static_cast<uint128>(config.capacity) * kFileTierBytesPerSlot +
+                  resident_rows * sizeof(std::uint64_t) * 2;
+  }
   for (const auto& field : config.schema.fields()) {
     if (field.compression == Compression::none) {
-      bytes.data += round_up_to_page(static_cast<uint128>(config.capacity) * field.item_bytes());
+      bytes.data += round_up_to_page(resident_rows * field.item_bytes());
     } else {
       bytes.data += static_cast<uint128>(config.capacity) * BlobColumn::kIndexBytesPerSlot;
     }
@@ -127,6 +139,18 @@ TableBytes table_bytes(const TableConfig& config) {
                      kMaxWindowIndexes * per_index;
   }
   return bytes;
+}
+
+std::uint64_t fixed_row_bytes(const Schema& schema) {
+  std::uint64_t bytes = 0;
+  for (const auto& field : schema.fields())
+    if (field.compression == Compression::none) bytes += field.item_bytes();
+  return bytes;
+}
+
+std::uint64_t file_tier_ram_rows(const TableConfig& config) {
+  const std::uint64_t row = fixed_row_bytes(config.schema);
+  return std::max<std::uint64_t>(1, row == 0 ? config.capacity : config.file_tier.ram_bytes / row);
 }
 
 std::string not_a_value_name() {
@@ -175,7 +199,23 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                        std::to_string(compressed_budget(config)) +
                        " bytes by default (capacity x the largest frame accepted): set "
                        "max_compressed_bytes to what they will take"
-                 : std::string()));
+                 : std::string()) +
+            (config.file_tier.enabled() || config.episodes.enabled
+                 ? std::string()
+                 : "; or give it a file tier (file_tier.ram_bytes: only that many bytes of "
+                   "rows in RAM)"));
+  }
+  if (config.file_tier.enabled() && config.episodes.enabled) {
+    return make_error(ErrorCode::invalid_argument,
+                      who +
+                          "file_tier: episodic tables keep every step in RAM (a file tier "
+                          "holds the items of plain tables); leave file_tier out");
+  }
+  if (config.file_tier.enabled() && fixed_row_bytes(config.schema) == 0) {
+    return make_error(ErrorCode::invalid_argument,
+                      who +
+                          "file_tier: the table has no uncompressed field to write out "
+                          "(compressed values stay in RAM); leave file_tier out");
   }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
     return make_error(ErrorCode::invalid_argument,

@@ -54,6 +54,22 @@ inline constexpr std::uint64_t kMaxOpenEpisodesPerTable = std::uint64_t{1} << 16
 // Window indexes an episodic table may build (distinct window requirements).
 inline constexpr std::uint64_t kMaxWindowIndexes = 8;
 
+// A file tier (docs/FILE_TIER.md): the fixed-size fields of at most ram_bytes of rows stay in
+// RAM; older rows are written out to segment files in the server's tier directory and
+// read back when drawn. Plain (not episodic) tables only. 0: every row in RAM (the default).
+struct FileTierConfig {
+  std::uint64_t ram_bytes = 0;
+  bool enabled() const { return ram_bytes != 0; }
+  bool operator==(const FileTierConfig&) const = default;
+};
+
+// Rows past a file tier's RAM budget that may be hot while they are being written out (two
+// of the writer's batches); inserts wait beyond them (an insert admitted just below adds
+// its rows: RAM holds at most the budget, these rows and one insert request).
+inline constexpr std::uint64_t kFileTierSlackRows = 128;
+// Bytes a table with a file tier keeps per slot for it (its state and cold location).
+inline constexpr std::uint64_t kFileTierBytesPerSlot = 17;
+
 struct TableConfig {
   std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]
   Schema schema;                              // fields of every item
@@ -74,7 +90,13 @@ struct TableConfig {
   // table keeps, returns and snapshots unchanged and never reads. Empty: none.
   std::string metadata;
   VersionsConfig versions;
+  FileTierConfig file_tier;
 };
+
+// Bytes of one row's fixed-size (uncompressed) fields: what a file tier writes out per row.
+std::uint64_t fixed_row_bytes(const Schema& schema);
+// How many rows a file tier keeps hot: ram_bytes / fixed_row_bytes, at least 1.
+std::uint64_t file_tier_ram_rows(const TableConfig& config);
 
 // The longest metadata a table keeps, in bytes of JSON text.
 inline constexpr std::uint64_t kMaxTableMetadataBytes = std::uint64_t{1} << 20;

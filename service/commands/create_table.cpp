@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "service/protocol/table_json.h"
 #include "service/table_description.h"
 #include "service/table_memory.h"
+#include "service/tier/tier_setup.h"
 #include "service/values/policy_versions.h"
 #include "service/waiting/off_thread.h"
 
@@ -71,6 +73,7 @@ asio::awaitable<Result<Reply>> create_table(Call& call) {
                              std::to_string(service.limits.max_tables) + " tables");
   }
   REPLAYD_CO_RETURN_IF_ERROR(validate_table_config(config, service.limits.max_table_bytes));
+  REPLAYD_CO_RETURN_IF_ERROR(check_file_tier_allowed(service, config));
   REPLAYD_CO_RETURN_IF_ERROR(check_table_fits_memory(
       config, tables_promised_bytes(service.tables) + service.tables_creating_bytes,
       tables_memory_budget(service.limits)));
@@ -78,8 +81,21 @@ asio::awaitable<Result<Reply>> create_table(Call& call) {
   const auto promised = static_cast<std::uint64_t>(table_bytes(config).total());
   const auto started = std::chrono::steady_clock::now();
   std::optional<Result<std::unique_ptr<Table>>> created;
+  // A table with a file tier keeps its columns in private memory (never mapped by clients:
+  // the pages of its cold rows are given back) and its segments in a directory of its own.
+  ColumnMemorySource* memory = config.file_tier.enabled() ? nullptr : service.column_memory;
+  std::string tier_dir;
+  if (config.file_tier.enabled()) {
+    std::function<Result<std::string>()> make_dir = [root = service.tier_dir, name = config.name,
+                                                     id = service.next_tier_id++] {
+      return make_tier_dir(root, name, id);
+    };
+    Result<std::string> made_dir = co_await run_off_thread(std::move(make_dir));
+    if (!made_dir) co_return made_dir.error();
+    tier_dir = std::move(made_dir).value();
+  }
   if (promised < kOffThreadBytes) {
-    created.emplace(Table::create(config, service.limits.max_table_bytes, service.column_memory));
+    created.emplace(Table::create(config, service.limits.max_table_bytes, memory));
   } else {
     if (service.tables_creating >= kMaxCreating) {
       co_return make_error(ErrorCode::resource_exhausted,
@@ -94,7 +110,7 @@ asio::awaitable<Result<Reply>> create_table(Call& call) {
     // A named function, not a temporary in the co_await expression: g++ 12 destroys such
     // temporaries of a coroutine twice.
     std::function<Result<std::unique_ptr<Table>>()> make =
-        [config, max_bytes = service.limits.max_table_bytes, memory = service.column_memory] {
+        [config, max_bytes = service.limits.max_table_bytes, memory] {
           return Table::create(config, max_bytes, memory);
         };
     auto made = co_await run_off_thread(std::move(make));
@@ -108,12 +124,27 @@ asio::awaitable<Result<Reply>> create_table(Call& call) {
                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), promised,
                  promised < kOffThreadBytes ? "" : ", off the server's thread");
   }
-  if (!*created) co_return created->error();
+  // A directory made for a table that is not added goes (its FileTier never exists).
+  const auto drop_tier_dir = [&] {
+    if (!tier_dir.empty())
+      service.io_pool->submit([dir = tier_dir] {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      });
+  };
+  if (!*created) {
+    drop_tier_dir();
+    co_return created->error();
+  }
   // Another create of the same name may have finished while this one was being made.
   if (auto existing = service.tables.find(config.name)) {
+    drop_tier_dir();
     co_return existing_reply(call, *existing, config, exist_ok);
   }
   auto hosted = service.tables.add(std::move(*created).value());
+  if (!tier_dir.empty()) {
+    attach_file_tier(service, *hosted, tier_dir, co_await asio::this_coro::executor);
+  }
   adopt_policy_version(service, *hosted);
   co_return reply_with(call, json::serialize(json::object{{"table", table_info_json(*hosted)}}));
 }

@@ -122,15 +122,29 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   const std::uint64_t min_version = bound.resolve(values);
   const std::uint64_t drawn =
       batches == 1 ? 1 : admitted_batches(table, call.n, batches, min_version);
+  // A table with a file tier copies every field: its cold rows are read into the reply.
+  const bool tiered = call.table->tier != nullptr;
   REPLAYD_CO_ASSIGN_OR_RETURN(
       PlainSampleReply out,
-      plain_sample_reply(table.schema(), call.n * drawn, !keys_only, versions));
+      plain_sample_reply(table.schema(), call.n * drawn, !keys_only, versions, !tiered));
   const std::uint32_t size_before = table.size();
   const SamplingMass mass_before = table.sampling_mass();
   table.set_now_ms(replay_now_ms());
-  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, out.buffers(), min_version));
+  std::vector<ColdDraw> cold;
+  SampleBuffers buffers = out.buffers();
+  if (tiered) buffers.cold = &cold;
+  REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, buffers, min_version));
   if (keys_only) out.fill_slots(table.storage().slot_bits());
-  table_changed(*call.table);
+  if (!cold.empty()) {
+    // Suspends while the pool reads them; other requests are served meanwhile. Before
+    // table_changed: the draws' segments are taken before anything may delete them.
+    std::shared_ptr<FileTier> tier = call.table->tier;
+    const Status read = co_await tier->read_cold(table, cold, out.columns);
+    table_changed(*call.table);
+    REPLAYD_CO_RETURN_IF_ERROR(read);
+  } else {
+    table_changed(*call.table);
+  }
   std::string extra;
   if (keys_only) {
     extra += region_meta(table);

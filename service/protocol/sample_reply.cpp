@@ -204,7 +204,7 @@ ReplyColumn version_column() {
 }  // namespace
 
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n, bool with_rows,
-                                            bool with_versions) {
+                                            bool with_versions, bool view_large) {
   if (!with_rows) {
     std::vector<ReplyColumn> columns = draw_columns();
     columns.push_back(ReplyColumn{"slot", "int64", {}, sizeof(std::int64_t), {}, false});
@@ -212,7 +212,8 @@ Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t 
     REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(std::move(columns), {n}));
     return PlainSampleReply{std::move(reply), {}, {}, false, with_versions};
   }
-  const std::vector<bool> viewed = viewed_fields(schema, n);
+  const std::vector<bool> viewed =
+      view_large ? viewed_fields(schema, n) : std::vector<bool>(schema.size(), false);
   std::vector<ReplyColumn> reply_columns = draw_columns();
   for (std::size_t f = 0; f < schema.size(); ++f)
     reply_columns.push_back(field_column(schema.field(f), viewed[f]));

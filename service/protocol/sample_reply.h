@@ -136,8 +136,11 @@ struct PlainSampleReply {
 };
 // `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns, then
 // "slot" (int64). `with_versions`: a last column, "version" (uint64, docs/VERSIONS.md).
+// `view_large` false: every field copied (a table with a file tier, whose cold rows are read
+// into the reply).
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n,
-                                            bool with_rows = true, bool with_versions = false);
+                                            bool with_rows = true, bool with_versions = false,
+                                            bool view_large = true);
 
 // Finishes the reply after the draws: its metadata (cached on the hosted table per n, as
 // learners repeat one n), then `extra_meta` (empty or starting with ','), then the table's

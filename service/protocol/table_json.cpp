@@ -52,6 +52,30 @@ json::object versions_json(const Table& table) {
 
 }  // namespace
 
+namespace {
+
+// A table's file tier (docs/FILE_TIER.md): its rows in RAM and on disk, its files, what it
+// wrote and read.
+json::object file_tier_json(const Table& table, const FileTier& tier) {
+  const TierIndex& index = *table.tier();
+  const FileTierStats& stats = tier.stats();
+  return json::object{{"ram_bytes", table.config().file_tier.ram_bytes},
+                      {"ram_rows", index.ram_rows()},
+                      {"hot_rows", index.hot_rows()},
+                      {"cold_rows", index.cold_rows()},
+                      {"file_bytes", tier.file_bytes()},
+                      {"segments", tier.segments()},
+                      {"rows_written", stats.rows_written},
+                      {"bytes_written", stats.bytes_written},
+                      {"cold_reads", stats.cold_reads},
+                      {"read_batches", stats.read_batches},
+                      {"read_seconds", stats.read_seconds},
+                      {"write_errors", stats.write_errors},
+                      {"segments_deleted", stats.segments_deleted}};
+}
+
+}  // namespace
+
 json::object table_info_json(const HostedTable& hosted) {
   const Table& table = *hosted.table;
   const TableInfo info = table.info();
@@ -91,6 +115,7 @@ json::object table_info_json(const HostedTable& hosted) {
     reply["shared_memory_refused"] = *refusal;
   reply["replay"] = replay_json(info);
   reply["versions"] = versions_json(table);
+  if (hosted.tier) reply["file_tier"] = file_tier_json(table, *hosted.tier);
   return reply;
 }
 

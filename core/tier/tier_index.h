@@ -1,0 +1,98 @@
+// TierIndex: which rows of a table with a file tier are hot (their fixed-size cells in the
+// column block, in RAM) and which are cold (written out to a segment file, their cells'
+// pages given back), and where each cold row lies. Rows go cold in the order they were
+// stored (oldest hot row first) once more than ram_rows are hot. Per-segment live counts
+// say when a segment file holds no live row any more and may be deleted.
+// Invariants: hot_rows() counts stored rows that are not cold (spilling ones included);
+// a segment has a live count exactly while some cold row lies in it.
+// Threading: not thread-safe; the owner of its Table only. Never touches a file: the
+// service writes and reads the segments (service/tier/).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace replayd {
+
+// Where a cold row's record lies: `bytes` bytes at `offset` of segment `segment`.
+struct ColdLocation {
+  std::uint32_t segment = 0;
+  std::uint32_t bytes = 0;
+  std::uint64_t offset = 0;
+};
+
+// One row to write out: its slot and the key it held when chosen (a row whose slot holds
+// another key by the time the write completes was removed meanwhile: it stays removed).
+struct SpillRow {
+  std::uint32_t slot = 0;
+  std::uint64_t key = 0;
+};
+
+class TierIndex {
+ public:
+  // capacity: the table's slots; ram_rows >= 1: how many rows stay hot.
+  TierIndex(std::uint32_t capacity, std::uint64_t ram_rows);
+
+  std::uint64_t ram_rows() const { return ram_rows_; }
+  std::uint64_t hot_rows() const { return hot_rows_; }
+  std::uint64_t spilling_rows() const { return spilling_rows_; }
+  std::uint64_t cold_rows() const { return cold_rows_; }
+  bool cold(std::uint32_t slot) const { return state_[slot] == State::cold; }
+  // Precondition: cold(slot).
+  const ColdLocation& location(std::uint32_t slot) const { return locations_[slot]; }
+
+  // A row was stored in `slot` with `key` (it is hot). O(1) amortised.
+  void on_store(std::uint32_t slot, std::uint64_t key);
+  // The row in `slot` was removed (evicted, deleted, expired, reset). O(1).
+  void on_release(std::uint32_t slot);
+
+  // Up to `most` of the oldest hot rows beyond ram_rows, chosen to be written out; they
+  // stay hot (readable in RAM) until on_spilled. `key_of(slot)` is the slot's current key
+  // (a queued row whose slot holds another key was removed, and is skipped).
+  // O(rows chosen + removed rows skipped).
+  template <typename KeyOf>
+  std::vector<SpillRow> choose_spill(std::uint64_t most, KeyOf key_of);
+  // The write of a chosen row completed at `where`; the caller checked the slot still holds
+  // the chosen key. The row is cold from now on. O(1).
+  void on_spilled(std::uint32_t slot, const ColdLocation& where);
+  // A chosen row could not be written out (a write error): it stays hot, and is chosen
+  // again before any newer row. O(1).
+  void on_spill_failed(const SpillRow& row);
+
+  // Live cold rows of a segment: 0 once every row written to it was removed (a segment no
+  // longer written to may then be deleted). O(log segments).
+  std::uint64_t live_rows(std::uint32_t segment) const;
+
+ private:
+  enum class State : std::uint8_t { empty, hot, spilling, cold };
+  std::uint64_t ram_rows_;
+  std::uint64_t hot_rows_ = 0;
+  std::uint64_t spilling_rows_ = 0;  // chosen, not written out yet
+  std::uint64_t cold_rows_ = 0;
+  std::vector<State> state_;
+  std::vector<ColdLocation> locations_;
+  std::deque<SpillRow> hot_order_;  // hot rows in the order stored (removed ones left in)
+  std::map<std::uint32_t, std::uint64_t> live_;  // segment -> live cold rows (>= 1)
+};
+
+template <typename KeyOf>
+std::vector<SpillRow> TierIndex::choose_spill(std::uint64_t most, KeyOf key_of) {
+  std::vector<SpillRow> chosen;
+  // Rows being written out count as gone already.
+  const std::uint64_t staying = hot_rows_ - spilling_rows_;
+  const std::uint64_t beyond = staying > ram_rows_ ? staying - ram_rows_ : 0;
+  while (chosen.size() < most && chosen.size() < beyond && !hot_order_.empty()) {
+    const SpillRow row = hot_order_.front();
+    hot_order_.pop_front();
+    if (state_[row.slot] != State::hot || key_of(row.slot) != row.key) continue;  // removed
+    state_[row.slot] = State::spilling;
+    ++spilling_rows_;
+    chosen.push_back(row);
+  }
+  return chosen;
+}
+
+}  // namespace replayd

@@ -1,0 +1,176 @@
+#include "service/tier/file_tier.h"
+
+#include <spdlog/spdlog.h>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "service/table_registry.h"
+
+namespace replayd::service {
+
+FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor)
+    : dir_(std::move(dir)), pool_(pool), executor_(std::move(executor)) {}
+
+FileTier::~FileTier() {
+  // Reads in flight hold their segments' descriptors: unlinking under them is safe.
+  pool_.submit([dir = dir_] {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  });
+}
+
+std::uint64_t FileTier::file_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [id, bytes] : segment_bytes_)
+    total += bytes;
+  return total;
+}
+
+void FileTier::poke(HostedTable& hosted) {
+  const Table& table = *hosted.table;
+  const TierIndex* tier = table.tier();
+  if (tier == nullptr || hosted.dropped) return;
+  if (segments_.size() > (has_open_segment_ ? 1u : 0u)) delete_dead_segments(table);
+  if (writing_ || tier->hot_rows() - tier->spilling_rows() <= tier->ram_rows()) return;
+  writing_ = true;
+  asio::co_spawn(executor_, write_out(hosted.shared_from_this()), asio::detached);
+}
+
+asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
+  struct Written {
+    Result<std::vector<ColdLocation>> locations;
+    std::shared_ptr<SegmentFile> created;
+  };
+  Table& table = *hosted->table;
+  std::vector<std::uint64_t> field_bytes;
+  for (std::size_t f = 0; f < table.schema().size(); ++f)
+    field_bytes.push_back(table.storage().item_bytes(f));
+  while (!hosted->dropped) {
+    const std::vector<SpillRow> rows = table.choose_spill(kWriteBatchRows);
+    if (rows.empty()) break;
+    // The job reads the rows' cells while this thread goes on: they stay unchanged until
+    // finish_spill unless a row is removed (then its copy is discarded).
+    std::vector<const std::byte*> cells;
+    for (const SpillRow& row : rows)
+      for (std::size_t f = 0; f < field_bytes.size(); ++f)
+        cells.push_back(table.storage().cell(f, row.slot));
+    const bool rotate = !has_open_segment_ || open_bytes_ >= kSegmentBytes;
+    const std::uint32_t segment_id =
+        rotate ? (has_open_segment_ ? open_segment_ + 1 : 0) : open_segment_;
+    std::shared_ptr<SegmentFile> segment = rotate ? nullptr : segments_.at(open_segment_);
+    const std::uint64_t offset = rotate ? 0 : open_bytes_;
+    std::function<Written()> job = [dir = dir_, segment, segment_id, offset,
+                                    cells = std::move(cells), field_bytes]() -> Written {
+      std::shared_ptr<SegmentFile> target = segment;
+      std::shared_ptr<SegmentFile> created;
+      if (!target) {
+        auto made = create_segment(dir, segment_id);
+        if (!made) return Written{made.error(), nullptr};
+        target = created = std::move(made).value();
+      }
+      return Written{append_rows(*target, offset, cells, field_bytes), created};
+    };
+    Written written = co_await run_on_pool(pool_, std::move(job));
+    if (written.created) {
+      segments_[segment_id] = written.created;
+      segment_bytes_[segment_id] = 0;
+      open_segment_ = segment_id;
+      has_open_segment_ = true;
+      open_bytes_ = 0;
+    }
+    if (!written.locations) {
+      ++stats_.write_errors;
+      if (auto line = errors_logged_.occur()) {
+        spdlog::error(
+            "table '{}': writing rows out to its file tier failed: {}; they stay in "
+            "RAM and inserts wait while more than {} rows past the RAM budget are "
+            "held{}",
+            table.name(), written.locations.error().message, kFileTierSlackRows, line->suffix());
+      }
+      table.abandon_spill(rows);
+      break;  // the next change of the table tries again
+    }
+    const std::vector<ColdLocation>& where = written.locations.value();
+    std::uint64_t bytes = 0;
+    for (const ColdLocation& location : where)
+      bytes += location.bytes;
+    open_bytes_ += bytes;
+    segment_bytes_[segment_id] += bytes;
+    stats_.rows_written += rows.size();
+    stats_.bytes_written += bytes;
+    if (!hosted->dropped) {
+      table.finish_spill(rows, where);
+      table_changed(*hosted);  // inserts waiting for the writer may go on
+    }
+  }
+  writing_ = false;
+  if (!hosted->dropped) poke(*hosted);  // rows stored while the last write ran
+}
+
+void FileTier::delete_dead_segments(const Table& table) {
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    const std::uint32_t id = it->first;
+    if ((has_open_segment_ && id == open_segment_) || table.tier()->live_rows(id) != 0) {
+      ++it;
+      continue;
+    }
+    pool_.submit([segment = it->second] { ::unlink(segment->path.c_str()); });
+    segment_bytes_.erase(id);
+    it = segments_.erase(it);
+    ++stats_.segments_deleted;
+  }
+}
+
+asio::awaitable<Status> FileTier::read_cold(const Table& table, const std::vector<ColdDraw>& cold,
+                                            std::vector<std::span<std::byte>> columns) {
+  struct Read {
+    Status status = Ok{};
+    std::vector<std::byte> rows;  // the cold rows, fields concatenated, in `cold` order
+  };
+  const std::size_t fields = table.schema().size();
+  const std::uint64_t row_bytes = fixed_row_bytes(table.schema());
+  auto into = std::make_shared<std::vector<std::byte>>(cold.size() * row_bytes);
+  std::vector<ColdRead> reads;
+  reads.reserve(cold.size());
+  for (std::size_t i = 0; i < cold.size(); ++i) {
+    reads.push_back(
+        ColdRead{segments_.at(cold[i].where.segment), cold[i].where, into->data() + i * row_bytes});
+  }
+  const auto started = std::chrono::steady_clock::now();
+  // The job owns its buffer: if this coroutine is destroyed first (the server stopping), the
+  // job still writes into live memory.
+  std::function<Read()> job = [reads = std::move(reads), into, row_bytes]() mutable -> Read {
+    Read read;
+    read.status = read_rows(reads, row_bytes);
+    read.rows = std::move(*into);
+    return read;
+  };
+  Read read = co_await run_on_pool(pool_, std::move(job));
+  stats_.read_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++stats_.read_batches;
+  if (!read.status) {
+    if (auto line = errors_logged_.occur()) {
+      spdlog::error("table '{}': reading cold rows back failed: {}{}", table.name(),
+                    read.status.error().message, line->suffix());
+    }
+    co_return read.status;
+  }
+  stats_.cold_reads += cold.size();
+  for (std::size_t i = 0; i < cold.size(); ++i) {
+    const std::byte* row = read.rows.data() + i * row_bytes;
+    const std::uint64_t at = cold[i].row;
+    for (std::size_t f = 0; f < fields; ++f) {
+      const std::uint64_t bytes = table.storage().item_bytes(f);
+      std::memcpy(columns[f].data() + at * bytes, row, bytes);
+      row += bytes;
+    }
+  }
+  co_return Ok{};
+}
+
+}  // namespace replayd::service

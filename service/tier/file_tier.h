@@ -1,0 +1,83 @@
+// FileTier: the disk side of one table's file tier (docs/FILE_TIER.md). The table's TierIndex
+// says which rows are hot and cold; this writes the oldest hot rows past the RAM budget out
+// to segment files, reads cold rows back for samples, and deletes segments whose rows were
+// all removed. Every disk access runs on the IoPool: the io_context thread only chooses,
+// records and copies.
+// Ownership: held by its HostedTable; the writer coroutine holds the HostedTable while a
+// write is in flight (the job reads the table's cells). Threading: io_context thread only.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/table/table.h"
+#include "metrics/log_throttle.h"
+#include "service/tier/io_pool.h"
+#include "service/tier/segment_io.h"
+
+namespace replayd::service {
+
+struct HostedTable;
+
+// What a file tier did, for `info` and metrics.
+struct FileTierStats {
+  std::uint64_t rows_written = 0;   // rows written out
+  std::uint64_t bytes_written = 0;  // their records' bytes
+  std::uint64_t cold_reads = 0;     // cold rows read back for samples
+  std::uint64_t read_batches = 0;   // samples that read cold rows
+  double read_seconds = 0;          // those samples' time waiting on the reads
+  std::uint64_t write_errors = 0;
+  std::uint64_t segments_deleted = 0;
+};
+
+class FileTier {
+ public:
+  // `dir` exists (create_table made it); `executor`: the io_context's.
+  FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor);
+  // Deletes the directory and its segments on the pool.
+  ~FileTier();
+  FileTier(const FileTier&) = delete;
+  FileTier& operator=(const FileTier&) = delete;
+
+  // Rows per write job.
+  static constexpr std::uint64_t kWriteBatchRows = 64;
+
+  // Called after anything that changed the table (table_changed): starts the writer when
+  // more rows than the budget are hot and none is running, and deletes segments whose rows
+  // were all removed. O(segments).
+  void poke(HostedTable& hosted);
+  // Reads the rows of `cold` (the draws Table::sample left out) into `columns` (one span
+  // per field, n * item bytes each): suspends until the pool has read them. The segments of
+  // the draws must not have been deleted since the draws (call right after Table::sample).
+  asio::awaitable<Status> read_cold(const Table& table, const std::vector<ColdDraw>& cold,
+                                    std::vector<std::span<std::byte>> columns);
+
+  const std::string& dir() const { return dir_; }
+  const FileTierStats& stats() const { return stats_; }
+  std::uint64_t file_bytes() const;  // bytes of the live segment files
+  std::size_t segments() const { return segments_.size(); }
+
+ private:
+  asio::awaitable<void> write_out(std::shared_ptr<HostedTable> hosted);
+  void delete_dead_segments(const Table& table);
+
+  std::string dir_;
+  IoPool& pool_;
+  asio::any_io_executor executor_;
+  std::map<std::uint32_t, std::shared_ptr<SegmentFile>> segments_;
+  std::map<std::uint32_t, std::uint64_t> segment_bytes_;
+  std::uint32_t open_segment_ = 0;  // the segment written to; none before the first write
+  bool has_open_segment_ = false;
+  std::uint64_t open_bytes_ = 0;  // bytes of the open segment
+  bool writing_ = false;          // the writer coroutine runs
+  FileTierStats stats_;
+  metrics::LogThrottle errors_logged_;
+};
+
+}  // namespace replayd::service

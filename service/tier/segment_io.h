@@ -1,0 +1,56 @@
+// The segment files of a file tier (docs/FILE_TIER.md): append-only files of row records,
+// each [u32 payload bytes][u32 CRC-32C of the payload][payload: one zstd frame of the row's
+// fixed-size fields, concatenated in schema order]. These functions block on the disk: call
+// them on the IoPool only.
+// Ownership: a SegmentFile owns its descriptor; jobs hold it by shared_ptr, so a segment
+// deleted (unlinked) while a read is in flight stays readable by that read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/tier/tier_index.h"
+
+namespace replayd::service {
+
+struct SegmentFile {
+  SegmentFile(std::uint32_t id, int fd, std::string path) : id(id), fd(fd), path(std::move(path)) {}
+  ~SegmentFile();
+  SegmentFile(const SegmentFile&) = delete;
+  SegmentFile& operator=(const SegmentFile&) = delete;
+  std::uint32_t id;
+  int fd;
+  std::string path;
+};
+
+// Bytes of a record's header.
+inline constexpr std::uint64_t kRecordHeaderBytes = 8;
+// A segment takes no more records once it holds this many bytes.
+inline constexpr std::uint64_t kSegmentBytes = std::uint64_t{256} << 20;
+
+// Creates segment `id` in `dir` (segment-<id>); an error names the file and the reason.
+Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, std::uint32_t id);
+
+// Compresses each row and appends the records to `segment` at `offset`, in one write. Row
+// i's field f is field_bytes[f] bytes at cells[i * fields + f]. Returns each record's
+// location (segment.id, offset, bytes).
+Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::uint64_t offset,
+                                              std::span<const std::byte* const> cells,
+                                              std::span<const std::uint64_t> field_bytes);
+
+// One cold row to read: its record and where its `row_bytes` bytes go.
+struct ColdRead {
+  std::shared_ptr<SegmentFile> segment;
+  ColdLocation where;
+  std::byte* into;
+};
+// Reads the records (sorted by segment and offset, adjacent records in one read), checks
+// each CRC and decompresses each row into its destination. An error names the segment.
+Status read_rows(std::vector<ColdRead>& reads, std::uint64_t row_bytes);
+
+}  // namespace replayd::service

@@ -1,0 +1,30 @@
+// Setting up a table's file tier in the server (docs/FILE_TIER.md): whether this server
+// allows one, and the table's own directory under tier_dir.
+// Threading: check_file_tier_allowed and attach_file_tier on the io_context thread;
+// make_tier_dir blocks on the disk (run it off that thread once serving).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/result.h"
+#include "core/table/table_config.h"
+#include "service/service_context.h"
+
+namespace replayd::service {
+
+// Ok unless `config` has a file tier and this server cannot hold one: failed_precondition
+// naming what is missing (a tier_dir) or in the way (snapshots: a file tier's rows are not
+// in snapshots yet). O(1).
+Status check_file_tier_allowed(const ServiceContext& context, const TableConfig& config);
+
+// Creates `root`/<table>.<id> (and `root` when missing); the path, or an error naming it.
+Result<std::string> make_tier_dir(const std::string& root, const std::string& table,
+                                  std::uint64_t id);
+
+// Gives `hosted` its FileTier in `dir` (made by make_tier_dir). Precondition: the table's
+// config has a file tier and context.io_pool is set.
+void attach_file_tier(ServiceContext& context, HostedTable& hosted, std::string dir,
+                      asio::any_io_executor executor);
+
+}  // namespace replayd::service

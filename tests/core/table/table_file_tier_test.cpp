@@ -1,0 +1,284 @@
+// Tests for a table's file tier in core (TierIndex, Table::choose_spill / finish_spill, cold
+// draws): which rows go cold and in what order, that a cold row's cells are given back and
+// never read by sample(), that draws over both tiers are exactly the selector's (against a
+// reference model), and that removals keep the per-segment live counts.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/table/table.h"
+#include "core/tier/tier_index.h"
+#include "tests/core/chi_square.h"
+
+namespace replayd {
+namespace {
+
+// Rows of 2 pages and a bit, so that runs of cold rows give back whole pages.
+constexpr std::uint64_t kValues = 2100;  // float32: 8,400 bytes
+
+TableConfig tier_config(std::uint32_t capacity, std::uint64_t ram_rows,
+                        SelectorKind sampler = SelectorKind::uniform) {
+  auto schema =
+      Schema::create({Field{"id", DType::int64, {}}, Field{"obs", DType::float32, {kValues}}});
+  REQUIRE(schema.ok());
+  TableConfig config;
+  config.name = "tiered";
+  config.schema = schema.value();
+  config.capacity = capacity;
+  config.sampler = SelectorConfig{sampler, 1.0};
+  config.remover = SelectorKind::fifo;
+  config.rate_limiter = RateLimiterConfig::min_size(1);
+  config.seed = 11;
+  config.file_tier.ram_bytes = ram_rows * fixed_row_bytes(config.schema);
+  return config;
+}
+
+std::unique_ptr<Table> make_table(const TableConfig& config) {
+  auto table = Table::create(config);
+  INFO((table.ok() ? std::string() : table.error().message));
+  REQUIRE(table.ok());
+  return std::move(table).value();
+}
+
+// Inserts items id .. id + n - 1, each obs filled with its id, priority id + 1.
+std::vector<std::uint64_t> insert_ids(Table& table, std::int64_t first, std::uint64_t n) {
+  std::vector<std::int64_t> ids(n);
+  std::vector<float> obs(n * kValues);
+  std::vector<double> priorities(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    ids[i] = first + static_cast<std::int64_t>(i);
+    std::fill_n(obs.begin() + i * kValues, kValues, static_cast<float>(ids[i]));
+    priorities[i] = static_cast<double>(ids[i] + 1);
+  }
+  const std::vector<std::span<const std::byte>> columns{std::as_bytes(std::span(ids)),
+                                                        std::as_bytes(std::span(obs))};
+  std::vector<std::uint64_t> keys(n);
+  REQUIRE(table.insert(columns, n, priorities, keys).ok());
+  return keys;
+}
+
+// Writes out every row past the budget as the service would: record locations that name
+// the row's id (segment = id / 10, offset = id) so that a cold draw tells which row it is.
+std::vector<SpillRow> spill_all(Table& table) {
+  std::vector<SpillRow> all;
+  for (;;) {
+    std::vector<SpillRow> rows = table.choose_spill(64);
+    if (rows.empty()) return all;
+    std::vector<ColdLocation> where;
+    for (const SpillRow& row : rows) {
+      std::int64_t id;
+      std::memcpy(&id, table.storage().cell(0, row.slot), sizeof id);
+      where.push_back(
+          ColdLocation{static_cast<std::uint32_t>(id / 10), 100, static_cast<std::uint64_t>(id)});
+    }
+    table.finish_spill(rows, where);
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
+}
+
+TEST_CASE("rows past the RAM budget go cold oldest first, and the budget stays hot") {
+  auto table = make_table(tier_config(100, 10));
+  insert_ids(*table, 0, 40);
+  REQUIRE(table->tier()->hot_rows() == 40);
+  const auto spilled = spill_all(*table);
+  REQUIRE(spilled.size() == 30);
+  REQUIRE(table->tier()->hot_rows() == 10);
+  REQUIRE(table->tier()->cold_rows() == 30);
+  // The 30 oldest (ids 0-29) are cold: their segments are ids / 10.
+  REQUIRE(table->tier()->live_rows(0) == 10);
+  REQUIRE(table->tier()->live_rows(2) == 10);
+  REQUIRE(table->tier()->live_rows(3) == 0);
+}
+
+TEST_CASE("a cold row's cells are given back: whole pages of its obs read zeros") {
+  auto table = make_table(tier_config(100, 10));
+  insert_ids(*table, 1, 40);  // ids 1..40: no row of zeros
+  spill_all(*table);
+  // Row 1..29 (slots 0..28 plus) are cold and adjacent: the pages strictly inside their obs
+  // cells are zeros now; the hot rows' cells are intact.
+  std::size_t zero_cold = 0;
+  for (std::uint32_t slot = 0; slot < 40; ++slot) {
+    const auto* obs = reinterpret_cast<const float*>(table->storage().cell(1, slot));
+    if (table->tier()->cold(slot)) {
+      if (obs[kValues / 2] == 0.0f) ++zero_cold;
+    } else {
+      REQUIRE(obs[0] != 0.0f);
+      REQUIRE(obs[kValues - 1] != 0.0f);
+    }
+  }
+  REQUIRE(zero_cold == 30);
+}
+
+TEST_CASE("sample leaves cold draws to the caller with their locations, and copies hot rows") {
+  auto table = make_table(tier_config(100, 10));
+  insert_ids(*table, 0, 40);
+  spill_all(*table);
+  const std::uint64_t n = 2000;
+  std::vector<std::uint64_t> keys(n);
+  std::vector<double> probabilities(n), weights(n);
+  std::vector<std::uint32_t> times(n);
+  std::vector<std::int64_t> ids(n, -1);
+  std::vector<float> obs(n * kValues);
+  const std::vector<std::span<std::byte>> columns{std::as_writable_bytes(std::span(ids)),
+                                                  std::as_writable_bytes(std::span(obs))};
+  std::vector<ColdDraw> cold;
+  SampleBuffers out{keys, probabilities, weights, times, columns};
+  out.cold = &cold;
+  REQUIRE(table->sample(n, 0.4, out).ok());
+  std::vector<bool> is_cold(n, false);
+  for (const ColdDraw& draw : cold) {
+    is_cold[draw.row] = true;
+    // The location names the row's id (spill_all): a key of a cold row maps to it.
+    REQUIRE(draw.where.offset < 30);
+  }
+  std::size_t hot = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (is_cold[i]) continue;
+    ++hot;
+    REQUIRE(ids[i] >= 30);
+    REQUIRE(obs[i * kValues] == static_cast<float>(ids[i]));
+  }
+  // Uniform over 40 items, 30 cold: about 3/4 of the draws.
+  REQUIRE(cold.size() > n * 65 / 100);
+  REQUIRE(cold.size() < n * 85 / 100);
+  REQUIRE(hot + cold.size() == n);
+}
+
+TEST_CASE("prioritized draws over both tiers follow the priorities exactly (chi-square)") {
+  auto table = make_table(tier_config(64, 8, SelectorKind::prioritized));
+  const auto keys = insert_ids(*table, 0, 64);  // priority id + 1
+  spill_all(*table);
+  // Cold rows' priorities may change like any other.
+  const std::vector<std::uint64_t> updated{keys[0], keys[1]};
+  const std::vector<double> priorities{30.0, 0.5};
+  REQUIRE(table->update_priorities(updated, priorities).ok());
+  std::map<std::uint64_t, std::size_t> index;
+  std::vector<double> expected_mass(64);
+  for (std::size_t i = 0; i < 64; ++i) {
+    index[keys[i]] = i;
+    expected_mass[i] = static_cast<double>(i + 1);
+  }
+  expected_mass[0] = 30.0;
+  expected_mass[1] = 0.5;
+  const std::uint64_t n = 4096;
+  std::vector<std::uint64_t> observed(64, 0);
+  std::vector<std::uint64_t> drawn(n);
+  std::vector<double> probabilities(n), weights(n);
+  std::vector<std::uint32_t> times(n);
+  std::vector<std::int64_t> ids(n);
+  std::vector<float> obs(n * kValues);
+  const std::vector<std::span<std::byte>> columns{std::as_writable_bytes(std::span(ids)),
+                                                  std::as_writable_bytes(std::span(obs))};
+  for (int round = 0; round < 25; ++round) {
+    std::vector<ColdDraw> cold;
+    SampleBuffers out{drawn, probabilities, weights, times, columns};
+    out.cold = &cold;
+    REQUIRE(table->sample(n, 0.4, out).ok());
+    for (std::uint64_t key : drawn)
+      ++observed[index.at(key)];
+  }
+  double total = 0;
+  for (double mass : expected_mass)
+    total += mass;
+  std::vector<double> expected(64);
+  for (std::size_t i = 0; i < 64; ++i)
+    expected[i] = expected_mass[i] / total;
+  const testing::ChiSquare result = testing::chi_square(observed, expected);
+  INFO("chi2 " << result.statistic << " critical " << result.critical);
+  REQUIRE(result.statistic < result.critical);
+}
+
+TEST_CASE("removing cold rows empties their segments' live counts; a reused slot is hot") {
+  auto table = make_table(tier_config(40, 10));
+  const auto keys = insert_ids(*table, 0, 40);
+  spill_all(*table);
+  REQUIRE(table->tier()->live_rows(0) == 10);
+  const std::vector<std::uint64_t> first_ten(keys.begin(), keys.begin() + 10);
+  REQUIRE(table->delete_keys(first_ten).deleted == 10);
+  REQUIRE(table->tier()->live_rows(0) == 0);
+  REQUIRE(table->tier()->cold_rows() == 20);
+  // The full table's FIFO remover evicts the oldest (cold) rows as new ones come in.
+  insert_ids(*table, 40, 20);
+  REQUIRE(table->tier()->live_rows(1) == 0);
+  REQUIRE(table->tier()->cold_rows() == 10);
+  REQUIRE(table->tier()->hot_rows() == 30);
+  spill_all(*table);
+  REQUIRE(table->tier()->hot_rows() == 10);
+}
+
+TEST_CASE("a row removed while it is being written out stays removed") {
+  auto table = make_table(tier_config(100, 2));
+  const auto keys = insert_ids(*table, 0, 6);
+  const std::vector<SpillRow> rows = table->choose_spill(64);
+  REQUIRE(rows.size() == 4);
+  REQUIRE(table->tier()->spilling_rows() == 4);
+  const std::vector<std::uint64_t> removed{rows[1].key};
+  REQUIRE(table->delete_keys(removed).deleted == 1);
+  std::vector<ColdLocation> where(rows.size(), ColdLocation{0, 10, 0});
+  table->finish_spill(rows, where);
+  REQUIRE(table->tier()->cold_rows() == 3);
+  REQUIRE(table->tier()->live_rows(0) == 3);
+  REQUIRE(table->size() == 5);
+  REQUIRE(table->tier()->hot_rows() == 2);
+}
+
+TEST_CASE("a failed write leaves the rows hot, chosen again first") {
+  auto table = make_table(tier_config(100, 2));
+  insert_ids(*table, 0, 6);
+  const std::vector<SpillRow> first = table->choose_spill(2);
+  table->abandon_spill(first);
+  REQUIRE(table->tier()->spilling_rows() == 0);
+  const std::vector<SpillRow> again = table->choose_spill(64);
+  REQUIRE(again.size() == 4);
+  REQUIRE(again[0].key == first[0].key);
+  REQUIRE(again[1].key == first[1].key);
+}
+
+TEST_CASE("inserts wait while the writer is far behind, and sample refuses views and keys only") {
+  auto table = make_table(tier_config(2000, 10));
+  insert_ids(*table, 0, 10 + kFileTierSlackRows);
+  REQUIRE(table->may_insert(1));
+  insert_ids(*table, 1000, 1);
+  REQUIRE_FALSE(table->may_insert(1));
+  spill_all(*table);
+  REQUIRE(table->may_insert(1));
+  std::vector<std::uint64_t> keys(1);
+  std::vector<double> probabilities(1), weights(1);
+  std::vector<std::uint32_t> times(1);
+  const SampleBuffers keys_only{keys, probabilities, weights, times, {}};
+  const auto refused = table->sample(1, 0.4, keys_only);
+  REQUIRE_FALSE(refused.ok());
+  REQUIRE(refused.error().code == ErrorCode::failed_precondition);
+  REQUIRE(refused.error().message.find("file tier") != std::string::npos);
+}
+
+TEST_CASE("a file tier is refused on episodic tables, naming the key") {
+  TableConfig config = tier_config(100, 10);
+  config.episodes.enabled = true;
+  auto schema = Schema::create({Field{"obs", DType::float32, {4}}, Field{"rew", DType::float32, {}},
+                                Field{"next_obs", DType::float32, {4}}});
+  REQUIRE(schema.ok());
+  config.schema = schema.value();
+  auto table = Table::create(config);
+  REQUIRE_FALSE(table.ok());
+  REQUIRE(table.error().message.find("file_tier") != std::string::npos);
+}
+
+TEST_CASE("a file tier's table counts only the RAM budget of its rows") {
+  TableConfig config = tier_config(100000, 1000);
+  TableConfig in_ram = config;
+  in_ram.file_tier = {};
+  const auto tiered = table_bytes(config).total();
+  const auto full = table_bytes(in_ram).total();
+  REQUIRE(full > 800000000u);  // 100,000 rows of 8.4 KB
+  // 1,000 rows and the writer's slack in RAM (9.5 MB), the tier's per-slot state, the stamps.
+  const std::uint64_t resident = (1000 + kFileTierSlackRows) * fixed_row_bytes(config.schema);
+  REQUIRE(table_bytes(config).data >= resident);
+  REQUIRE(table_bytes(config).data < resident + 100000 * (kFileTierBytesPerSlot + 8) + 65536);
+  REQUIRE(tiered < full / 20);
+}
+
+}  // namespace
+}  // namespace replayd
