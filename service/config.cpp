@@ -75,6 +75,8 @@ Status parse_limits(const json::value& value, Limits& limits) {
                                      limits.max_staging_arenas_per_connection, 0, 1u << 16));
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "max_staging_arenas", limits.max_staging_arenas, 0, 1u << 20));
+  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "tier_segment_bytes", limits.tier_segment_bytes,
+                                     std::uint64_t{1} << 20, std::uint64_t{1} << 32));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "max_unread_descriptors_per_connection",
                                      limits.max_unread_descriptors_per_connection, 1, 1u << 16));
   REPLAYD_RETURN_IF_ERROR(

@@ -91,6 +91,9 @@ struct Limits {
   std::uint64_t max_values_bytes = std::uint64_t{4} << 30;
   std::uint32_t max_values = 256;
   std::uint32_t max_publishes_per_connection = 2;
+  // File tiers (docs/FILE_TIER.md): a segment file takes no more rows once it holds this
+  // many bytes; a segment is deleted once every row in it was removed.
+  std::uint64_t tier_segment_bytes = std::uint64_t{256} << 20;
 };
 
 struct ServerConfig {

@@ -211,6 +211,12 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                           "file_tier: episodic tables keep every step in RAM (a file tier "
                           "holds the items of plain tables); leave file_tier out");
   }
+  if (config.file_tier.enabled() && config.remover != SelectorKind::fifo) {
+    return make_error(ErrorCode::invalid_argument,
+                      who + "file_tier: needs the fifo remover (a segment file is deleted once "
+                            "the oldest rows in it are evicted; other removers would leave "
+                            "segments half live, and compaction is not there yet)");
+  }
   if (config.file_tier.enabled() && fixed_row_bytes(config.schema) == 0) {
     return make_error(ErrorCode::invalid_argument,
                       who +

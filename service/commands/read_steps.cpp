@@ -106,8 +106,10 @@ std::vector<std::uint32_t> item_slots_after(const Storage& storage, std::uint64_
   return slots;
 }
 
-// A plain table's page: the items of `slots`, their keys, priorities and fields.
-Result<ColumnReply> read_item_page(const Table& table, std::span<const std::uint32_t> slots) {
+// A plain table's page: the items of `slots`, their keys, priorities and fields. The rows a
+// file tier holds on disk are left out of the fields and listed in `cold`.
+Result<ColumnReply> read_item_page(const Table& table, std::span<const std::uint32_t> slots,
+                                   std::vector<ColdDraw>& cold) {
   REPLAYD_ASSIGN_OR_RETURN(ColumnReply page,
                            ColumnReply::create(page_columns(table), {slots.size()}));
   const Storage& storage = table.storage();
@@ -119,11 +121,15 @@ Result<ColumnReply> read_item_page(const Table& table, std::span<const std::uint
     priorities[row] = storage.priority(slots[row]);
     versions[row] = storage.version(slots[row]);
   }
+  const TierIndex* tier = table.tier();
+  const auto is_cold = [&](std::size_t row) { return tier != nullptr && tier->cold(slots[row]); };
+  for (std::size_t row = 0; row < slots.size(); ++row)
+    if (is_cold(row)) cold.push_back(ColdDraw{row, tier->location(slots[row])});
   for (std::size_t f = 0; f < table.schema().size(); ++f) {
     const std::uint64_t bytes = storage.item_bytes(f);
     std::byte* out = page.column(3 + f).data();
     for (std::size_t row = 0; row < slots.size(); ++row)
-      copy_cell(out + row * bytes, storage.cell(f, slots[row]), bytes);
+      if (!is_cold(row)) copy_cell(out + row * bytes, storage.cell(f, slots[row]), bytes);
   }
   return page;
 }
@@ -153,8 +159,17 @@ asio::awaitable<Result<Reply>> read_steps(Call& call) {
   const std::uint64_t rows = std::min({call.n, fit, std::uint64_t{table.size()}});
   if (table.episodic() == nullptr) {
     const auto slots = item_slots_after(table.storage(), after, rows);
-    REPLAYD_CO_ASSIGN_OR_RETURN(ColumnReply page, read_item_page(table, slots));
+    std::vector<ColdDraw> cold;
+    REPLAYD_CO_ASSIGN_OR_RETURN(ColumnReply page, read_item_page(table, slots, cold));
     const std::uint64_t next = slots.empty() ? after : table.storage().key(slots.back());
+    if (!cold.empty()) {  // read back from the file tier, suspended meanwhile
+      std::shared_ptr<FileTier> tier = call.table->tier;
+      FileTier::ColdReads reads = tier->take_cold_reads(table, cold);
+      std::vector<std::span<std::byte>> fields;
+      for (std::size_t f = 0; f < table.schema().size(); ++f) fields.push_back(page.column(3 + f));
+      REPLAYD_CO_RETURN_IF_ERROR(
+          co_await tier->read_cold(table, std::move(reads), cold, std::move(fields)));
+    }
     co_return (page.finish(call.request_id, ",\"next\":" + std::to_string(next)));
   }
   std::uint64_t got = 0;

@@ -136,10 +136,11 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   REPLAYD_CO_RETURN_IF_ERROR(table.sample(call.n * drawn, beta, buffers, min_version));
   if (keys_only) out.fill_slots(table.storage().slot_bits());
   if (!cold.empty()) {
-    // Suspends while the pool reads them; other requests are served meanwhile. Before
-    // table_changed: the draws' segments are taken before anything may delete them.
+    // Suspends while the pool reads them; other requests are served meanwhile. The draws'
+    // segments are taken before table_changed may delete any.
     std::shared_ptr<FileTier> tier = call.table->tier;
-    const Status read = co_await tier->read_cold(table, cold, out.columns);
+    FileTier::ColdReads reads = tier->take_cold_reads(table, cold);
+    const Status read = co_await tier->read_cold(table, std::move(reads), cold, out.columns);
     table_changed(*call.table);
     REPLAYD_CO_RETURN_IF_ERROR(read);
   } else {

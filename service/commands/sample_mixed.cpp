@@ -230,9 +230,15 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
   REPLAYD_CO_RETURN_IF_ERROR(co_await admit_all(call, shares));
 
   // Every table admits its share now: draw them all in this turn (no suspension below, so
-  // rows viewed in place go out before any other handler touches a table).
-  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out,
-                              plain_sample_reply(schema, call.n, !keys_only, versions));
+  // rows viewed in place go out before any other handler touches a table). A mix with a
+  // table of a file tier copies every row instead, and reads the cold ones after the draws
+  // (suspended; the reads take their segments before that).
+  bool any_tier = false;
+  for (const Share& share : shares) any_tier = any_tier || share.hosted->tier != nullptr;
+  REPLAYD_CO_ASSIGN_OR_RETURN(
+      PlainSampleReply out, plain_sample_reply(schema, call.n, !keys_only, versions, !any_tier));
+  std::vector<std::vector<ColdDraw>> cold(shares.size());
+  std::vector<FileTier::ColdReads> cold_reads(shares.size());
   std::vector<std::span<std::byte>> part_columns;
   std::vector<std::span<const std::byte*>> part_rows;
   std::string parts = ",\"parts\":[";
@@ -242,10 +248,11 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
     Table& table = *share.hosted->table;
     table.set_now_ms(now_ms);
     const std::uint64_t min_version = share.bound.resolve(call.service.values);
-    REPLAYD_CO_RETURN_IF_ERROR(
-        table.sample(share.count, beta,
-                     out.buffers(share.begin, share.count, part_columns, part_rows), min_version));
+    SampleBuffers buffers = out.buffers(share.begin, share.count, part_columns, part_rows);
+    if (share.hosted->tier) buffers.cold = &cold[i];
+    REPLAYD_CO_RETURN_IF_ERROR(table.sample(share.count, beta, buffers, min_version));
     if (keys_only) out.fill_slots(table.storage().slot_bits(), share.begin, share.count);
+    if (!cold[i].empty()) cold_reads[i] = share.hosted->tier->take_cold_reads(table, cold[i]);
     table_changed(*share.hosted);
     if (i != 0) parts += ',';
     parts += "{\"table\":" + boost::json::serialize(boost::json::string(table.name())) +
@@ -255,6 +262,18 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
     parts += '}';
   }
   parts += ']';
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    if (cold[i].empty()) continue;
+    const Table& table = *shares[i].hosted->table;
+    std::vector<std::span<std::byte>> columns;
+    for (std::size_t f = 0; f < schema.size(); ++f) {
+      const std::uint64_t bytes = table.storage().item_bytes(f);
+      columns.push_back(out.columns[f].subspan(shares[i].begin * bytes, shares[i].count * bytes));
+    }
+    std::shared_ptr<FileTier> tier = shares[i].hosted->tier;
+    REPLAYD_CO_RETURN_IF_ERROR(
+        co_await tier->read_cold(table, std::move(cold_reads[i]), cold[i], std::move(columns)));
+  }
   if (versions) parts += ",\"versions\":true";
   if (keys_only) call.shared_bytes = call.n * schema.item_bytes();
   co_return finish_mixed_sample(*shares.front().hosted, out, call.request_id, parts);

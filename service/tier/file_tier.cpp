@@ -12,8 +12,12 @@
 
 namespace replayd::service {
 
-FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor)
-    : dir_(std::move(dir)), pool_(pool), executor_(std::move(executor)) {}
+FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor,
+                   std::uint64_t segment_bytes)
+    : dir_(std::move(dir)),
+      pool_(pool),
+      executor_(std::move(executor)),
+      segment_bytes_limit_(segment_bytes) {}
 
 FileTier::~FileTier() {
   // Reads in flight hold their segments' descriptors: unlinking under them is safe.
@@ -58,7 +62,7 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
     for (const SpillRow& row : rows)
       for (std::size_t f = 0; f < field_bytes.size(); ++f)
         cells.push_back(table.storage().cell(f, row.slot));
-    const bool rotate = !has_open_segment_ || open_bytes_ >= kSegmentBytes;
+    const bool rotate = !has_open_segment_ || open_bytes_ >= segment_bytes_limit_;
     const std::uint32_t segment_id =
         rotate ? (has_open_segment_ ? open_segment_ + 1 : 0) : open_segment_;
     std::shared_ptr<SegmentFile> segment = rotate ? nullptr : segments_.at(open_segment_);
@@ -125,7 +129,20 @@ void FileTier::delete_dead_segments(const Table& table) {
   }
 }
 
-asio::awaitable<Status> FileTier::read_cold(const Table& table, const std::vector<ColdDraw>& cold,
+FileTier::ColdReads FileTier::take_cold_reads(const Table& table,
+                                              const std::vector<ColdDraw>& cold) const {
+  const std::uint64_t row_bytes = fixed_row_bytes(table.schema());
+  ColdReads taken{{}, std::make_shared<std::vector<std::byte>>(cold.size() * row_bytes)};
+  taken.reads.reserve(cold.size());
+  for (std::size_t i = 0; i < cold.size(); ++i) {
+    taken.reads.push_back(ColdRead{segments_.at(cold[i].where.segment), cold[i].where,
+                                   taken.rows->data() + i * row_bytes});
+  }
+  return taken;
+}
+
+asio::awaitable<Status> FileTier::read_cold(const Table& table, ColdReads reads,
+                                            const std::vector<ColdDraw>& cold,
                                             std::vector<std::span<std::byte>> columns) {
   struct Read {
     Status status = Ok{};
@@ -133,20 +150,13 @@ asio::awaitable<Status> FileTier::read_cold(const Table& table, const std::vecto
   };
   const std::size_t fields = table.schema().size();
   const std::uint64_t row_bytes = fixed_row_bytes(table.schema());
-  auto into = std::make_shared<std::vector<std::byte>>(cold.size() * row_bytes);
-  std::vector<ColdRead> reads;
-  reads.reserve(cold.size());
-  for (std::size_t i = 0; i < cold.size(); ++i) {
-    reads.push_back(
-        ColdRead{segments_.at(cold[i].where.segment), cold[i].where, into->data() + i * row_bytes});
-  }
   const auto started = std::chrono::steady_clock::now();
   // The job owns its buffer: if this coroutine is destroyed first (the server stopping), the
   // job still writes into live memory.
-  std::function<Read()> job = [reads = std::move(reads), into, row_bytes]() mutable -> Read {
+  std::function<Read()> job = [reads = std::move(reads), row_bytes]() mutable -> Read {
     Read read;
-    read.status = read_rows(reads, row_bytes);
-    read.rows = std::move(*into);
+    read.status = read_rows(reads.reads, row_bytes);
+    read.rows = std::move(*reads.rows);
     return read;
   };
   Read read = co_await run_on_pool(pool_, std::move(job));

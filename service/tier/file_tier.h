@@ -38,8 +38,10 @@ struct FileTierStats {
 
 class FileTier {
  public:
-  // `dir` exists (create_table made it); `executor`: the io_context's.
-  FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor);
+  // `dir` exists (create_table made it); `executor`: the io_context's; a segment takes no
+  // more rows once it holds `segment_bytes`.
+  FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor,
+           std::uint64_t segment_bytes);
   // Deletes the directory and its segments on the pool.
   ~FileTier();
   FileTier(const FileTier&) = delete;
@@ -52,10 +54,19 @@ class FileTier {
   // more rows than the budget are hot and none is running, and deletes segments whose rows
   // were all removed. O(segments).
   void poke(HostedTable& hosted);
-  // Reads the rows of `cold` (the draws Table::sample left out) into `columns` (one span
-  // per field, n * item bytes each): suspends until the pool has read them. The segments of
-  // the draws must not have been deleted since the draws (call right after Table::sample).
-  asio::awaitable<Status> read_cold(const Table& table, const std::vector<ColdDraw>& cold,
+  // The reads of the rows of `cold` (the draws Table::sample left out): taken at once,
+  // holding their segments, so that nothing deleted after the draws is missed. Call right
+  // after Table::sample, before anything suspends. O(draws).
+  struct ColdReads {
+    std::vector<ColdRead> reads;
+    std::shared_ptr<std::vector<std::byte>> rows;  // where they land, fields concatenated
+  };
+  ColdReads take_cold_reads(const Table& table, const std::vector<ColdDraw>& cold) const;
+  // Reads them on the pool and copies each row into `columns` (one span per field, of the
+  // sample's rows in the draws' numbering): suspends until the pool is done; other requests
+  // are served meanwhile. An error (a damaged or missing record) names the segment.
+  asio::awaitable<Status> read_cold(const Table& table, ColdReads reads,
+                                    const std::vector<ColdDraw>& cold,
                                     std::vector<std::span<std::byte>> columns);
 
   const std::string& dir() const { return dir_; }
@@ -70,6 +81,7 @@ class FileTier {
   std::string dir_;
   IoPool& pool_;
   asio::any_io_executor executor_;
+  std::uint64_t segment_bytes_limit_;
   std::map<std::uint32_t, std::shared_ptr<SegmentFile>> segments_;
   std::map<std::uint32_t, std::uint64_t> segment_bytes_;
   std::uint32_t open_segment_ = 0;  // the segment written to; none before the first write

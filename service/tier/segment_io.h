@@ -30,9 +30,6 @@ struct SegmentFile {
 
 // Bytes of a record's header.
 inline constexpr std::uint64_t kRecordHeaderBytes = 8;
-// A segment takes no more records once it holds this many bytes.
-inline constexpr std::uint64_t kSegmentBytes = std::uint64_t{256} << 20;
-
 // Creates segment `id` in `dir` (segment-<id>); an error names the file and the reason.
 Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, std::uint32_t id);
 

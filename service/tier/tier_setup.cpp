@@ -42,7 +42,8 @@ Result<std::string> make_tier_dir(const std::string& root, const std::string& ta
 
 void attach_file_tier(ServiceContext& context, HostedTable& hosted, std::string dir,
                       asio::any_io_executor executor) {
-  hosted.tier = std::make_shared<FileTier>(std::move(dir), *context.io_pool, std::move(executor));
+  hosted.tier = std::make_shared<FileTier>(std::move(dir), *context.io_pool, std::move(executor),
+                                           context.limits.tier_segment_bytes);
 }
 
 }  // namespace replayd::service

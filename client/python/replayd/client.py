@@ -289,6 +289,7 @@ class Client:
                      max_compressed_bytes: Optional[int] = None,
                      pad_history: bool = True, metadata: Any = None,
                      versions: Optional[Mapping[str, Any]] = None,
+                     ram_bytes: Optional[int] = None,
                      timeout: Any = DEFAULT) -> Dict[str, Any]:
         """Creates a table and returns its INFO object.
 
@@ -327,6 +328,9 @@ class Client:
                 policy version; items written by this client without ``version=`` carry
                 the version of NAME it last fetched or published), and with k drops the
                 items more than k versions behind at each publish (docs/VERSIONS.md).
+            ram_bytes: a file tier (docs/FILE_TIER.md; a server started with
+                ``--tier-dir``): only this many bytes of the rows stay in RAM, older rows
+                on disk, read back when drawn. Plain tables; sampled with rows copied.
         Fields may be nested: ``{"obs": {"camera": (np.uint8, (32, 32, 3)), "state":
         (np.float32, 7)}}`` makes the leaves ``obs/camera`` and ``obs/state``, and inserts,
         writers, samples and read-backs take and give ``obs`` as a dict (a tuple of specs:
@@ -344,7 +348,7 @@ class Client:
                                          compression=compression,
                                          max_compressed_bytes=max_compressed_bytes,
                                          pad_history=pad_history, metadata=metadata,
-                                         versions=versions)
+                                         versions=versions, ram_bytes=ram_bytes)
         reply = self._call({"op": "create_table", "table": description,
                             "exist_ok": bool(exist_ok)}, timeout=timeout)
         info = reply.get("table")

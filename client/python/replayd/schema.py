@@ -202,7 +202,8 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
                       max_compressed_bytes: Optional[int] = None,
                       pad_history: bool = True,
                       metadata: Any = None,
-                      versions: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                      versions: Optional[Mapping[str, Any]] = None,
+                      ram_bytes: Optional[int] = None) -> Dict[str, Any]:
     """The JSON table description of docs/PROTOCOL.md ``create_table``.
 
     `episodic`, `reward` and `bootstrap` describe an episodic table (docs/TRAJECTORIES.md):
@@ -226,6 +227,9 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
     `versions`: ``{"value": NAME, "drop_behind": k}`` (drop_behind optional): the table
     follows the published value NAME, whose version is its policy version; with k, each
     publish of version V drops the items of versions below V - k (docs/VERSIONS.md).
+
+    `ram_bytes`: a file tier (docs/FILE_TIER.md): only this many bytes of rows stay in the
+    server's RAM, older ones on disk in its ``--tier-dir`` (plain tables only).
 
     `sampler` is a kind name (``"uniform"``, ``"prioritized"``, ``"fifo"``, ``"lifo"``,
     ``"max_heap"``, ``"min_heap"``) or
@@ -275,6 +279,11 @@ def table_description(name: str, fields: FieldsLike, capacity: int, *,
             raise TypeError(f"versions must be a dict like {{'value': NAME, 'drop_behind': "
                             f"k}}, got {versions!r}")
         description["versions"] = dict(versions)
+    if ram_bytes is not None:
+        if isinstance(ram_bytes, bool) or not isinstance(ram_bytes, int) or ram_bytes < 1:
+            raise ValueError(f"ram_bytes must be an int >= 1 (bytes of rows kept in RAM), "
+                             f"got {ram_bytes!r}")
+        description["file_tier"] = {"ram_bytes": int(ram_bytes)}
     return description
 
 

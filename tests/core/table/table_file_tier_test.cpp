@@ -266,6 +266,14 @@ TEST_CASE("a file tier is refused on episodic tables, naming the key") {
   REQUIRE(table.error().message.find("file_tier") != std::string::npos);
 }
 
+TEST_CASE("a file tier needs the fifo remover, naming why") {
+  TableConfig config = tier_config(100, 10);
+  config.remover = SelectorKind::uniform;
+  auto table = Table::create(config);
+  REQUIRE_FALSE(table.ok());
+  REQUIRE(table.error().message.find("fifo remover") != std::string::npos);
+}
+
 TEST_CASE("a file tier's table counts only the RAM budget of its rows") {
   TableConfig config = tier_config(100000, 1000);
   TableConfig in_ram = config;
