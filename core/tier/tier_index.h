@@ -17,10 +17,12 @@
 
 namespace replayd {
 
-// Where a cold row's record lies: `bytes` bytes at `offset` of segment `segment`.
+// Where a cold row's record lies: `bytes` bytes at `offset` of segment `segment`; `raw`: its
+// payload is the row's bytes as stored (compression would not have saved enough).
 struct ColdLocation {
   std::uint32_t segment = 0;
-  std::uint32_t bytes = 0;
+  std::uint32_t bytes : 31 = 0;
+  std::uint32_t raw : 1 = 0;
   std::uint64_t offset = 0;
 };
 

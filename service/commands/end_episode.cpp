@@ -5,9 +5,9 @@
 // writer may pipeline it after its appends: its episode's steps are all in when it runs.
 // In a table with next_of fields it may carry the final observation (docs/PIXELS.md): the
 // next_of fields' values as "columns" of one row, in the payload.
-#include "service/waiting/admission.h"
 #include "service/commands/handlers.h"
 #include "service/protocol/column_decoding.h"
+#include "service/waiting/admission.h"
 
 namespace replayd::service::commands {
 namespace {

@@ -164,11 +164,11 @@ asio::awaitable<Result<Reply>> read_steps(Call& call) {
     const std::uint64_t next = slots.empty() ? after : table.storage().key(slots.back());
     if (!cold.empty()) {  // read back from the file tier, suspended meanwhile
       std::shared_ptr<FileTier> tier = call.table->tier;
-      FileTier::ColdReads reads = tier->take_cold_reads(table, cold);
       std::vector<std::span<std::byte>> fields;
-      for (std::size_t f = 0; f < table.schema().size(); ++f) fields.push_back(page.column(3 + f));
-      REPLAYD_CO_RETURN_IF_ERROR(
-          co_await tier->read_cold(table, std::move(reads), cold, std::move(fields)));
+      for (std::size_t f = 0; f < table.schema().size(); ++f)
+        fields.push_back(page.column(3 + f));
+      std::vector<ColdRead> reads = tier->take_cold_reads(table, cold, fields);
+      REPLAYD_CO_RETURN_IF_ERROR(co_await tier->read_cold(table, std::move(reads)));
     }
     co_return (page.finish(call.request_id, ",\"next\":" + std::to_string(next)));
   }

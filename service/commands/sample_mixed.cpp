@@ -234,11 +234,12 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
   // table of a file tier copies every row instead, and reads the cold ones after the draws
   // (suspended; the reads take their segments before that).
   bool any_tier = false;
-  for (const Share& share : shares) any_tier = any_tier || share.hosted->tier != nullptr;
-  REPLAYD_CO_ASSIGN_OR_RETURN(
-      PlainSampleReply out, plain_sample_reply(schema, call.n, !keys_only, versions, !any_tier));
+  for (const Share& share : shares)
+    any_tier = any_tier || share.hosted->tier != nullptr;
+  REPLAYD_CO_ASSIGN_OR_RETURN(PlainSampleReply out,
+                              plain_sample_reply(schema, call.n, !keys_only, versions, !any_tier));
   std::vector<std::vector<ColdDraw>> cold(shares.size());
-  std::vector<FileTier::ColdReads> cold_reads(shares.size());
+  std::vector<std::vector<ColdRead>> cold_reads(shares.size());
   std::vector<std::span<std::byte>> part_columns;
   std::vector<std::span<const std::byte*>> part_rows;
   std::string parts = ",\"parts\":[";
@@ -252,7 +253,14 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
     if (share.hosted->tier) buffers.cold = &cold[i];
     REPLAYD_CO_RETURN_IF_ERROR(table.sample(share.count, beta, buffers, min_version));
     if (keys_only) out.fill_slots(table.storage().slot_bits(), share.begin, share.count);
-    if (!cold[i].empty()) cold_reads[i] = share.hosted->tier->take_cold_reads(table, cold[i]);
+    if (!cold[i].empty()) {
+      std::vector<std::span<std::byte>> columns;
+      for (std::size_t f = 0; f < schema.size(); ++f) {
+        const std::uint64_t bytes = table.storage().item_bytes(f);
+        columns.push_back(out.columns[f].subspan(share.begin * bytes, share.count * bytes));
+      }
+      cold_reads[i] = share.hosted->tier->take_cold_reads(table, cold[i], columns);
+    }
     table_changed(*share.hosted);
     if (i != 0) parts += ',';
     parts += "{\"table\":" + boost::json::serialize(boost::json::string(table.name())) +
@@ -263,16 +271,10 @@ asio::awaitable<Result<Reply>> sample_mixed(Call& call) {
   }
   parts += ']';
   for (std::size_t i = 0; i < shares.size(); ++i) {
-    if (cold[i].empty()) continue;
-    const Table& table = *shares[i].hosted->table;
-    std::vector<std::span<std::byte>> columns;
-    for (std::size_t f = 0; f < schema.size(); ++f) {
-      const std::uint64_t bytes = table.storage().item_bytes(f);
-      columns.push_back(out.columns[f].subspan(shares[i].begin * bytes, shares[i].count * bytes));
-    }
+    if (cold_reads[i].empty()) continue;
     std::shared_ptr<FileTier> tier = shares[i].hosted->tier;
     REPLAYD_CO_RETURN_IF_ERROR(
-        co_await tier->read_cold(table, std::move(cold_reads[i]), cold[i], std::move(columns)));
+        co_await tier->read_cold(*shares[i].hosted->table, std::move(cold_reads[i])));
   }
   if (versions) parts += ",\"versions\":true";
   if (keys_only) call.shared_bytes = call.n * schema.item_bytes();

@@ -129,57 +129,46 @@ void FileTier::delete_dead_segments(const Table& table) {
   }
 }
 
-FileTier::ColdReads FileTier::take_cold_reads(const Table& table,
-                                              const std::vector<ColdDraw>& cold) const {
-  const std::uint64_t row_bytes = fixed_row_bytes(table.schema());
-  ColdReads taken{{}, std::make_shared<std::vector<std::byte>>(cold.size() * row_bytes)};
-  taken.reads.reserve(cold.size());
-  for (std::size_t i = 0; i < cold.size(); ++i) {
-    taken.reads.push_back(ColdRead{segments_.at(cold[i].where.segment), cold[i].where,
-                                   taken.rows->data() + i * row_bytes});
+std::vector<ColdRead> FileTier::take_cold_reads(
+    const Table& table, const std::vector<ColdDraw>& cold,
+    std::span<const std::span<std::byte>> columns) const {
+  const std::size_t fields = table.schema().size();
+  std::vector<ColdRead> reads;
+  reads.reserve(cold.size());
+  for (const ColdDraw& draw : cold) {
+    ColdRead read{segments_.at(draw.where.segment), draw.where, {}};
+    read.into.reserve(fields);
+    for (std::size_t f = 0; f < fields; ++f)
+      read.into.push_back(columns[f].data() + draw.row * table.storage().item_bytes(f));
+    reads.push_back(std::move(read));
   }
-  return taken;
+  return reads;
 }
 
-asio::awaitable<Status> FileTier::read_cold(const Table& table, ColdReads reads,
-                                            const std::vector<ColdDraw>& cold,
-                                            std::vector<std::span<std::byte>> columns) {
-  struct Read {
-    Status status = Ok{};
-    std::vector<std::byte> rows;  // the cold rows, fields concatenated, in `cold` order
-  };
-  const std::size_t fields = table.schema().size();
-  const std::uint64_t row_bytes = fixed_row_bytes(table.schema());
+asio::awaitable<Status> FileTier::read_cold(const Table& table, std::vector<ColdRead> reads) {
+  std::vector<std::uint64_t> field_bytes;
+  for (std::size_t f = 0; f < table.schema().size(); ++f)
+    field_bytes.push_back(table.storage().item_bytes(f));
+  const std::uint64_t rows = reads.size();
   const auto started = std::chrono::steady_clock::now();
-  // The job owns its buffer: if this coroutine is destroyed first (the server stopping), the
-  // job still writes into live memory.
-  std::function<Read()> job = [reads = std::move(reads), row_bytes]() mutable -> Read {
-    Read read;
-    read.status = read_rows(reads.reads, row_bytes);
-    read.rows = std::move(*reads.rows);
-    return read;
+  // The destinations are the reply's columns, which nothing else touches until this
+  // coroutine resumes; the server joins the pool before its io_context (and the suspended
+  // coroutines with it) goes.
+  std::function<Status()> job = [reads = std::move(reads), field_bytes]() mutable {
+    return read_rows(reads, field_bytes);
   };
-  Read read = co_await run_on_pool(pool_, std::move(job));
+  const Status read = co_await run_on_pool(pool_, std::move(job));
   stats_.read_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++stats_.read_batches;
-  if (!read.status) {
+  if (!read) {
     if (auto line = errors_logged_.occur()) {
       spdlog::error("table '{}': reading cold rows back failed: {}{}", table.name(),
-                    read.status.error().message, line->suffix());
+                    read.error().message, line->suffix());
     }
-    co_return read.status;
+    co_return read;
   }
-  stats_.cold_reads += cold.size();
-  for (std::size_t i = 0; i < cold.size(); ++i) {
-    const std::byte* row = read.rows.data() + i * row_bytes;
-    const std::uint64_t at = cold[i].row;
-    for (std::size_t f = 0; f < fields; ++f) {
-      const std::uint64_t bytes = table.storage().item_bytes(f);
-      std::memcpy(columns[f].data() + at * bytes, row, bytes);
-      row += bytes;
-    }
-  }
+  stats_.cold_reads += rows;
   co_return Ok{};
 }
 

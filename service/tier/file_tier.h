@@ -54,20 +54,16 @@ class FileTier {
   // more rows than the budget are hot and none is running, and deletes segments whose rows
   // were all removed. O(segments).
   void poke(HostedTable& hosted);
-  // The reads of the rows of `cold` (the draws Table::sample left out): taken at once,
-  // holding their segments, so that nothing deleted after the draws is missed. Call right
-  // after Table::sample, before anything suspends. O(draws).
-  struct ColdReads {
-    std::vector<ColdRead> reads;
-    std::shared_ptr<std::vector<std::byte>> rows;  // where they land, fields concatenated
-  };
-  ColdReads take_cold_reads(const Table& table, const std::vector<ColdDraw>& cold) const;
-  // Reads them on the pool and copies each row into `columns` (one span per field, of the
-  // sample's rows in the draws' numbering): suspends until the pool is done; other requests
-  // are served meanwhile. An error (a damaged or missing record) names the segment.
-  asio::awaitable<Status> read_cold(const Table& table, ColdReads reads,
-                                    const std::vector<ColdDraw>& cold,
-                                    std::vector<std::span<std::byte>> columns);
+  // The reads of the rows of `cold` (the draws Table::sample left out) into `columns` (one
+  // span per field, of the sample's rows in the draws' numbering): taken at once, holding
+  // their segments, so that nothing deleted after the draws is missed. Call right after
+  // Table::sample, before anything suspends. O(draws).
+  std::vector<ColdRead> take_cold_reads(const Table& table, const std::vector<ColdDraw>& cold,
+                                        std::span<const std::span<std::byte>> columns) const;
+  // Reads them on the pool straight into their columns: suspends until the pool is done;
+  // other requests are served meanwhile, and nothing else touches the columns. An error (a
+  // damaged or missing record) names the segment.
+  asio::awaitable<Status> read_cold(const Table& table, std::vector<ColdRead> reads);
 
   const std::string& dir() const { return dir_; }
   const FileTierStats& stats() const { return stats_; }

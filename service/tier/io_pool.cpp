@@ -1,5 +1,7 @@
 #include "service/tier/io_pool.h"
 
+#include "service/waiting/off_thread.h"
+
 namespace replayd::service {
 
 IoPool::IoPool(std::size_t threads) {
@@ -34,6 +36,9 @@ void IoPool::shutdown() {
 }
 
 void IoPool::work() {
+  // Below the io_context thread: a pool thread sharing its core (a server pinned to one)
+  // takes the time it leaves, and a request the io_context thread wakes for preempts it.
+  lower_thread_priority(ThreadPriority::background);
   for (;;) {
     std::function<void()> job;
     {

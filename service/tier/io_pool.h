@@ -3,7 +3,8 @@
 // runs on a pool thread; run_on_pool() suspends the calling coroutine until its result is
 // posted back to the io_context (the futures/promises hand-off of the server's design).
 // Lifetime: owned by the Server; shutdown() (or the destructor) runs the jobs queued and
-// joins the threads, before the tables the jobs read are destroyed.
+// joins the threads, before the tables the jobs read are destroyed. The threads run at nice
+// +10 (ThreadPriority::background): below the io_context thread, never starved.
 // Threading: submit() from any thread; a job must touch nothing the io_context thread
 // changes while it runs, except through what it was handed.
 #pragma once

@@ -1,7 +1,9 @@
 // The segment files of a file tier (docs/FILE_TIER.md): append-only files of row records,
-// each [u32 payload bytes][u32 CRC-32C of the payload][payload: one zstd frame of the row's
-// fixed-size fields, concatenated in schema order]. These functions block on the disk: call
-// them on the IoPool only.
+// each [u32 payload bytes | raw << 31][u32 CRC-32C of the row's bytes][payload]. The payload
+// is one zstd frame of the row's fixed-size fields concatenated in schema order, or, when
+// compression would save less than an eighth (raw), those bytes themselves: a raw record is
+// read straight into its destinations (preadv), with no copy between. These functions block
+// on the disk: call them on the IoPool only.
 // Ownership: a SegmentFile owns its descriptor; jobs hold it by shared_ptr, so a segment
 // deleted (unlinked) while a read is in flight stays readable by that read.
 #pragma once
@@ -30,24 +32,27 @@ struct SegmentFile {
 
 // Bytes of a record's header.
 inline constexpr std::uint64_t kRecordHeaderBytes = 8;
+
 // Creates segment `id` in `dir` (segment-<id>); an error names the file and the reason.
 Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, std::uint32_t id);
 
 // Compresses each row and appends the records to `segment` at `offset`, in one write. Row
 // i's field f is field_bytes[f] bytes at cells[i * fields + f]. Returns each record's
-// location (segment.id, offset, bytes).
+// location (segment.id, offset, bytes, raw).
 Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::uint64_t offset,
                                               std::span<const std::byte* const> cells,
                                               std::span<const std::uint64_t> field_bytes);
 
-// One cold row to read: its record and where its `row_bytes` bytes go.
+// One cold row to read: its record, and where each of its fields goes (field_bytes[f]
+// bytes at into[f]).
 struct ColdRead {
   std::shared_ptr<SegmentFile> segment;
   ColdLocation where;
-  std::byte* into;
+  std::vector<std::byte*> into;
 };
-// Reads the records (sorted by segment and offset, adjacent records in one read), checks
-// each CRC and decompresses each row into its destination. An error names the segment.
-Status read_rows(std::vector<ColdRead>& reads, std::uint64_t row_bytes);
+// Reads the records (sorted by segment and offset; adjacent records in one read, raw ones
+// straight into their destinations), checks each CRC and puts each row's fields in place.
+// An error names the segment.
+Status read_rows(std::vector<ColdRead>& reads, std::span<const std::uint64_t> field_bytes);
 
 }  // namespace replayd::service

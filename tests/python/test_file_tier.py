@@ -215,3 +215,20 @@ def test_a_mixed_batch_reads_the_cold_rows_of_a_tiered_table(tiered):
         items = np.asarray(batch["item"])
         assert (items < 300).sum() == 100 and (items >= 10_000).sum() == 100
         np.testing.assert_array_equal(np.asarray(batch["obs"]), rows_of(items))
+
+
+def test_compressible_rows_are_stored_compressed_and_read_back_exactly(tiered):
+    with replayd.Client(tiered.unix_address, timeout=30) as c:
+        c.create_table("z", FIELDS, 1000, ram_bytes=10 * ROW_BYTES)
+        items = np.arange(400, dtype=np.int64)
+        # Frames with few distinct values, as rendered screens have: zstd shrinks them.
+        obs = (np.repeat(items[:, None] % 7, VALUES, axis=1) * (np.arange(VALUES) % 5)).astype(
+            np.float32)
+        c.insert("z", {"item": items, "obs": obs})
+        tier = wait_written_out(c, "z")
+        assert tier["bytes_written"] < tier["rows_written"] * ROW_BYTES / 20
+        for _ in range(4):
+            batch = c.sample("z", 256)
+            expected = (np.repeat(batch["item"][:, None] % 7, VALUES, axis=1) *
+                        (np.arange(VALUES) % 5)).astype(np.float32)
+            np.testing.assert_array_equal(batch["obs"], expected)

@@ -70,8 +70,9 @@ std::vector<SpillRow> spill_all(Table& table) {
     for (const SpillRow& row : rows) {
       std::int64_t id;
       std::memcpy(&id, table.storage().cell(0, row.slot), sizeof id);
-      where.push_back(
-          ColdLocation{static_cast<std::uint32_t>(id / 10), 100, static_cast<std::uint64_t>(id)});
+      where.push_back(ColdLocation{.segment = static_cast<std::uint32_t>(id / 10),
+                                   .bytes = 100,
+                                   .offset = static_cast<std::uint64_t>(id)});
     }
     table.finish_spill(rows, where);
     all.insert(all.end(), rows.begin(), rows.end());
@@ -216,7 +217,8 @@ TEST_CASE("a row removed while it is being written out stays removed") {
   REQUIRE(table->tier()->spilling_rows() == 4);
   const std::vector<std::uint64_t> removed{rows[1].key};
   REQUIRE(table->delete_keys(removed).deleted == 1);
-  std::vector<ColdLocation> where(rows.size(), ColdLocation{0, 10, 0});
+  std::vector<ColdLocation> where(rows.size(),
+                                  ColdLocation{.segment = 0, .bytes = 10, .offset = 0});
   table->finish_spill(rows, where);
   REQUIRE(table->tier()->cold_rows() == 3);
   REQUIRE(table->tier()->live_rows(0) == 3);
