@@ -1,6 +1,7 @@
 #include "metrics/table_metrics.h"
 
 #include <functional>
+#include <tuple>
 
 namespace replayd::metrics {
 namespace {
@@ -34,6 +35,56 @@ MetricFamily per_table(std::span<const TableSnapshot> tables, std::string name, 
 
 double as_double(std::uint64_t value) {
   return static_cast<double>(value);
+}
+
+// The file tier families: series for the tables that have one.
+void append_tier_families(std::span<const TableSnapshot> tables,
+                          std::vector<MetricFamily>& families) {
+  MetricFamily rows{"replayd_tier_rows",
+                    "Stored rows of a table with a file tier, by tier",
+                    MetricType::Gauge,
+                    {}};
+  MetricFamily bytes{"replayd_tier_bytes",
+                     "Bytes of a file tier's rows: ram (hot rows' fields), disk (live segments)",
+                     MetricType::Gauge,
+                     {}};
+  MetricFamily written{"replayd_tier_rows_written_total",
+                       "Rows written out to segment files",
+                       MetricType::Counter,
+                       {}};
+  MetricFamily reads{
+      "replayd_tier_cold_reads_total", "Cold rows read back from disk", MetricType::Counter, {}};
+  MetricFamily batches{"replayd_tier_read_requests_total",
+                       "Requests that read cold rows back (each one pool job)",
+                       MetricType::Counter,
+                       {}};
+  MetricFamily seconds{"replayd_tier_read_seconds_total",
+                       "Time requests waited on their cold reads (divide by "
+                       "replayd_tier_read_requests_total for the mean)",
+                       MetricType::Counter,
+                       {}};
+  for (const TableSnapshot& table : tables) {
+    if (!table.tier) continue;
+    const TierFigures& tier = *table.tier;
+    for (const auto& [where, count, held] : {std::tuple{"ram", tier.hot_rows, tier.hot_bytes},
+                                             std::tuple{"disk", tier.cold_rows, tier.file_bytes}}) {
+      ClientMetric row = table_series(table.name, as_double(count), MetricType::Gauge);
+      row.label.push_back({"tier", where});
+      rows.metric.push_back(std::move(row));
+      ClientMetric byte = table_series(table.name, as_double(held), MetricType::Gauge);
+      byte.label.push_back({"tier", where});
+      bytes.metric.push_back(std::move(byte));
+    }
+    written.metric.push_back(
+        table_series(table.name, as_double(tier.rows_written), MetricType::Counter));
+    reads.metric.push_back(
+        table_series(table.name, as_double(tier.cold_reads), MetricType::Counter));
+    batches.metric.push_back(
+        table_series(table.name, as_double(tier.read_batches), MetricType::Counter));
+    seconds.metric.push_back(table_series(table.name, tier.read_seconds, MetricType::Counter));
+  }
+  for (MetricFamily* family : {&rows, &bytes, &written, &reads, &batches, &seconds})
+    families.push_back(std::move(*family));
 }
 
 }  // namespace
@@ -100,6 +151,7 @@ std::vector<MetricFamily> table_families(std::span<const TableSnapshot> tables) 
     }
   }
   families.push_back(std::move(waiting));
+  append_tier_families(tables, families);
   append_replay_families(tables, families);
   // A family without series (no tables) is left out, as client libraries do.
   std::erase_if(families, [](const MetricFamily& family) { return family.metric.empty(); });

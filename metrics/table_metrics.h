@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,18 @@
 
 namespace replayd::metrics {
 
+// A table's file tier (docs/FILE_TIER.md) at the scrape.
+struct TierFigures {
+  std::uint64_t hot_rows = 0;
+  std::uint64_t cold_rows = 0;
+  std::uint64_t hot_bytes = 0;   // the hot rows' fields in RAM
+  std::uint64_t file_bytes = 0;  // its live segment files
+  std::uint64_t rows_written = 0;
+  std::uint64_t cold_reads = 0;    // cold rows read back
+  std::uint64_t read_batches = 0;  // requests that read cold rows
+  double read_seconds = 0;         // their time waiting on the reads
+};
+
 // What the service copies out of one table when /metrics is served.
 struct TableSnapshot {
   std::string name;
@@ -24,10 +37,11 @@ struct TableSnapshot {
   std::uint64_t waiting_samples = 0;  // sample requests parked by the rate limiter now
   bool episodic = false;              // episode families are exported for episodic tables only
   PrioritySummary priorities;         // summarize_priorities(table), taken at the scrape
+  std::optional<TierFigures> tier;    // tables with a file tier only
 };
 
 // Families replayd_tables, replayd_table_* (with the replay families of replay_metrics.h),
-// replayd_rate_limiter_waiting_requests.
+// replayd_rate_limiter_waiting_requests, and for tables with a file tier replayd_tier_*.
 // Cost: O(tables).
 std::vector<prometheus::MetricFamily> table_families(std::span<const TableSnapshot> tables);
 

@@ -61,6 +61,19 @@ std::vector<metrics::TableSnapshot> snapshot_tables(const TableRegistry& tables)
     snapshot.waiting_samples = hosted->sample_waiters.size();
     snapshot.episodic = hosted->table->episodic() != nullptr;
     snapshot.priorities = metrics::summarize_priorities(*hosted->table);
+    if (hosted->tier) {
+      const TierIndex& index = *hosted->table->tier();
+      const FileTierStats& stats = hosted->tier->stats();
+      snapshot.tier =
+          metrics::TierFigures{index.hot_rows(),
+                               index.cold_rows(),
+                               index.hot_rows() * fixed_row_bytes(hosted->table->schema()),
+                               hosted->tier->file_bytes(),
+                               stats.rows_written,
+                               stats.cold_reads,
+                               stats.read_batches,
+                               stats.read_seconds};
+    }
   }
   return snapshots;
 }

@@ -9,12 +9,14 @@ The server is pinned to CPU 0 (its I/O pool with it), the clients to CPU 1. One 
    caught up, against the RSS before the table and the budget.
 2. Cold: every segment's pages dropped from the page cache (posix_fadvise DONTNEED), then
    uniform samples of 32 with 4 requests in flight for `--seconds`: transitions/s. Beside
-   it, the disk's random-read rate in the same state: 2 threads (the pool's) reading random
-   records of the segment files (their own sizes, the same files) with pread: records/s.
+   it, the disk's random-read rate in the same state: 8 threads reading random records of
+   the segment files (their own sizes, the same files) with pread: records/s.
 3. Page cache: the files read once, then the same sampling; then the table dropped, the
    same rows inserted into a table all in RAM, and the same sampling: the ratio.
 4. A W1 table in RAM sampled one request at a time (256 items): its p50/p99 latency alone,
-   then while another process samples the tiered table (cache dropped) flat out.
+   then while another process samples the tiered table (cache dropped) flat out, and at
+   the end while that process samples the table all in RAM flat out (the same replies
+   without a disk).
 
 Usage: taskset -c 1 /usr/bin/python3 bench/python/file_tier_bench.py [--gib 8] [--ram-mib 800]
        [--tier-dir /var/tmp/replayd-tier] [--seconds 5]
@@ -119,7 +121,7 @@ def sample_rate(client: replayd.Client, table: str, seconds: float) -> float:
 
 
 def disk_random_reads(files: List[Path], record_bytes: int, seconds: float,
-                      threads: int = 2) -> float:
+                      threads: int = 8) -> float:
     """Records/s of random preads of `record_bytes` from `files` by `threads` threads."""
     descriptors = [(os.open(path, os.O_RDONLY), path.stat().st_size) for path in files]
     counts = [0] * threads
@@ -241,6 +243,17 @@ def main() -> None:
             client.create_table("in_ram", fields, rows)
             fill(client, "in_ram", rows)
             results["ram_rate"] = [sample_rate(client, "in_ram", args.seconds) for _ in range(3)]
+            # The RAM-only table beside the same reader drawing from a table all in RAM: what
+            # the other reader's replies cost the thread, disk or not.
+            client.create_table("ram_w1", {n: (d, s) for n, d, s in W1.fields}, 100_000)
+            client.insert("ram_w1", W1.batch(50_000))
+            stop_at = time.perf_counter() + args.seconds + 2
+            reader = multiprocessing.Process(target=cold_reader, args=(
+                address, "in_ram", stop_at, []))
+            reader.start()
+            time.sleep(1)
+            results["ram_table_beside_ram_reader_us"] = latencies(client, "ram_w1", args.seconds)
+            reader.join()
             client.drop_table("in_ram")
         finally:
             server.terminate()
@@ -255,8 +268,11 @@ def main() -> None:
     print(f"cold: {cold[0]:.0f} transitions/s against {cold[1]:.0f} random record reads/s "
           f"(ratio {cold[0] / cold[1]:.2f}, median of 3)")
     print(f"page cache: {warm:.0f}/s against all in RAM {in_ram:.0f}/s (ratio {warm / in_ram:.2f})")
-    print(f"RAM table p99 {np.median([q[1] for q in quiet]):.0f} us quiet, {busy[1]:.0f} us "
-          f"beside cold reads (ratio {busy[1] / np.median([q[1] for q in quiet]):.2f})")
+    quiet_p99 = float(np.median([q[1] for q in quiet]))
+    beside_ram = results["ram_table_beside_ram_reader_us"][1]
+    print(f"RAM table p99 {quiet_p99:.0f} us quiet, {busy[1]:.0f} us beside cold reads (ratio "
+          f"{busy[1] / quiet_p99:.2f}), {beside_ram:.0f} us beside the same reader on the "
+          f"table all in RAM (cold against that: {busy[1] / beside_ram:.2f})")
 
 
 if __name__ == "__main__":

@@ -217,6 +217,12 @@ Status read_rows(std::vector<ColdRead>& reads, std::span<const std::uint64_t> fi
     return a.segment->id != b.segment->id ? a.segment->id < b.segment->id
                                           : a.where.offset < b.where.offset;
   });
+  // Every record's pages asked for first: the disk gets the whole batch at once (the
+  // kernel reads ahead asynchronously) instead of one record per round trip.
+  for (const ColdRead& read : reads) {
+    ::posix_fadvise(read.segment->fd, static_cast<off_t>(read.where.offset), read.where.bytes,
+                    POSIX_FADV_WILLNEED);
+  }
   for (std::size_t begin = 0; begin < reads.size();) {
     // A run of distinct records that lie end to end in one segment, all raw or not.
     const bool raw = reads[begin].where.raw != 0;

@@ -6,6 +6,7 @@ be used is refused with a message that says why and what to do."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -15,6 +16,7 @@ import pytest
 
 import replayd
 from conftest import ServerProcess
+from test_metrics import parse_samples, require_tool, scrape, value
 
 VALUES = 2048  # float32: 8 KB a row, two pages
 
@@ -232,3 +234,27 @@ def test_compressible_rows_are_stored_compressed_and_read_back_exactly(tiered):
             expected = (np.repeat(batch["item"][:, None] % 7, VALUES, axis=1) *
                         (np.arange(VALUES) % 5)).astype(np.float32)
             np.testing.assert_array_equal(batch["obs"], expected)
+
+
+def test_metrics_show_each_tier_and_the_cold_reads(make_server, tmp_path):
+    server = make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--metrics",
+                                     "127.0.0.1:0"])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("mt", FIELDS, 1000, ram_bytes=10 * ROW_BYTES)
+        insert_items(c, "mt", 0, 200)
+        wait_written_out(c, "mt")
+        c.sample("mt", 100)
+        text = scrape(server)
+    samples = parse_samples(text)
+    assert value(samples, "replayd_tier_rows", table="mt", tier="ram") == 10
+    assert value(samples, "replayd_tier_rows", table="mt", tier="disk") == 190
+    assert value(samples, "replayd_tier_bytes", table="mt", tier="ram") == 10 * ROW_BYTES
+    assert value(samples, "replayd_tier_bytes", table="mt", tier="disk") > 190 * ROW_BYTES * 0.8
+    assert value(samples, "replayd_tier_rows_written_total", table="mt") == 190
+    assert value(samples, "replayd_tier_cold_reads_total", table="mt") > 50
+    assert value(samples, "replayd_tier_read_requests_total", table="mt") == 1
+    assert value(samples, "replayd_tier_read_seconds_total", table="mt") > 0
+    promtool = require_tool("promtool")
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                            text=True)
+    assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
