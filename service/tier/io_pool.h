@@ -11,11 +11,8 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -25,6 +22,8 @@
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include "service/waiting/posted_result.h"
 
 namespace replayd::service {
 
@@ -53,25 +52,12 @@ class IoPool {
 // back to its executor. Nothing cancels the wait: the work always completes.
 template <typename T>
 asio::awaitable<T> run_on_pool(IoPool& pool, std::function<T()> work) {
-  struct State {
-    explicit State(const asio::any_io_executor& executor) : done(executor) {}
-    asio::steady_timer done;  // cancelled by the posted handler: the result is there
-    std::optional<T> result;
-  };
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
-  auto state = std::make_shared<State>(executor);
-  state->done.expires_at(asio::steady_timer::time_point::max());
-  pool.submit([state, work = std::move(work)]() mutable {
-    T result = work();
-    asio::post(state->done.get_executor(), [state, result = std::move(result)]() mutable {
-      state->result.emplace(std::move(result));
-      state->done.cancel();
-    });
-  });
-  while (!state->result) {
-    co_await state->done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-  }
-  co_return std::move(*state->result);
+  auto state = std::make_shared<PostedResult<T>>(executor);
+  pool.submit(
+      [state, work = std::move(work)]() mutable { PostedResult<T>::deliver(state, work()); });
+  std::optional<T> result = co_await state->wait_until(asio::steady_timer::time_point::max());
+  co_return std::move(*result);
 }
 
 }  // namespace replayd::service

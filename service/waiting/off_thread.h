@@ -16,16 +16,15 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
-#include <asio/use_awaitable.hpp>
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
+
+#include "service/waiting/posted_result.h"
 
 namespace replayd::service {
 
@@ -48,31 +47,18 @@ void wait_for_off_thread_work();
 template <typename T>
 asio::awaitable<std::optional<T>> run_off_thread_for(std::function<T()> work,
                                                      asio::steady_timer::duration max_wait) {
-  struct State {
-    explicit State(const asio::any_io_executor& executor) : done(executor) {}
-    asio::steady_timer done;  // cancelled by the posted handler: the result is there
-    std::optional<T> result;
-  };
   const asio::any_io_executor executor = co_await asio::this_coro::executor;
-  auto state = std::make_shared<State>(executor);
+  auto state = std::make_shared<PostedResult<T>>(executor);
   const bool bounded = max_wait != asio::steady_timer::duration::max();
   const auto deadline = bounded ? asio::steady_timer::clock_type::now() + max_wait
                                 : asio::steady_timer::time_point::max();
-  state->done.expires_at(deadline);
   ++off_thread_running();
   std::thread([state, work = std::move(work)]() mutable {
     lower_thread_priority(ThreadPriority::idle);
-    T result = work();
-    asio::post(state->done.get_executor(), [state, result = std::move(result)]() mutable {
-      state->result.emplace(std::move(result));
-      state->done.cancel();
-    });
+    PostedResult<T>::deliver(state, work());
     --off_thread_running();
   }).detach();
-  while (!state->result && asio::steady_timer::clock_type::now() < deadline) {
-    co_await state->done.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
-  }
-  co_return std::move(state->result);
+  co_return co_await state->wait_until(deadline);
 }
 
 template <typename T>
