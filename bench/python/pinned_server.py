@@ -14,13 +14,15 @@ import os
 import subprocess
 import tempfile
 import time
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import Any, Iterator, List, Mapping, Optional, Sequence
 
 
 @contextlib.contextmanager
-def pinned_server(binary: str, limits: Optional[Mapping[str, Any]] = None) -> Iterator[str]:
+def pinned_server(binary: str, limits: Optional[Mapping[str, Any]] = None,
+                  extra_args: Sequence[str] = ()) -> Iterator[str]:
     """Yields the server's address (``unix://...``) once it is ready. `limits`: the config
-    file's "limits" (docs/CONFIG.md), e.g. {"learner_share": 0}."""
+    file's "limits" (docs/CONFIG.md), e.g. {"learner_share": 0}; `extra_args`: more of the
+    server's flags (``--tier-dir DIR``)."""
     with tempfile.TemporaryDirectory() as tmp:
         socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
         config: List[str] = []
@@ -30,7 +32,7 @@ def pinned_server(binary: str, limits: Optional[Mapping[str, Any]] = None) -> It
             config = ["--config", f"{tmp}/config.json"]
         server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
                                    "--metrics", "", "--ready-file", ready, "--log-level",
-                                   "warn", *config])
+                                   "warn", *config, *extra_args])
         try:
             while not os.path.exists(ready):
                 time.sleep(0.05)

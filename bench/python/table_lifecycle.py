@@ -11,6 +11,13 @@ The server runs pinned to CPU 0 (taskset), both client processes on CPU 1.
 
     /usr/bin/python3 bench/python/table_lifecycle.py                 # 2^26 items, 5 reps
     /usr/bin/python3 bench/python/table_lifecycle.py --capacity 1000000 --reps 2
+
+With `--tier-dir DIR --ram-mib M --row-bytes B` the table has a file tier (docs/FILE_TIER.md):
+rows of B bytes, M MiB of them in RAM, and it is filled before it is dropped (so that the
+drop frees its hot rows and deletes its segment files):
+
+    /usr/bin/python3 bench/python/table_lifecycle.py --capacity 380000 --row-bytes 56457 \
+        --ram-mib 2048 --tier-dir /var/tmp/replayd-lifecycle --reps 2
 """
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ import os
 import statistics
 import sys
 import time
+
+import numpy as np
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -66,14 +75,20 @@ def main() -> None:
     parser.add_argument("--binary", default=None)
     parser.add_argument("--capacity", type=int, default=1 << 26)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--row-bytes", type=int, default=1)
+    parser.add_argument("--ram-mib", type=float, default=0, help="a file tier's RAM budget")
+    parser.add_argument("--tier-dir", default="")
     args = parser.parse_args()
+    tiered = args.ram_mib > 0
     os.sched_setaffinity(0, {1})
     binary = find_binary(args.binary or os.environ.get("REPLAYD_BIN") or
                          str(Path(__file__).resolve().parents[2] / "build/service/replayd"))
     rows: Dict[str, List[List[float]]] = {"quiet": [], "create": [], "drop": []}
     took: Dict[str, List[float]] = {"create": [], "drop": []}
     promised = 0
-    with pinned_server(binary) as address:
+    extra = ["--tier-dir", args.tier_dir] if tiered else []
+    fill_s: List[float] = []
+    with pinned_server(binary, extra_args=extra) as address:
         client = replayd.Client(address, timeout=600)
         for rep in range(args.reps):
             stop = multiprocessing.Event()
@@ -83,12 +98,30 @@ def main() -> None:
             time.sleep(0.5)
             marks = {"quiet": time.monotonic()}
             started = time.monotonic()
-            info = client.create_table("big", {"x": ("uint8", ())}, args.capacity)
+            info = client.create_table(
+                "big", {"x": ("uint8", (args.row_bytes,) if args.row_bytes > 1 else ())},
+                args.capacity, ram_bytes=int(args.ram_mib * 2**20) if tiered else None)
             took["create"].append(time.monotonic() - started)
             promised = int(info.get("bytes", 0)) if isinstance(info, dict) else 0
             marks["create"] = started
             marks["create_end"] = time.monotonic()
             time.sleep(0.2)
+            if tiered:  # full, most of it on disk, before the drop
+                filled = time.monotonic()
+                batch = np.random.default_rng(0).integers(0, 256, (64, args.row_bytes),
+                                                          dtype=np.uint8)
+                pending = []
+                for _ in range(0, args.capacity, 64):
+                    pending.append(client.insert_async("big", {"x": batch}))
+                    if len(pending) >= 8:
+                        pending.pop(0).result()
+                for future in pending:
+                    future.result()
+                while client.info("big")["file_tier"]["hot_rows"] > \
+                        client.info("big")["file_tier"]["ram_rows"]:
+                    time.sleep(0.1)
+                fill_s.append(time.monotonic() - filled)
+                time.sleep(0.5)
             started = time.monotonic()
             client.drop_table("big")
             took["drop"].append(time.monotonic() - started)
@@ -109,8 +142,9 @@ def main() -> None:
                   f"(slowest ping {slowest[1] * 1e3:.1f} ms at +{slowest[0] - marks['create']:.2f}"
                   f" s), drop {took['drop'][-1] * 1e3:.1f} ms", file=sys.stderr)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; a table of "
-          f"{args.capacity:,} one-byte items ({promised / 2**30:.2f} GiB allocated once "
-          f"created); server on CPU 0, pinger and creator on CPU 1; {args.reps} repetitions")
+          f"{args.capacity:,} items of {args.row_bytes:,} B ({promised / 2**30:.2f} GiB "
+          f"allocated once created); server on CPU 0, pinger and creator on CPU 1; "
+          f"{args.reps} repetitions")
     print("| window | pings | p50 ms | p99 ms | max ms | per repetition max ms |")
     print("|---|---:|---:|---:|---:|---|")
     for name, reps in rows.items():
@@ -120,6 +154,10 @@ def main() -> None:
               f"{', '.join(f'{max(r):.2f}' if r else '-' for r in reps)} |")
     print(f"create_table took {statistics.median(took['create']):.2f} s (median), "
           f"drop_table {1e3 * statistics.median(took['drop']):.1f} ms")
+    if tiered:
+        print(f"a file tier: rows of {args.row_bytes:,} B, {args.capacity * args.row_bytes / 2**30:.1f}"
+              f" GiB in all, {args.ram_mib:.0f} MiB in RAM; filled in "
+              f"{statistics.median(fill_s):.0f} s (median) before each drop")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,11 @@ FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor
       segment_bytes_limit_(segment_bytes) {}
 
 FileTier::~FileTier() {
-  // Reads in flight hold their segments' descriptors: unlinking under them is safe.
-  pool_.submit([dir = dir_] {
+  // Reads in flight hold their segments' descriptors: unlinking under them is safe. The
+  // segments go with the job, so that their descriptors are closed on the pool too (a close
+  // may wait for the file's writeback).
+  pool_.submit([dir = dir_, segments = std::move(segments_)]() mutable {
+    segments.clear();
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
   });
@@ -122,7 +125,8 @@ void FileTier::delete_dead_segments(const Table& table) {
       ++it;
       continue;
     }
-    pool_.submit([segment = it->second] { ::unlink(segment->path.c_str()); });
+    // The job holds the last reference: the descriptor is closed on the pool.
+    pool_.submit([segment = std::move(it->second)] { ::unlink(segment->path.c_str()); });
     segment_bytes_.erase(id);
     it = segments_.erase(it);
     ++stats_.segments_deleted;

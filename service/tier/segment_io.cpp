@@ -150,7 +150,9 @@ SegmentFile::~SegmentFile() {
 
 Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, std::uint32_t id) {
   const std::string path = dir + "/segment-" + std::to_string(id);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A new file, never truncated: ext4 flushes a truncated file's dirty pages when it is
+  // closed (auto_da_alloc), which would make a close wait on the disk.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return io_error("cannot create", path).error();
   return std::make_shared<SegmentFile>(id, fd, path);
 }

@@ -5,7 +5,8 @@
 // read straight into its destinations (preadv), with no copy between. These functions block
 // on the disk: call them on the IoPool only.
 // Ownership: a SegmentFile owns its descriptor; jobs hold it by shared_ptr, so a segment
-// deleted (unlinked) while a read is in flight stays readable by that read.
+// deleted (unlinked) while a read is in flight stays readable by that read. Its last
+// reference is dropped on the pool (closing may wait for writeback).
 #pragma once
 
 #include <cstddef>
