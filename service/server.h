@@ -60,12 +60,14 @@ class Server {
   Status open_metrics();
 
   ServerConfig config_;
+  // Disk work of file tiers. Shut down (its jobs run, its threads joined) in ~Server before
+  // the tables go; declared before io_ so that it outlives the coroutines io_ destroys (a
+  // file tier's writer holds its table, whose FileTier hands its directory to the pool).
+  std::unique_ptr<IoPool> io_pool_;
   asio::io_context io_;
   // Where tables' column blocks come from when shared_memory is on (they do not refer back
   // to it: any order of destruction is safe).
   std::unique_ptr<shm::SharedColumnSource> column_source_;
-  // Disk work of file tiers; shut down (its jobs run) before the tables go.
-  std::unique_ptr<IoPool> io_pool_;
   ServiceContext context_;
   std::unique_ptr<Snapshotter> snapshotter_;  // always present; enabled() when data_dir is set
   std::optional<asio::local::stream_protocol::acceptor> unix_acceptor_;

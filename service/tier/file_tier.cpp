@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +14,12 @@
 #include "service/table_registry.h"
 
 namespace replayd::service {
+namespace {
+
+// How long the writer waits after a failed write before it tries again.
+constexpr auto kRetryAfterError = std::chrono::seconds(1);
+
+}  // namespace
 
 FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor,
                    std::uint64_t segment_bytes)
@@ -99,7 +108,11 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
             table.name(), written.locations.error().message, kFileTierSlackRows, line->suffix());
       }
       table.abandon_spill(rows);
-      break;  // the next change of the table tries again
+      // The next change of the table tries again, after a pause: a full disk must not
+      // make the writer spin.
+      asio::steady_timer pause(executor_, kRetryAfterError);
+      co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+      break;
     }
     const std::vector<ColdLocation>& where = written.locations.value();
     std::uint64_t bytes = 0;
