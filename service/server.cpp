@@ -1,6 +1,7 @@
 #include "service/server.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
@@ -13,6 +14,7 @@
 #include "service/memory_trimmer.h"
 #include "service/net/listener.h"
 #include "service/net/session.h"
+#include "service/snapshot/segment_links.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/snapshot/snapshot_restore.h"
 #include "service/tier/tier_setup.h"
@@ -76,6 +78,7 @@ Server::Server(ServerConfig config) : config_(std::move(config)) {
 Server::~Server() {
   wait_for_off_thread_work();          // tables being created post into io_: it must outlive them
   if (io_pool_) io_pool_->shutdown();  // its jobs read tables' cells: before the tables go
+  if (tier_lock_fd_ >= 0) ::close(tier_lock_fd_);
   if (unix_acceptor_ && !addresses_.unix_path.empty()) {
     std::error_code ignored;
     std::filesystem::remove(addresses_.unix_path, ignored);
@@ -84,16 +87,26 @@ Server::~Server() {
 
 Status Server::open() {
   raise_descriptor_limit(context_.limits);
+  if (snapshotter_->enabled()) REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
+  if (!config_.tier_dir.empty()) REPLAYD_RETURN_IF_ERROR(claim_tier_dir_for_serving());
   for (const auto& table_config : config_.tables)
     REPLAYD_RETURN_IF_ERROR(check_file_tier_allowed(context_, table_config));
   if (snapshotter_->enabled()) {
-    REPLAYD_RETURN_IF_ERROR(ensure_snapshot_dir(config_.data_dir));
     REPLAYD_ASSIGN_OR_RETURN(
         RestoreOutcome restored,
         restore_tables(config_.data_dir, config_.tables, context_.limits, config_.allow_empty_start,
                        context_.tables, context_.column_memory, &context_.values));
     snapshotter_->set_newest_sequence(restored.newest_sequence, restored.kept_through);
     context_.tables.end_all_writers();
+    // Before the temporaries go: a restored file tier links the segments kept beside its
+    // snapshot (and a leftover of an interrupted run is not among them).
+    for (const auto& hosted : context_.tables.list()) {
+      if (!hosted->table->config().file_tier.enabled()) continue;
+      REPLAYD_RETURN_IF_ERROR(check_file_tier_allowed(context_, hosted->table->config()));
+      REPLAYD_RETURN_IF_ERROR(
+          restore_file_tier(context_, *hosted, restored.snapshot_path, io_.get_executor()));
+      table_changed(*hosted);  // rows past the budget are written out once serving
+    }
     remove_snapshot_temporaries(config_.data_dir);
   } else {
     for (const auto& table_config : config_.tables) {
@@ -118,6 +131,19 @@ Status Server::open() {
     return make_error(ErrorCode::invalid_argument, "no listener: both unix and tcp are disabled");
   }
   if (!config_.metrics_address.empty()) REPLAYD_RETURN_IF_ERROR(open_metrics());
+  return Ok{};
+}
+
+Status Server::claim_tier_dir_for_serving() {
+  REPLAYD_ASSIGN_OR_RETURN(tier_lock_fd_, claim_tier_dir(config_.tier_dir));
+  if (!snapshotter_->enabled()) return Ok{};
+  REPLAYD_ASSIGN_OR_RETURN(bool shared, same_filesystem(config_.tier_dir, config_.data_dir));
+  if (!shared) {
+    context_.file_tier_refusal =
+        "tier_dir '" + config_.tier_dir + "' and data_dir '" + config_.data_dir +
+        "' are on different filesystems, and snapshots keep a file tier's segments as hard "
+        "links, which cannot cross filesystems: put tier_dir on data_dir's filesystem";
+  }
   return Ok{};
 }
 

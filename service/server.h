@@ -58,6 +58,9 @@ class Server {
   Status open_unix();
   Status open_tcp();
   Status open_metrics();
+  // Holds tier_dir for this process (service/tier/tier_setup.h) and says whether file tiers
+  // can be kept in this server's snapshots.
+  Status claim_tier_dir_for_serving();
 
   ServerConfig config_;
   // Disk work of file tiers. Shut down (its jobs run, its threads joined) in ~Server before
@@ -79,6 +82,7 @@ class Server {
   std::promise<ListenAddresses> ready_promise_;
   std::shared_future<ListenAddresses> ready_future_;
   bool stopping_ = false;
+  int tier_lock_fd_ = -1;  // the lock on tier_dir (claim_tier_dir); -1: none
 };
 
 // A seed from std::random_device, for tables whose description states none.

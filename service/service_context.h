@@ -81,6 +81,9 @@ struct ServiceContext {
   // work (owned by the Server; null in unit tests).
   std::string tier_dir;
   IoPool* io_pool = nullptr;
+  // Why no table may have a file tier on this server although it has a tier_dir (empty:
+  // they may): tier_dir and data_dir on different filesystems.
+  std::string file_tier_refusal;
   // Names each table's tier directory uniquely (a table dropped and created again).
   std::uint64_t next_tier_id = 1;
 };

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/snapshot/episode_snapshot.h"
 #include "core/storage/zstd_value.h"
@@ -25,6 +26,10 @@ constexpr std::uint32_t kLostKeys = section_tag("TLSK");      // version 2
 constexpr std::uint32_t kMetadata = section_tag("TMET");      // version 3
 constexpr std::uint32_t kVersionsHead = section_tag("TVRH");  // version 5
 constexpr std::uint32_t kVersions = section_tag("TVRS");      // version 5
+constexpr std::uint32_t kTierHead = section_tag("TTRH");      // version 6
+constexpr std::uint32_t kTierCold = section_tag("TTRC");      // version 6
+// Bytes of one cold row in TTRC: slot, segment, bytes | raw << 31 (u32 each), offset (u64).
+constexpr std::uint64_t kColdEntryBytes = 20;
 constexpr std::uint8_t kFrameOptionsTail = 2;
 constexpr std::uint8_t kNoHistoryPaddingTail = 3;  // EpisodeConfig::pad_history = false
 
@@ -76,11 +81,19 @@ class TableSnapshotAccess {
   static Result<TableConfig> read_config(std::span<const std::byte> payload);
   static Status read_slots(SectionReader& reader, Table& table, std::uint32_t size,
                            std::vector<bool>& occupied);
-  static Status read_items(SectionReader& reader, Table& table, const std::vector<bool>& occupied);
+  // `cold`: a file tier's cold rows by slot (empty without one); their cells are not in
+  // TITM.
+  static Status read_items(SectionReader& reader, Table& table, const std::vector<bool>& occupied,
+                           const std::vector<std::optional<ColdLocation>>& cold);
   static Status write_lost(SectionWriter& writer, std::span<const std::uint64_t> lost);
   // Reads the lost keys and removes their items. Returns how many.
   static Result<std::uint64_t> drop_lost(SectionReader& reader, Table& table);
   static Status write_versions(const Table& table, SectionWriter& writer);
+  static Status write_tier(const Table& table, SectionWriter& writer);
+  // Reads TTRC: the cold rows of a table with a file tier, by slot (nullopt: hot or free).
+  static Result<std::vector<std::optional<ColdLocation>>> read_cold_rows(SectionReader& reader,
+                                                                         std::uint32_t capacity,
+                                                                         std::uint64_t count);
   static Status read_versions(SectionReader& reader, Table& table);
   // Counts every stored item's version in the table's VersionIndex afresh.
   static void recount_versions(Table& table);
@@ -130,6 +143,7 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer,
     if (!config.episodes.pad_history) cfg.u8(kNoHistoryPaddingTail);  // absent: padded
   }
   REPLAYD_RETURN_IF_ERROR(writer.section(kTableConfig, cfg.data()));
+  REPLAYD_RETURN_IF_ERROR(write_tier(table, writer));
 
   const Storage& storage = table.storage_;
   ByteWriter state;
@@ -162,19 +176,22 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer,
   writer.begin_stream(kItems);
   Status status = Ok{};
   std::vector<std::uint64_t> lost;  // items whose bytes changed under the copy
+  const TierIndex* tier = table.tier_.get();
   table.remover_->for_each_in_order([&](std::uint32_t slot) {
     if (!status) return;
     status = writer.append_value(storage.key(slot));
     if (status) status = writer.append_value(storage.priority(slot));
     if (status) status = writer.append_value(storage.times_sampled(slot));
+    // A cold row's bytes are in its segment (TTRC says where), its cells given back.
+    const bool cold = tier != nullptr && tier->cold(slot);
     for (std::size_t f = 0; status && f < config.schema.size(); ++f) {
       if (const BlobColumn* blobs = storage.blobs(f)) {
         status = writer.append_value(static_cast<std::uint32_t>(blobs->get(slot).size()));
-      } else {
+      } else if (!cold) {
         status = writer.append({storage.cell(f, slot), storage.item_bytes(f)});
       }
     }
-    if (status && !storage.stamp_holds_key(slot)) lost.push_back(storage.key(slot));
+    if (status && !cold && !storage.stamp_holds_key(slot)) lost.push_back(storage.key(slot));
   });
   REPLAYD_RETURN_IF_ERROR(status);
   REPLAYD_RETURN_IF_ERROR(writer.end_stream());
@@ -206,6 +223,69 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer,
   metadata.str(config.metadata);
   REPLAYD_RETURN_IF_ERROR(writer.section(kMetadata, metadata.data()));
   return write_versions(table, writer);
+}
+
+// TTRH: the file tier's RAM budget (0: none) and, with one, how many rows are cold; TTRC (a
+// stream, with a file tier only): each cold row's slot and record location, in slot order.
+// The segment files themselves are kept beside the image by the service (hard links).
+Status TableSnapshotAccess::write_tier(const Table& table, SectionWriter& writer) {
+  const TierIndex* tier = table.tier_.get();
+  ByteWriter head;
+  head.u64(tier ? table.config_.file_tier.ram_bytes : 0);
+  if (tier) head.u64(tier->cold_rows());
+  REPLAYD_RETURN_IF_ERROR(writer.section(kTierHead, head.data()));
+  if (!tier) return Ok{};
+  writer.begin_stream(kTierCold);
+  Status status = Ok{};
+  for (std::uint32_t slot = 0; status && slot < table.storage_.capacity(); ++slot) {
+    if (!tier->cold(slot)) continue;
+    const ColdLocation& where = tier->location(slot);
+    status = writer.append_value(slot);
+    if (status) status = writer.append_value(where.segment);
+    if (status)
+      status = writer.append_value(std::uint32_t{where.bytes} | std::uint32_t{where.raw} << 31);
+    if (status) status = writer.append_value(where.offset);
+  }
+  REPLAYD_RETURN_IF_ERROR(status);
+  return writer.end_stream();
+}
+
+Result<std::vector<std::optional<ColdLocation>>> TableSnapshotAccess::read_cold_rows(
+    SectionReader& reader, std::uint32_t capacity, std::uint64_t count) {
+  if (count > capacity) {
+    return bad("section TTRH: " + std::to_string(count) + " cold rows, more than the capacity " +
+               std::to_string(capacity));
+  }
+  std::vector<std::optional<ColdLocation>> cold(capacity);
+  reader.begin_stream(kTierCold, count * kColdEntryBytes);
+  std::int64_t previous = -1;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::uint32_t slot = 0;
+    std::uint32_t segment = 0;
+    std::uint32_t bytes_raw = 0;
+    std::uint64_t offset = 0;
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(slot));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(segment));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(bytes_raw));
+    REPLAYD_RETURN_IF_ERROR(reader.read_value(offset));
+    if (slot >= capacity || std::int64_t{slot} <= previous) {
+      return bad("section TTRC: cold row " + std::to_string(i) + ": slot " + std::to_string(slot) +
+                 " is out of range or out of order");
+    }
+    ColdLocation where;
+    where.segment = segment;
+    where.bytes = bytes_raw & 0x7fffffffu;
+    where.raw = bytes_raw >> 31;
+    where.offset = offset;
+    if (where.bytes == 0 || offset > (std::uint64_t{1} << 48)) {
+      return bad("section TTRC: cold row in slot " + std::to_string(slot) +
+                 ": record of 0 bytes, or at an offset past 2^48");
+    }
+    cold[slot] = where;
+    previous = slot;
+  }
+  REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  return cold;
 }
 
 // TVRH: the followed value's name, whether drop_behind is set and its value, the
@@ -454,12 +534,18 @@ Status TableSnapshotAccess::read_slots(SectionReader& reader, Table& table, std:
 }
 
 Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
-                                       const std::vector<bool>& occupied) {
+                                       const std::vector<bool>& occupied,
+                                       const std::vector<std::optional<ColdLocation>>& cold) {
   Storage& storage = table.storage_;
   const TableConfig& config = table.config_;
   const std::uint32_t size = storage.size();
   const std::uint64_t mask = (std::uint64_t{1} << storage.slot_bits()) - 1;
-  reader.begin_stream(kItems, std::uint64_t{size} * row_bytes(config.schema));
+  std::uint64_t cold_rows = 0;  // their fixed-size fields are in their records, not here
+  for (const auto& where : cold)
+    cold_rows += where ? 1 : 0;
+  reader.begin_stream(
+      kItems, std::uint64_t{size} * row_bytes(config.schema) -
+                  std::min<std::uint64_t>(cold_rows, size) * fixed_row_bytes(config.schema));
   // (slot, field, size) of each compressed value, in the blob stream's order.
   struct PendingBlob {
     std::uint32_t slot;
@@ -500,6 +586,7 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
     }
     const auto s = static_cast<std::uint32_t>(slot);
     seen[s] = true;
+    const bool is_cold = !cold.empty() && cold[s].has_value();
     for (std::size_t f = 0; f < config.schema.size(); ++f) {
       if (storage.blobs(f) != nullptr) {
         std::uint32_t blob_size = 0;
@@ -508,7 +595,16 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
         blobs.push_back({s, static_cast<std::uint32_t>(f), blob_size});
         continue;
       }
-      REPLAYD_RETURN_IF_ERROR(reader.read({storage.cell(f, s), storage.item_bytes(f)}));
+      if (!is_cold)
+        REPLAYD_RETURN_IF_ERROR(reader.read({storage.cell(f, s), storage.item_bytes(f)}));
+    }
+    // Items come in the remover's (FIFO) order: the hot ones go cold in that order again.
+    if (TierIndex* tier = table.tier_.get()) {
+      if (is_cold) {
+        tier->restore_cold(s, *cold[s]);
+      } else {
+        tier->on_store(s, key);
+      }
     }
     storage.set_priority(s, priority);
     storage.set_times_sampled(s, times_sampled);
@@ -517,6 +613,11 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
       table.draws_left_ += config.max_times_sampled - times_sampled;
   }
   REPLAYD_RETURN_IF_ERROR(reader.end_stream());
+  for (std::uint32_t slot = 0; slot < cold.size(); ++slot) {
+    if (cold[slot] && !seen[slot])
+      return bad("section TTRC: cold row in slot " + std::to_string(slot) +
+                 ", which holds no item");
+  }
   if (!config.schema.has_compression()) return Ok{};
   // Every value is checked as an append checks it, and together they keep to the budget.
   const std::uint64_t budget = compressed_budget(config);
@@ -571,10 +672,27 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   REPLAYD_ASSIGN_OR_RETURN(auto config_bytes, reader.section(kTableConfig));
   REPLAYD_ASSIGN_OR_RETURN(TableConfig config, read_config(config_bytes));
   const std::string name = config.name;
-  // Validates the whole configuration and the byte limit before allocating the columns.
+  std::uint64_t cold_count = 0;
+  if (version >= 6) {
+    auto tier_bytes = reader.section(kTierHead);
+    if (!tier_bytes) return in_table(name, tier_bytes.error());
+    ByteReader tier_in(*tier_bytes);
+    bool tier_ok = tier_in.u64(config.file_tier.ram_bytes);
+    if (tier_ok && config.file_tier.enabled()) tier_ok = tier_in.u64(cold_count);
+    if (!tier_ok || tier_in.remaining() != 0) return in_table(name, bad("section TTRH: malformed"));
+  }
+  // Validates the whole configuration and the byte limit before allocating the columns. A
+  // file tier's columns are private memory (its cold rows' pages are given back).
+  if (config.file_tier.enabled()) memory = nullptr;
   auto created = Table::create(std::move(config), max_table_bytes, memory);
   if (!created) return in_table(name, created.error());
   std::unique_ptr<Table> table = std::move(created).value();
+  std::vector<std::optional<ColdLocation>> cold;
+  if (table->tier_) {
+    auto cold_rows = read_cold_rows(reader, table->config_.capacity, cold_count);
+    if (!cold_rows) return in_table(name, cold_rows.error());
+    cold = std::move(cold_rows).value();
+  }
 
   auto state_bytes = reader.section(kTableState);
   if (!state_bytes) return in_table(name, state_bytes.error());
@@ -615,7 +733,7 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   if (auto status = read_slots(reader, *table, size, occupied); !status) {
     return in_table(name, status.error());
   }
-  if (auto status = read_items(reader, *table, occupied); !status) {
+  if (auto status = read_items(reader, *table, occupied, cold); !status) {
     return in_table(name, status.error());
   }
   if (auto status = read_sampler_order(reader, *table, occupied); !status) {
@@ -634,6 +752,9 @@ Result<std::unique_ptr<Table>> TableSnapshotAccess::read(SectionReader& reader,
   table->rng_.set_state(rng);
   table->max_priority_ = max_priority;
   table->storage_.publish_all();
+  for (std::uint32_t slot = 0; slot < cold.size(); ++slot) {
+    if (cold[slot] && table->tier_->cold(slot)) table->storage_.unpublish(slot);  // as written out
+  }
   if (items_written != nullptr) *items_written = table->size();
   if (version >= 2) {
     if (auto lost = drop_lost(reader, *table); !lost) return in_table(name, lost.error());

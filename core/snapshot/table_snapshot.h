@@ -31,7 +31,10 @@ inline constexpr char kSnapshotMagic[8] = {'R', 'P', 'L', 'Y', 'S', 'N', 'A', 'P
 // count in FINF's and FEND's second field (0 before).
 // Version 5 adds, after each table's metadata, its policy versions (TVRH, TVRS): the
 // followed value and drop_behind, and every stored item's version (docs/VERSIONS.md).
-inline constexpr std::uint32_t kSnapshotVersion = 5;
+// Version 6 adds, after each table's configuration, its file tier (TTRH, TTRC): the RAM
+// budget and where each cold row lies; a cold row's cells are left out of TITM, its bytes
+// stay in the segment files kept beside the image (docs/FILE_TIER.md).
+inline constexpr std::uint32_t kSnapshotVersion = 6;
 inline constexpr std::uint32_t kOldestSnapshotVersion = 1;
 inline constexpr std::uint32_t kSnapshotHeaderBytes = 16;  // magic, version, header crc32c
 

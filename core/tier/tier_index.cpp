@@ -44,6 +44,14 @@ void TierIndex::on_spilled(std::uint32_t slot, const ColdLocation& where) {
   ++live_[where.segment];
 }
 
+void TierIndex::restore_cold(std::uint32_t slot, const ColdLocation& where) {
+  assert(state_[slot] == State::empty);
+  ++cold_rows_;
+  state_[slot] = State::cold;
+  locations_[slot] = where;
+  ++live_[where.segment];
+}
+
 void TierIndex::on_spill_failed(const SpillRow& row) {
   if (state_[row.slot] != State::spilling) return;  // removed meanwhile
   state_[row.slot] = State::hot;

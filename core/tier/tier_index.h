@@ -50,6 +50,9 @@ class TierIndex {
   void on_store(std::uint32_t slot, std::uint64_t key);
   // The row in `slot` was removed (evicted, deleted, expired, reset). O(1).
   void on_release(std::uint32_t slot);
+  // A restored row (a snapshot's) that lies at `where`: cold at once. Precondition: `slot`
+  // is empty. O(log segments).
+  void restore_cold(std::uint32_t slot, const ColdLocation& where);
 
   // Up to `most` of the oldest hot rows beyond ram_rows, chosen to be written out; they
   // stay hot (readable in RAM) until on_spilled. `key_of(slot)` is the slot's current key

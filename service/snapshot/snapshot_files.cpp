@@ -1,5 +1,7 @@
 #include "service/snapshot/snapshot_files.h"
 
+#include "service/snapshot/segment_links.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@ namespace fs = std::filesystem;
 constexpr std::string_view kPrefix = "snapshot-";
 constexpr std::string_view kSuffix = ".rsnap";
 constexpr std::string_view kTemporarySuffix = ".tmp";
+constexpr std::string_view kSegmentsSuffix = ".segments";
 
 // Disk full, quota and file-size limits are resource exhaustion; anything else an I/O failure.
 Error io_error(const std::string& what, int error_number) {
@@ -69,6 +72,10 @@ Status fsync_directory(const std::string& dir) {
 
 }  // namespace
 
+std::string snapshot_path(const std::string& dir, std::uint64_t sequence) {
+  return (fs::path(dir) / snapshot_name(sequence)).string();
+}
+
 Status ensure_snapshot_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -114,9 +121,15 @@ std::size_t remove_snapshot_temporaries(const std::string& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.starts_with(kPrefix) && name.ends_with(kTemporarySuffix)) doomed.push_back(it->path());
+    // Segments kept for a snapshot whose image was never completed (or was removed).
+    if (name.starts_with(kPrefix) && name.ends_with(kSegmentsSuffix)) {
+      const std::string image =
+          name.substr(0, name.size() - kSegmentsSuffix.size()) + std::string(kSuffix);
+      if (!fs::exists(it->path().parent_path() / image, ec)) doomed.push_back(it->path());
+    }
   }
   for (const auto& path : doomed)
-    removed += fs::remove(path, ec) ? 1 : 0;
+    removed += fs::remove_all(path, ec) > 0 ? 1 : 0;
   return removed;
 }
 
@@ -131,6 +144,7 @@ std::size_t prune_snapshots(const std::string& dir, std::uint32_t keep,
     if (++kept <= std::max<std::uint32_t>(keep, 1)) continue;
     std::error_code ec;
     removed += fs::remove(file.path, ec) ? 1 : 0;
+    remove_segments_of(file.path);
   }
   return removed;
 }
@@ -182,7 +196,7 @@ Status write_kept_through(const std::string& dir, std::uint64_t sequence) {
 Result<WrittenSnapshot> write_snapshot_file(
     const std::string& dir, std::uint64_t sequence,
     const std::function<Result<SnapshotStats>(SnapshotSink&)>& produce, std::uint32_t pause_ms) {
-  const std::string path = (fs::path(dir) / snapshot_name(sequence)).string();
+  const std::string path = snapshot_path(dir, sequence);
   const std::string temporary = path + std::string(kTemporarySuffix);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("create '" + temporary + "'", errno);

@@ -23,17 +23,23 @@ struct SnapshotFile {
   std::uint64_t sequence = 0;
 };
 
+// The path snapshot number `sequence` has in `dir`.
+std::string snapshot_path(const std::string& dir, std::uint64_t sequence);
+
 // Creates `dir` (and its parents) when missing. Errors name the directory and the reason.
 Status ensure_snapshot_dir(const std::string& dir);
 
 // Complete snapshots in `dir`, newest (highest sequence) first. A missing directory holds none.
 Result<std::vector<SnapshotFile>> list_snapshots(const std::string& dir);
 
-// Deletes leftover "*.tmp" files of interrupted writes; returns how many.
+// Deletes leftover "*.tmp" files of interrupted writes, and kept file tier segments
+// ("*.segments", service/snapshot/segment_links.h) of snapshots that do not exist; returns
+// how many.
 std::size_t remove_snapshot_temporaries(const std::string& dir);
 
 // Deletes all but the newest `keep` (>= 1) snapshots of sequence above `kept_through`;
-// those at or below it are never deleted (nor counted). Logs nothing, returns how many went.
+// those at or below it are never deleted (nor counted). A deleted snapshot's kept file tier
+// segments go with it. Logs nothing, returns how many went.
 std::size_t prune_snapshots(const std::string& dir, std::uint32_t keep,
                             std::uint64_t kept_through = 0);
 

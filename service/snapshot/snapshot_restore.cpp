@@ -77,6 +77,7 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
         dir, count, newest_problem);
     outcome.kept_through = outcome.newest_sequence;
   }
+  outcome.snapshot_path = source;
   const std::uint64_t kept_before = read_kept_through(dir);
   std::uint64_t restored_sequence = 0;
   if (!source.empty()) {
@@ -132,7 +133,9 @@ Result<RestoreOutcome> restore_tables(const std::string& dir,
           "({}); starting empty as configured",
           config.name, source, difference);
     }
-    auto table = Table::create(config, limits.max_table_bytes, column_memory);
+    // A file tier's columns are private memory (its cold rows' pages are given back).
+    auto table = Table::create(config, limits.max_table_bytes,
+                               config.file_tier.enabled() ? nullptr : column_memory);
     if (!table) return table.error();
     registry.add(std::move(table).value());
   }

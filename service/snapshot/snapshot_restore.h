@@ -32,6 +32,8 @@ struct RestoreOutcome {
   // items. Persisted (read_kept_through), so later starts that restore one of the empty
   // snapshots written since keep it too; cleared by a start that restores one of the kept.
   std::uint64_t kept_through = 0;
+  // The snapshot restored (empty: none); a table with a file tier finds its segments beside it.
+  std::string snapshot_path;
 };
 
 // Adds every table to `registry` per the rule above.

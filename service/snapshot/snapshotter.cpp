@@ -14,6 +14,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "service/snapshot/segment_links.h"
+
 namespace replayd::service {
 namespace {
 
@@ -81,6 +83,7 @@ Snapshotter::~Snapshotter() {
     ::kill(child_pid_, SIGKILL);
     ::waitpid(child_pid_, nullptr, 0);
   }
+  gate_->end();
 }
 
 void Snapshotter::start() {
@@ -125,10 +128,23 @@ Result<WrittenSnapshot> Snapshotter::write_now(std::uint64_t sequence) const {
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
+  // The segments of file tiers are linked before the image is renamed into place: a
+  // complete image always has them beside it.
+  std::vector<TierSegments> tiers;
+  for (const auto& hosted : tables_.list()) {
+    if (hosted->tier)
+      tiers.push_back(TierSegments{hosted->table->name(), hosted->tier->segment_paths()});
+  }
+  const std::string path = snapshot_path(options_.data_dir, sequence);
+  if (auto linked = link_segments(path, tiers); !linked) {
+    remove_segments_of(path);
+    return linked.error();
+  }
   auto written = write_snapshot_file(
       options_.data_dir, sequence,
       [&](SnapshotSink& sink) { return write_snapshot(tables, created_unix_ms, sink, values); },
       options_.test_pause_ms);
+  if (!written) remove_segments_of(path);
   if (written) prune_snapshots(options_.data_dir, options_.keep, kept_through_);
   return written;
 }
@@ -156,6 +172,7 @@ void Snapshotter::start_run(std::uint64_t run) {
   }
   const auto started = std::chrono::steady_clock::now();
   const pid_t parent = ::getpid();
+  gate_->begin();
   const pid_t pid = ::fork();
   if (pid == 0) child_main(fds[1], sequence, parent);
   const double stall_ms = ms_since(started);
@@ -223,6 +240,7 @@ void Snapshotter::finish_run(std::uint64_t run, SnapshotOutcome outcome) {
   outcomes_.emplace_back(run, std::move(outcome));
   if (outcomes_.size() > kRememberedOutcomes) outcomes_.pop_front();
   running_run_ = 0;
+  gate_->end();
   finished_.wake_all();
   if (queued_run_ != 0 && !stopped_) {
     const std::uint64_t next = queued_run_;
@@ -247,6 +265,7 @@ SnapshotOutcome Snapshotter::write_final() {
     child_pid_ = 0;
     remove_snapshot_temporaries(options_.data_dir);
   }
+  gate_->end();
   const auto started = std::chrono::steady_clock::now();
   auto written = write_now(next_sequence_++);
   outcome.duration_ms = ms_since(started);

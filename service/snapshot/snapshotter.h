@@ -17,10 +17,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/snapshot/table_snapshot.h"
 #include "service/snapshot/snapshot_files.h"
+#include "service/snapshot/snapshot_gate.h"
 #include "service/table_registry.h"
 #include "service/values/value_store.h"
 #include "service/waiting/wait_queue.h"
@@ -54,6 +56,8 @@ class Snapshotter {
   Snapshotter& operator=(const Snapshotter&) = delete;
 
   bool enabled() const { return !options_.data_dir.empty(); }
+  // Open while no snapshot is being written (file tiers hold back deleting segments).
+  const std::shared_ptr<SnapshotGate>& gate() const { return gate_; }
   const SnapshotOptions& options() const { return options_; }
   // New snapshots get sequence numbers above `sequence` (the newest file found at start).
   // Snapshots up to `kept_through` are never pruned (RestoreOutcome::kept_through).
@@ -103,6 +107,7 @@ class Snapshotter {
   pid_t child_pid_ = 0;
   bool stopped_ = false;
   std::deque<std::pair<std::uint64_t, SnapshotOutcome>> outcomes_;  // the last 16
+  std::shared_ptr<SnapshotGate> gate_ = std::make_shared<SnapshotGate>();
 };
 
 }  // namespace replayd::service

@@ -1,6 +1,7 @@
 #include "service/tier/file_tier.h"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
@@ -22,21 +23,44 @@ constexpr auto kRetryAfterError = std::chrono::seconds(1);
 }  // namespace
 
 FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor,
-                   std::uint64_t segment_bytes)
+                   std::uint64_t segment_bytes, std::map<std::uint32_t, AdoptedSegment> adopted,
+                   std::shared_ptr<SnapshotGate> gate)
     : dir_(std::move(dir)),
       pool_(pool),
       executor_(std::move(executor)),
-      segment_bytes_limit_(segment_bytes) {}
+      segment_bytes_limit_(segment_bytes),
+      gate_(std::move(gate)) {
+  for (auto& [id, segment] : adopted) {
+    segments_[id] = std::move(segment.file);
+    segment_bytes_[id] = segment.bytes;
+    next_segment_ = std::max(next_segment_, id + 1);
+  }
+}
 
 FileTier::~FileTier() {
   // Reads in flight hold their segments' descriptors: unlinking under them is safe. The
   // segments go with the job, so that their descriptors are closed on the pool too (a close
   // may wait for the file's writeback).
-  pool_.submit([dir = dir_, segments = std::move(segments_)]() mutable {
-    segments.clear();
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  });
+  std::function<void()> remove = [&pool = pool_, dir = dir_,
+                                  segments = std::move(segments_)]() mutable {
+    pool.submit([dir, segments = std::move(segments)]() mutable {
+      segments.clear();
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    });
+  };
+  if (gate_) {
+    gate_->after_writing(std::move(remove));
+  } else {
+    remove();
+  }
+}
+
+std::vector<std::pair<std::uint32_t, std::string>> FileTier::segment_paths() const {
+  std::vector<std::pair<std::uint32_t, std::string>> paths;
+  for (const auto& [id, segment] : segments_)
+    paths.emplace_back(id, segment->path);
+  return paths;
 }
 
 std::uint64_t FileTier::file_bytes() const {
@@ -75,8 +99,7 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
       for (std::size_t f = 0; f < field_bytes.size(); ++f)
         cells.push_back(table.storage().cell(f, row.slot));
     const bool rotate = !has_open_segment_ || open_bytes_ >= segment_bytes_limit_;
-    const std::uint32_t segment_id =
-        rotate ? (has_open_segment_ ? open_segment_ + 1 : 0) : open_segment_;
+    const std::uint32_t segment_id = rotate ? next_segment_ : open_segment_;
     std::shared_ptr<SegmentFile> segment = rotate ? nullptr : segments_.at(open_segment_);
     const std::uint64_t offset = rotate ? 0 : open_bytes_;
     std::function<Written()> job = [dir = dir_, segment, segment_id, offset,
@@ -92,6 +115,7 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
     };
     Written written = co_await run_on_pool(pool_, std::move(job));
     if (written.created) {
+      next_segment_ = segment_id + 1;
       segments_[segment_id] = written.created;
       segment_bytes_[segment_id] = 0;
       open_segment_ = segment_id;
@@ -132,6 +156,9 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
 }
 
 void FileTier::delete_dead_segments(const Table& table) {
+  // A snapshot being written links the segments of its image: none may go meanwhile. The
+  // next change after it ends deletes them.
+  if (gate_ && gate_->writing()) return;
   for (auto it = segments_.begin(); it != segments_.end();) {
     const std::uint32_t id = it->first;
     if ((has_open_segment_ && id == open_segment_) || table.tier()->live_rows(id) != 0) {

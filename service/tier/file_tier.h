@@ -18,12 +18,19 @@
 #include "core/result.h"
 #include "core/table/table.h"
 #include "metrics/log_throttle.h"
+#include "service/snapshot/snapshot_gate.h"
 #include "service/tier/io_pool.h"
 #include "service/tier/segment_io.h"
 
 namespace replayd::service {
 
 struct HostedTable;
+
+// Segments a restored table's tier starts with (their rows are the cold rows it restored).
+struct AdoptedSegment {
+  std::shared_ptr<SegmentFile> file;
+  std::uint64_t bytes = 0;
+};
 
 // What a file tier did, for `info` and metrics.
 struct FileTierStats {
@@ -39,10 +46,14 @@ struct FileTierStats {
 class FileTier {
  public:
   // `dir` exists (create_table made it); `executor`: the io_context's; a segment takes no
-  // more rows once it holds `segment_bytes`.
+  // more rows once it holds `segment_bytes`. `adopted`: a restored table's segments, by id
+  // (never written to again: new rows go to new segments). `gate` (null without snapshots):
+  // while a snapshot is written, no segment file is deleted (its writer links the segments
+  // its image refers to).
   FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor,
-           std::uint64_t segment_bytes);
-  // Deletes the directory and its segments on the pool.
+           std::uint64_t segment_bytes, std::map<std::uint32_t, AdoptedSegment> adopted = {},
+           std::shared_ptr<SnapshotGate> gate = nullptr);
+  // Deletes the directory and its segments on the pool (once no snapshot is being written).
   ~FileTier();
   FileTier(const FileTier&) = delete;
   FileTier& operator=(const FileTier&) = delete;
@@ -66,6 +77,8 @@ class FileTier {
   asio::awaitable<Status> read_cold(const Table& table, std::vector<ColdRead> reads);
 
   const std::string& dir() const { return dir_; }
+  // The segment files (every one that may hold a live row), by id.
+  std::vector<std::pair<std::uint32_t, std::string>> segment_paths() const;
   const FileTierStats& stats() const { return stats_; }
   std::uint64_t file_bytes() const;  // bytes of the live segment files
   std::size_t segments() const { return segments_.size(); }
@@ -82,6 +95,8 @@ class FileTier {
   std::map<std::uint32_t, std::uint64_t> segment_bytes_;
   std::uint32_t open_segment_ = 0;  // the segment written to; none before the first write
   bool has_open_segment_ = false;
+  std::uint32_t next_segment_ = 0;  // the id the next segment gets
+  std::shared_ptr<SnapshotGate> gate_;
   std::uint64_t open_bytes_ = 0;  // bytes of the open segment
   bool writing_ = false;          // the writer coroutine runs
   FileTierStats stats_;

@@ -1,6 +1,7 @@
 #include "service/tier/segment_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -155,6 +156,17 @@ Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, std:
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return io_error("cannot create", path).error();
   return std::make_shared<SegmentFile>(id, fd, path);
+}
+
+Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& path, std::uint32_t id,
+                                                  std::uint64_t& bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open", path).error();
+  auto segment = std::make_shared<SegmentFile>(id, fd, path);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return io_error("cannot stat", path).error();
+  bytes = static_cast<std::uint64_t>(info.st_size);
+  return segment;
 }
 
 Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::uint64_t offset,

@@ -37,6 +37,11 @@ inline constexpr std::uint64_t kRecordHeaderBytes = 8;
 // Creates segment `id` in `dir` (segment-<id>); an error names the file and the reason.
 Result<std::shared_ptr<SegmentFile>> create_segment(const std::string& dir, std::uint32_t id);
 
+// Opens segment `id` at `path` to read it (a restored table's, written by an earlier run);
+// `bytes` receives its size. An error names the file and the reason.
+Result<std::shared_ptr<SegmentFile>> open_segment(const std::string& path, std::uint32_t id,
+                                                  std::uint64_t& bytes);
+
 // Compresses each row and appends the records to `segment` at `offset`, in one write. Row
 // i's field f is field_bytes[f] bytes at cells[i * fields + f]. Returns each record's
 // location (segment.id, offset, bytes, raw).

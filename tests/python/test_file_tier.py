@@ -1,12 +1,15 @@
 """A table's file tier (docs/FILE_TIER.md) against the real server: rows past the RAM budget
 are written out to segment files and read back exactly when drawn, over both transports;
 prioritized draws over both tiers follow the priorities; FIFO eviction deletes the segments
-of evicted rows; dropping the table removes its directory; and every way a file tier cannot
-be used is refused with a message that says why and what to do."""
+of evicted rows; dropping the table removes its directory; a restart (graceful or after a
+kill) keeps every item, its snapshot keeping the segments as links, not copies; and every
+way a file tier cannot be used is refused with a message that says why and what to do."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -87,8 +90,10 @@ def test_rows_past_the_ram_budget_are_written_out_and_read_back_exactly(tiered, 
 
 def test_prioritized_draws_over_both_tiers_follow_the_priorities(tiered):
     with replayd.Client(tiered.unix_address, timeout=30) as c:
+        # Seeded: the draws are the same in every run (a chi-square test at p = 0.001 would
+        # fail one run in a thousand otherwise).
         c.create_table("p", FIELDS, 64, sampler="prioritized", priority_exponent=1.0,
-                       ram_bytes=8 * ROW_BYTES)
+                       ram_bytes=8 * ROW_BYTES, seed=20261205)
         items = np.arange(32, dtype=np.int64)
         keys = c.insert("p", {"item": items, "obs": rows_of(items)},
                         priorities=(items + 1).astype(np.float64))
@@ -159,12 +164,141 @@ def test_a_file_tier_needs_a_tier_directory(server, table_name):
             c.create_table(table_name, FIELDS, 100, ram_bytes=1 << 20)
 
 
-def test_a_file_tier_is_refused_beside_snapshots(make_server, tmp_path):
-    server = make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--data-dir",
-                                     str(tmp_path / "data")])
+def persistent(make_server, tmp_path) -> ServerProcess:
+    """A server with snapshots and a tier directory on one filesystem, 1 MiB segments."""
+    config = tmp_path / "persistent.json"
+    config.write_text(json.dumps({"limits": {"tier_segment_bytes": 1 << 20}}))
+    return make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--data-dir",
+                                   str(tmp_path / "data"), "--config", str(config)])
+
+
+def read_all(client: replayd.Client, table: str) -> np.ndarray:
+    """Every item of `table` in its order, checking each row's bytes."""
+    items = []
+    for page in client.read_items(table, page=128):
+        np.testing.assert_array_equal(page["obs"], rows_of(page["item"]))
+        items.append(page["item"])
+    return np.concatenate(items)
+
+
+def segment_inodes(directory: Path) -> Dict[str, int]:
+    return {f.name: f.stat().st_ino for f in directory.glob("segment-*")}
+
+
+def test_a_restart_keeps_every_item_and_reuses_the_segments(make_server, tmp_path):
+    server = persistent(make_server, tmp_path)
     with replayd.Client(server.unix_address, timeout=30) as c:
-        with pytest.raises(replayd.ReplayError, match="snapshots"):
-            c.create_table("s", FIELDS, 100, ram_bytes=1 << 20)
+        c.create_table("r", FIELDS, 1000, ram_bytes=50 * ROW_BYTES)
+        insert_items(c, "r", 0, 1200)  # 200 evicted, 950 cold, 50 hot
+        tier = wait_written_out(c, "r")
+        assert tier["cold_rows"] >= 900
+    before = {name: ino for d in (tmp_path / "tier").glob("r.*")
+              for name, ino in segment_inodes(d).items()}
+    assert len(before) >= 5
+    assert server.stop() == 0  # the final snapshot links the segments beside it
+    kept = list((tmp_path / "data").glob("snapshot-*.segments/r"))
+    assert len(kept) == 1
+    kept_inodes = segment_inodes(kept[0])
+    # Links, not copies: the very files the tier wrote.
+    assert kept_inodes and all(before.get(name) == ino for name, ino in kept_inodes.items())
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        np.testing.assert_array_equal(read_all(c, "r"), np.arange(200, 1200))
+        tier = tier_info(c, "r")
+        assert tier["cold_rows"] >= 900 and tier["ram_rows"] == 50
+        restored = [d for d in (tmp_path / "tier").glob("r.*")]
+        assert len(restored) == 1
+        assert set(segment_inodes(restored[0]).items()) >= set(kept_inodes.items())
+        batch = c.sample("r", 500)
+        np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
+        # New rows go to new segments; FIFO eviction retires the restored ones.
+        insert_items(c, "r", 1200, 1000)
+        wait_written_out(c, "r")
+        np.testing.assert_array_equal(read_all(c, "r"), np.arange(1200, 2200))
+        assert not set(segment_inodes(restored[0]).values()) & set(kept_inodes.values())
+
+
+def test_a_killed_server_restores_the_last_snapshot_from_its_kept_segments(make_server,
+                                                                           tmp_path):
+    server = persistent(make_server, tmp_path)
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("k", FIELDS, 600, ram_bytes=30 * ROW_BYTES, priority_exponent=1.0,
+                       sampler="prioritized")
+        keys = insert_items(c, "k", 0, 600, priorities=np.ones(100))
+        wait_written_out(c, "k")
+        c.update_priorities("k", keys[:10], np.full(10, 50.0))  # cold rows' priorities
+        c.snapshot()
+        # After the snapshot: evictions retire its segments in the tier; its links keep them.
+        insert_items(c, "k", 600, 600, priorities=np.ones(100))
+        wait_written_out(c, "k")
+        assert tier_info(c, "k")["segments_deleted"] >= 3
+    server.kill()
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        np.testing.assert_array_equal(read_all(c, "k"), np.arange(600))
+        batch = c.sample("k", 2000)
+        np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
+        # The snapshot's priorities: items 0-9 hold 10 x 50 of the 500 + 590 x 1 mass.
+        share = np.isin(batch["item"], np.arange(10)).mean()
+        assert 0.35 < share < 0.55, share
+
+
+def test_a_snapshot_without_its_kept_segments_refuses_the_start(make_server, tmp_path):
+    server = persistent(make_server, tmp_path)
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("m", FIELDS, 500, ram_bytes=10 * ROW_BYTES)
+        insert_items(c, "m", 0, 300)
+        wait_written_out(c, "m")
+    assert server.stop() == 0
+    for kept in (tmp_path / "data").glob("snapshot-*.segments/m/segment-*"):
+        kept.unlink()
+    with pytest.raises(RuntimeError, match=r"table 'm': its file tier cannot be restored"):
+        server.start()
+
+
+def test_a_file_tier_is_refused_when_snapshots_could_not_keep_its_segments(make_server,
+                                                                           tmp_path):
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs /dev/shm on a filesystem other than the test's directory")
+    tier_dir = Path(tempfile.mkdtemp(prefix="replayd-tier-", dir=shm))
+    try:
+        server = make_server(extra_args=["--tier-dir", str(tier_dir), "--data-dir",
+                                         str(tmp_path / "data")])
+        with replayd.Client(server.unix_address, timeout=30) as c:
+            with pytest.raises(replayd.ReplayError, match="different filesystems"):
+                c.create_table("s", FIELDS, 100, ram_bytes=1 << 20)
+        server.stop()
+    finally:
+        shutil.rmtree(tier_dir, ignore_errors=True)
+
+
+def test_a_tier_dir_is_held_by_one_server(make_server, tmp_path):
+    make_server(extra_args=["--tier-dir", str(tmp_path / "tier")])
+    with pytest.raises(RuntimeError, match="in use by another replayd process"):
+        make_server(extra_args=["--tier-dir", str(tmp_path / "tier")])
+
+
+def test_table_directories_left_by_a_killed_server_are_removed_at_start(make_server,
+                                                                       tmp_path):
+    server = make_server(extra_args=["--tier-dir", str(tmp_path / "tier")])
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("x", FIELDS, 500, ram_bytes=10 * ROW_BYTES)
+        insert_items(c, "x", 0, 100)
+        wait_written_out(c, "x")
+    server.kill()
+    left = list((tmp_path / "tier").glob("x.*"))
+    assert left
+    unrelated = tmp_path / "tier" / "notes"
+    unrelated.mkdir()
+    server.start()
+    assert not any(d.exists() for d in left)
+    assert unrelated.exists()  # only table directories of segments go
+    with replayd.Client(server.unix_address, timeout=30) as c:  # the same name works again
+        c.create_table("x", FIELDS, 500, ram_bytes=10 * ROW_BYTES)
+        insert_items(c, "x", 0, 100)
+        wait_written_out(c, "x")
+        np.testing.assert_array_equal(read_all(c, "x"), np.arange(100))
 
 
 @pytest.mark.parametrize("options, expected", [

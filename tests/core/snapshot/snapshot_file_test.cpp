@@ -83,7 +83,7 @@ std::vector<std::byte> handmade(std::uint32_t finf_tables, std::span<const std::
   return sink.data();
 }
 
-TEST_CASE("an image starts with the magic, format version 5 and a checksum of both") {
+TEST_CASE("an image starts with the magic, format version 6 and a checksum of both") {
   const auto image = image_of({});
   REQUIRE(image.size() >= kSnapshotHeaderBytes);
   CHECK(std::memcmp(image.data(), "RPLYSNAP", 8) == 0);
@@ -91,7 +91,7 @@ TEST_CASE("an image starts with the magic, format version 5 and a checksum of bo
   std::uint32_t crc = 0;
   std::memcpy(&version, image.data() + 8, 4);
   std::memcpy(&crc, image.data() + 12, 4);
-  CHECK(version == 5);
+  CHECK(version == 6);
   CHECK(crc == crc32c(std::span(image).first(12)));
 }
 

@@ -8,6 +8,8 @@
 #include <map>
 #include <vector>
 
+#include "core/snapshot/snapshot_io.h"
+#include "core/snapshot/table_snapshot.h"
 #include "core/table/table.h"
 #include "core/tier/tier_index.h"
 #include "tests/core/chi_square.h"
@@ -288,6 +290,106 @@ TEST_CASE("a file tier's table counts only the RAM budget of its rows") {
   REQUIRE(table_bytes(config).data >= resident);
   REQUIRE(table_bytes(config).data < resident + 100000 * (kFileTierBytesPerSlot + 8) + 65536);
   REQUIRE(tiered < full / 20);
+}
+
+// A snapshot of a table with a file tier and the table read back from it.
+std::unique_ptr<Table> through_snapshot(const Table& table, std::uint64_t* image_bytes = nullptr) {
+  MemorySink sink;
+  const std::vector<const Table*> tables{&table};
+  REQUIRE(write_snapshot(tables, 1700000000000, sink).ok());
+  if (image_bytes != nullptr) *image_bytes = sink.data().size();
+  MemorySource source(sink.data());
+  auto decoded = read_snapshot(source, SnapshotLimits{});
+  INFO((decoded.ok() ? std::string() : decoded.error().message));
+  REQUIRE(decoded.ok());
+  REQUIRE(decoded->tables.size() == 1);
+  return std::move(decoded->tables[0]);
+}
+
+TEST_CASE("a snapshot keeps where every cold row lies, the hot rows' bytes, and their order") {
+  auto table = make_table(tier_config(100, 10));
+  insert_ids(*table, 0, 100);
+  spill_all(*table);
+  insert_ids(*table, 100, 40);  // 40 cold ones evicted: 90 cold, 10 hot
+  spill_all(*table);
+  insert_ids(*table, 140, 5);  // 15 hot: 5 past the budget
+  std::uint64_t image_bytes = 0;
+  auto restored = through_snapshot(*table, &image_bytes);
+  // The cold rows' cells are not in the image: it holds 20 rows' worth, not 100.
+  REQUIRE(image_bytes < 30 * fixed_row_bytes(table->schema()));
+  const TierIndex& before = *table->tier();
+  const TierIndex& after = *restored->tier();
+  REQUIRE(restored->config().file_tier == table->config().file_tier);
+  REQUIRE(after.ram_rows() == before.ram_rows());
+  REQUIRE(after.cold_rows() == before.cold_rows());
+  REQUIRE(after.hot_rows() == before.hot_rows());
+  for (std::uint32_t slot = 0; slot < 100; ++slot) {
+    REQUIRE(after.cold(slot) == before.cold(slot));
+    if (before.cold(slot)) {
+      REQUIRE(after.location(slot).segment == before.location(slot).segment);
+      REQUIRE(after.location(slot).offset == before.location(slot).offset);
+      REQUIRE(after.location(slot).bytes == before.location(slot).bytes);
+      REQUIRE(after.location(slot).raw == before.location(slot).raw);
+    } else if (table->storage().occupied(slot)) {
+      REQUIRE(std::memcmp(restored->storage().cell(1, slot), table->storage().cell(1, slot),
+                          table->storage().item_bytes(1)) == 0);
+    }
+  }
+  for (std::uint32_t segment = 0; segment < 16; ++segment)
+    REQUIRE(after.live_rows(segment) == before.live_rows(segment));
+  // The 5 rows past the budget go cold next, oldest first, as they would have.
+  const auto next = restored->choose_spill(64);
+  const auto expected = table->choose_spill(64);
+  REQUIRE(next.size() == 5);
+  REQUIRE(next.size() == expected.size());
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    REQUIRE(next[i].slot == expected[i].slot);
+    REQUIRE(next[i].key == expected[i].key);
+  }
+}
+
+TEST_CASE("a restored tiered table draws cold rows at their locations, and evicts them") {
+  auto table = make_table(tier_config(100, 10));
+  insert_ids(*table, 0, 100);
+  spill_all(*table);
+  auto restored = through_snapshot(*table);
+  const std::uint64_t n = 500;
+  std::vector<std::uint64_t> keys(n);
+  std::vector<double> probabilities(n), weights(n);
+  std::vector<std::uint32_t> times(n);
+  std::vector<std::int64_t> ids(n, -1);
+  std::vector<float> obs(n * kValues);
+  const std::vector<std::span<std::byte>> columns{std::as_writable_bytes(std::span(ids)),
+                                                  std::as_writable_bytes(std::span(obs))};
+  std::vector<ColdDraw> cold;
+  SampleBuffers out{keys, probabilities, weights, times, columns};
+  out.cold = &cold;
+  REQUIRE(restored->sample(n, 0.4, out).ok());
+  REQUIRE(!cold.empty());
+  for (const ColdDraw& draw : cold) {
+    // spill_all's locations name the row's id; the key's slot holds that id in the original.
+    std::int64_t id;
+    const std::uint64_t mask = (std::uint64_t{1} << table->storage().slot_bits()) - 1;
+    std::memcpy(&id, table->storage().cell(0, static_cast<std::uint32_t>(keys[draw.row] & mask)),
+                8);
+    REQUIRE(draw.where.offset == static_cast<std::uint64_t>(id));
+  }
+  // FIFO eviction of the restored table empties the oldest segments first.
+  REQUIRE(restored->tier()->live_rows(0) == 10);
+  insert_ids(*restored, 100, 10);
+  REQUIRE(restored->tier()->live_rows(0) == 0);
+  REQUIRE(restored->tier()->live_rows(1) == 10);
+}
+
+TEST_CASE("a deleted cold row is left out of the image; the others restore cold") {
+  auto table = make_table(tier_config(100, 10));
+  insert_ids(*table, 0, 50);
+  spill_all(*table);
+  const std::vector<std::uint64_t> first{table->storage().key(0)};
+  REQUIRE(table->delete_keys(first).deleted == 1);
+  auto restored = through_snapshot(*table);
+  REQUIRE_FALSE(restored->tier()->cold(0));
+  REQUIRE(restored->tier()->cold_rows() == 39);
 }
 
 }  // namespace
