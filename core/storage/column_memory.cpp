@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -14,7 +15,7 @@ namespace {
 class PrivateColumnMemory final : public ColumnMemory {
  public:
   PrivateColumnMemory(std::byte* data, std::size_t size) : data_(data), size_(size) {}
-  ~PrivateColumnMemory() override { ::munmap(data_, size_); }
+  ~PrivateColumnMemory() override { unmap_in_pieces(data_, size_); }
   PrivateColumnMemory(const PrivateColumnMemory&) = delete;
   PrivateColumnMemory& operator=(const PrivateColumnMemory&) = delete;
   std::span<std::byte> bytes() const override { return {data_, size_}; }
@@ -24,7 +25,15 @@ class PrivateColumnMemory final : public ColumnMemory {
   std::size_t size_;
 };
 
+constexpr std::size_t kUnmapPieceBytes = std::size_t{64} << 20;
+
 }  // namespace
+
+void unmap_in_pieces(std::byte* data, std::size_t bytes) {
+  for (std::size_t offset = 0; offset < bytes; offset += kUnmapPieceBytes)
+    ::madvise(data + offset, std::min(kUnmapPieceBytes, bytes - offset), MADV_DONTNEED);
+  ::munmap(data, bytes);
+}
 
 void ColumnMemory::discard(std::uint64_t offset, std::uint64_t length) const {
   std::byte* at = bytes().data() + offset;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/storage/column_memory.h"
+
 namespace replayd::service::shm {
 namespace {
 
@@ -66,7 +68,7 @@ Result<Mapping> Mapping::map(int fd, std::uint64_t bytes) {
 }
 
 Mapping::~Mapping() {
-  if (data_ != nullptr) ::munmap(data_, size_);
+  if (data_ != nullptr) unmap_in_pieces(data_, size_);  // a table's block may be gigabytes
 }
 
 Mapping::Mapping(Mapping&& other) noexcept
@@ -74,7 +76,7 @@ Mapping::Mapping(Mapping&& other) noexcept
 
 Mapping& Mapping::operator=(Mapping&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(data_, size_);
+    if (data_ != nullptr) unmap_in_pieces(data_, size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
