@@ -566,7 +566,7 @@ void Table::reset() {
   }
   replay_.on_reset(storage_.size());
   storage_.clear();
-  if (tier_) tier_ = std::make_unique<TierIndex>(config_.capacity, file_tier_ram_rows(config_));
+  if (tier_) tier_->clear();
   sampler_->clear();
   remover_->clear();
   versions_.clear();

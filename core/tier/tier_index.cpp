@@ -1,5 +1,6 @@
 #include "core/tier/tier_index.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace replayd {
@@ -27,7 +28,10 @@ void TierIndex::on_release(std::uint32_t slot) {
     case State::cold: {
       --cold_rows_;
       const auto live = live_.find(locations_[slot].segment);
-      if (--live->second == 0) live_.erase(live);
+      if (--live->second == 0) {
+        live_.erase(live);
+        ++segments_emptied_;
+      }
       break;
     }
   }
@@ -42,6 +46,14 @@ void TierIndex::on_spilled(std::uint32_t slot, const ColdLocation& where) {
   state_[slot] = State::cold;
   locations_[slot] = where;
   ++live_[where.segment];
+}
+
+void TierIndex::clear() {
+  std::fill(state_.begin(), state_.end(), State::empty);
+  hot_rows_ = spilling_rows_ = cold_rows_ = 0;
+  hot_order_.clear();
+  live_.clear();
+  ++segments_emptied_;
 }
 
 void TierIndex::restore_cold(std::uint32_t slot, const ColdLocation& where) {

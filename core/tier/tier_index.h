@@ -70,6 +70,11 @@ class TierIndex {
   // Live cold rows of a segment: 0 once every row written to it was removed (a segment no
   // longer written to may then be deleted). O(log segments).
   std::uint64_t live_rows(std::uint32_t segment) const;
+  // How many times some segment's live count fell to 0 (a reset counts once): the file tier
+  // looks for segments to delete only when it changed. O(1).
+  std::uint64_t segments_emptied() const { return segments_emptied_; }
+  // Every row removed (a table reset): every slot empty, every segment emptied. O(capacity).
+  void clear();
 
  private:
   enum class State : std::uint8_t { empty, hot, spilling, cold };
@@ -81,6 +86,7 @@ class TierIndex {
   std::vector<ColdLocation> locations_;
   std::deque<SpillRow> hot_order_;  // hot rows in the order stored (removed ones left in)
   std::map<std::uint32_t, std::uint64_t> live_;  // segment -> live cold rows (>= 1)
+  std::uint64_t segments_emptied_ = 0;
 };
 
 template <typename KeyOf>

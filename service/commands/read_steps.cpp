@@ -167,8 +167,8 @@ asio::awaitable<Result<Reply>> read_steps(Call& call) {
       std::vector<std::span<std::byte>> fields;
       for (std::size_t f = 0; f < table.schema().size(); ++f)
         fields.push_back(page.column(3 + f));
-      std::vector<ColdRead> reads = tier->take_cold_reads(table, cold, fields);
-      REPLAYD_CO_RETURN_IF_ERROR(co_await tier->read_cold(table, std::move(reads)));
+      const Status read = co_await tier->read_cold_into(table, cold, fields);
+      REPLAYD_CO_RETURN_IF_ERROR(read);
     }
     co_return (page.finish(call.request_id, ",\"next\":" + std::to_string(next)));
   }

@@ -139,8 +139,7 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
     // Suspends while the pool reads them; other requests are served meanwhile. The draws'
     // segments are taken before table_changed may delete any.
     std::shared_ptr<FileTier> tier = call.table->tier;
-    std::vector<ColdRead> reads = tier->take_cold_reads(table, cold, out.columns);
-    const Status read = co_await tier->read_cold(table, std::move(reads));
+    const Status read = co_await tier->read_cold_into(table, cold, out.columns);
     table_changed(*call.table);
     REPLAYD_CO_RETURN_IF_ERROR(read);
   } else {

@@ -34,6 +34,7 @@ FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor
     segments_[id] = std::move(segment.file);
     segment_bytes_[id] = segment.bytes;
     next_segment_ = std::max(next_segment_, id + 1);
+    rescan_ = true;  // one may hold no live row
   }
 }
 
@@ -74,7 +75,7 @@ void FileTier::poke(HostedTable& hosted) {
   const Table& table = *hosted.table;
   const TierIndex* tier = table.tier();
   if (tier == nullptr || hosted.dropped) return;
-  if (segments_.size() > (has_open_segment_ ? 1u : 0u)) delete_dead_segments(table);
+  if (rescan_ || tier->segments_emptied() != emptied_seen_) delete_dead_segments(table);
   if (writing_ || tier->hot_rows() - tier->spilling_rows() <= tier->ram_rows()) return;
   writing_ = true;
   asio::co_spawn(executor_, write_out(hosted.shared_from_this()), asio::detached);
@@ -115,6 +116,7 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
     };
     Written written = co_await run_on_pool(pool_, std::move(job));
     if (written.created) {
+      rescan_ = rescan_ || has_open_segment_;  // the last open segment may be empty already
       next_segment_ = segment_id + 1;
       segments_[segment_id] = written.created;
       segment_bytes_[segment_id] = 0;
@@ -158,7 +160,12 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
 void FileTier::delete_dead_segments(const Table& table) {
   // A snapshot being written links the segments of its image: none may go meanwhile. The
   // next change after it ends deletes them.
-  if (gate_ && gate_->writing()) return;
+  if (gate_ && gate_->writing()) {
+    rescan_ = true;
+    return;
+  }
+  emptied_seen_ = table.tier()->segments_emptied();
+  rescan_ = false;
   for (auto it = segments_.begin(); it != segments_.end();) {
     const std::uint32_t id = it->first;
     if ((has_open_segment_ && id == open_segment_) || table.tier()->live_rows(id) != 0) {
@@ -187,6 +194,13 @@ std::vector<ColdRead> FileTier::take_cold_reads(
     reads.push_back(std::move(read));
   }
   return reads;
+}
+
+asio::awaitable<Status> FileTier::read_cold_into(const Table& table,
+                                                 const std::vector<ColdDraw>& cold,
+                                                 std::span<const std::span<std::byte>> columns) {
+  std::vector<ColdRead> reads = take_cold_reads(table, cold, columns);
+  co_return co_await read_cold(table, std::move(reads));
 }
 
 asio::awaitable<Status> FileTier::read_cold(const Table& table, std::vector<ColdRead> reads) {

@@ -71,6 +71,9 @@ class FileTier {
   // Table::sample, before anything suspends. O(draws).
   std::vector<ColdRead> take_cold_reads(const Table& table, const std::vector<ColdDraw>& cold,
                                         std::span<const std::span<std::byte>> columns) const;
+  // take_cold_reads and read_cold in one, for a request that draws from one table.
+  asio::awaitable<Status> read_cold_into(const Table& table, const std::vector<ColdDraw>& cold,
+                                         std::span<const std::span<std::byte>> columns);
   // Reads them on the pool straight into their columns: suspends until the pool is done;
   // other requests are served meanwhile, and nothing else touches the columns. An error (a
   // damaged or missing record) names the segment.
@@ -99,6 +102,11 @@ class FileTier {
   std::shared_ptr<SnapshotGate> gate_;
   std::uint64_t open_bytes_ = 0;  // bytes of the open segment
   bool writing_ = false;          // the writer coroutine runs
+  // Segments are looked for to delete when the table's TierIndex::segments_emptied() moved
+  // past this, or a rescan is due (a segment stopped being the open one, segments adopted, a
+  // deletion held back while a snapshot was written).
+  std::uint64_t emptied_seen_ = 0;
+  bool rescan_ = false;
   FileTierStats stats_;
   metrics::LogThrottle errors_logged_;
 };

@@ -131,14 +131,21 @@ def test_fifo_eviction_deletes_the_segments_of_evicted_rows(tiered, tmp_path):
 def test_deleted_cold_rows_are_never_drawn_and_a_reset_empties_the_tier(tiered):
     with replayd.Client(tiered.unix_address, timeout=30) as c:
         c.create_table("d", FIELDS, 1000, ram_bytes=10 * ROW_BYTES)
-        keys = insert_items(c, "d", 0, 200)
+        keys = insert_items(c, "d", 0, 400)
         wait_written_out(c, "d")
-        c.delete("d", keys[:150])  # cold ones
+        segments = tier_info(c, "d")["segments"]
+        assert segments >= 3
+        # Cold ones: the first segment (at most 1 MiB and one write of 64 rows) holds only
+        # them, and goes.
+        c.delete("d", keys[:300])
+        assert tier_info(c, "d")["segments"] < segments
         batch = c.sample("d", 500)
-        assert batch["item"].min() >= 150
+        assert batch["item"].min() >= 300
         np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
         c.reset("d")
-        assert tier_info(c, "d")["cold_rows"] == 0
+        tier = tier_info(c, "d")
+        assert tier["cold_rows"] == 0
+        assert tier["segments"] <= 1  # every segment but the one being written to
         insert_items(c, "d", 1000, 50)
         batch = c.sample("d", 100)
         assert batch["item"].min() >= 1000
