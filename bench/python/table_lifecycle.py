@@ -138,9 +138,13 @@ def main() -> None:
             rows["drop"].append(window(times, marks["drop"], marks["drop_end"]))
             slowest = max((t for t in times if marks["create"] <= t[0] < marks["create_end"]),
                           key=lambda t: t[1], default=(marks["create"], 0.0))
+            slowest_drop = max((t for t in times if marks["drop"] <= t[0] < marks["drop_end"]),
+                               key=lambda t: t[1], default=(marks["drop"], 0.0))
             print(f"repetition {rep + 1}/{args.reps}: create {took['create'][-1]:.2f} s "
                   f"(slowest ping {slowest[1] * 1e3:.1f} ms at +{slowest[0] - marks['create']:.2f}"
-                  f" s), drop {took['drop'][-1] * 1e3:.1f} ms", file=sys.stderr)
+                  f" s), drop {took['drop'][-1] * 1e3:.1f} ms (slowest ping "
+                  f"{slowest_drop[1] * 1e3:.1f} ms at +{slowest_drop[0] - marks['drop']:.3f} s)",
+                  file=sys.stderr)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; a table of "
           f"{args.capacity:,} items of {args.row_bytes:,} B ({promised / 2**30:.2f} GiB "
           f"allocated once created); server on CPU 0, pinger and creator on CPU 1; "
