@@ -1,5 +1,8 @@
 #include "service/table_registry.h"
 
+#include <spdlog/spdlog.h>
+#include <chrono>
+
 #include "service/waiting/background_release.h"
 
 #include "core/table/episodic_table.h"
@@ -9,8 +12,18 @@ namespace replayd::service {
 HostedTable::~HostedTable() {
   if (!table || table->allocated_bytes() < kReleasedInBackgroundBytes) return;
   std::shared_ptr<Table> doomed(std::move(table));
-  // Reset inside the call: the release thread runs it without its queue's lock held.
-  release_in_background([doomed]() mutable { doomed.reset(); });
+  // Reset inside the call: the release thread runs it without its queue's lock held. How
+  // long it took is logged: freeing gigabytes is slow, and it is the server's own work.
+  release_in_background([doomed]() mutable {
+    const std::string name = doomed->name();
+    const std::uint64_t bytes = doomed->allocated_bytes();
+    const auto started = std::chrono::steady_clock::now();
+    doomed.reset();
+    spdlog::info(
+        "table '{}': its {} MiB freed in {:.1f} ms (release thread)", name, bytes >> 20,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count());
+  });
 }
 
 void table_changed(HostedTable& table) {

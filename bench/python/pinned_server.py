@@ -19,10 +19,11 @@ from typing import Any, Iterator, List, Mapping, Optional, Sequence
 
 @contextlib.contextmanager
 def pinned_server(binary: str, limits: Optional[Mapping[str, Any]] = None,
-                  extra_args: Sequence[str] = ()) -> Iterator[str]:
+                  extra_args: Sequence[str] = (), log_level: str = "warn") -> Iterator[str]:
     """Yields the server's address (``unix://...``) once it is ready. `limits`: the config
     file's "limits" (docs/CONFIG.md), e.g. {"learner_share": 0}; `extra_args`: more of the
-    server's flags (``--tier-dir DIR``)."""
+    server's flags (``--tier-dir DIR``); `log_level`: what the server logs (to this
+    process's stdout)."""
     with tempfile.TemporaryDirectory() as tmp:
         socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
         config: List[str] = []
@@ -32,7 +33,7 @@ def pinned_server(binary: str, limits: Optional[Mapping[str, Any]] = None,
             config = ["--config", f"{tmp}/config.json"]
         server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
                                    "--metrics", "", "--ready-file", ready, "--log-level",
-                                   "warn", *config, *extra_args])
+                                   log_level, *config, *extra_args])
         try:
             while not os.path.exists(ready):
                 time.sleep(0.05)

@@ -78,6 +78,13 @@ def main() -> None:
     parser.add_argument("--row-bytes", type=int, default=1)
     parser.add_argument("--ram-mib", type=float, default=0, help="a file tier's RAM budget")
     parser.add_argument("--tier-dir", default="")
+    parser.add_argument("--drop-window", type=float, default=1.0,
+                        help="seconds of pings after a drop (a file tier's segment files "
+                             "take seconds to delete)")
+    parser.add_argument("--settle", action="store_true",
+                        help="with a file tier: write the fill's dirty pages back (sync) and "
+                             "wait 1 s before the drop, so that its window holds the drop's "
+                             "own work")
     args = parser.parse_args()
     tiered = args.ram_mib > 0
     os.sched_setaffinity(0, {1})
@@ -88,7 +95,7 @@ def main() -> None:
     promised = 0
     extra = ["--tier-dir", args.tier_dir] if tiered else []
     fill_s: List[float] = []
-    with pinned_server(binary, extra_args=extra) as address:
+    with pinned_server(binary, extra_args=extra, log_level="info" if tiered else "warn") as address:
         client = replayd.Client(address, timeout=600)
         for rep in range(args.reps):
             stop = multiprocessing.Event()
@@ -121,12 +128,15 @@ def main() -> None:
                         client.info("big")["file_tier"]["ram_rows"]:
                     time.sleep(0.1)
                 fill_s.append(time.monotonic() - filled)
+                if args.settle:  # the fill's dirty pages written back first: not the drop's
+                    os.sync()
+                    time.sleep(1.0)
                 time.sleep(0.5)
             started = time.monotonic()
             client.drop_table("big")
             took["drop"].append(time.monotonic() - started)
             marks["drop"] = started
-            time.sleep(1.0)  # the release thread frees the table meanwhile
+            time.sleep(args.drop_window)  # the table is freed (and its files deleted) meanwhile
             marks["drop_end"] = time.monotonic()
             stop.set()
             times = receive.recv()

@@ -45,9 +45,17 @@ FileTier::~FileTier() {
   std::function<void()> remove = [&pool = pool_, dir = dir_,
                                   segments = std::move(segments_)]() mutable {
     pool.submit([dir, segments = std::move(segments)]() mutable {
+      const auto started = std::chrono::steady_clock::now();
+      const std::size_t count = segments.size();
       segments.clear();
       std::error_code ignored;
       std::filesystem::remove_all(dir, ignored);
+      if (count == 0) return;
+      // Deleting gigabytes of files takes seconds: logged.
+      spdlog::info(
+          "{}: {} segment files deleted in {:.0f} ms", dir, count,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+              .count());
     });
   };
   if (gate_) {
