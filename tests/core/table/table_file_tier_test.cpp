@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "core/snapshot/snapshot_io.h"
@@ -81,6 +82,26 @@ std::vector<SpillRow> spill_all(Table& table) {
   }
 }
 
+// The buffers of one sample of n draws, cold ones listed (Table::sample's SampleBuffers).
+struct Draws {
+  explicit Draws(std::uint64_t n)
+      : keys(n), probabilities(n), weights(n), times(n), ids(n, -1), obs(n * kValues) {}
+  std::vector<std::uint64_t> keys;
+  std::vector<double> probabilities, weights;
+  std::vector<std::uint32_t> times;
+  std::vector<std::int64_t> ids;
+  std::vector<float> obs;
+  std::vector<std::span<std::byte>> columns{std::as_writable_bytes(std::span(ids)),
+                                            std::as_writable_bytes(std::span(obs))};
+  std::vector<ColdDraw> cold;
+  auto parts() { return std::tie(keys, ids, obs, cold); }
+  SampleBuffers buffers() {
+    SampleBuffers out{keys, probabilities, weights, times, columns};
+    out.cold = &cold;
+    return out;
+  }
+};
+
 TEST_CASE("rows past the RAM budget go cold oldest first, and the budget stays hot") {
   auto table = make_table(tier_config(100, 10));
   insert_ids(*table, 0, 40);
@@ -119,16 +140,9 @@ TEST_CASE("sample leaves cold draws to the caller with their locations, and copi
   insert_ids(*table, 0, 40);
   spill_all(*table);
   const std::uint64_t n = 2000;
-  std::vector<std::uint64_t> keys(n);
-  std::vector<double> probabilities(n), weights(n);
-  std::vector<std::uint32_t> times(n);
-  std::vector<std::int64_t> ids(n, -1);
-  std::vector<float> obs(n * kValues);
-  const std::vector<std::span<std::byte>> columns{std::as_writable_bytes(std::span(ids)),
-                                                  std::as_writable_bytes(std::span(obs))};
-  std::vector<ColdDraw> cold;
-  SampleBuffers out{keys, probabilities, weights, times, columns};
-  out.cold = &cold;
+  Draws draws(n);
+  auto [keys, ids, obs, cold] = draws.parts();
+  SampleBuffers out = draws.buffers();
   REQUIRE(table->sample(n, 0.4, out).ok());
   std::vector<bool> is_cold(n, false);
   for (const ColdDraw& draw : cold) {
@@ -354,16 +368,9 @@ TEST_CASE("a restored tiered table draws cold rows at their locations, and evict
   spill_all(*table);
   auto restored = through_snapshot(*table);
   const std::uint64_t n = 500;
-  std::vector<std::uint64_t> keys(n);
-  std::vector<double> probabilities(n), weights(n);
-  std::vector<std::uint32_t> times(n);
-  std::vector<std::int64_t> ids(n, -1);
-  std::vector<float> obs(n * kValues);
-  const std::vector<std::span<std::byte>> columns{std::as_writable_bytes(std::span(ids)),
-                                                  std::as_writable_bytes(std::span(obs))};
-  std::vector<ColdDraw> cold;
-  SampleBuffers out{keys, probabilities, weights, times, columns};
-  out.cold = &cold;
+  Draws draws(n);
+  auto [keys, ids, obs, cold] = draws.parts();
+  SampleBuffers out = draws.buffers();
   REQUIRE(restored->sample(n, 0.4, out).ok());
   REQUIRE(!cold.empty());
   for (const ColdDraw& draw : cold) {
