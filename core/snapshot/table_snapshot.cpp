@@ -182,12 +182,13 @@ Status TableSnapshotAccess::write(const Table& table, SectionWriter& writer,
     status = writer.append_value(storage.key(slot));
     if (status) status = writer.append_value(storage.priority(slot));
     if (status) status = writer.append_value(storage.times_sampled(slot));
-    // A cold row's bytes are in its segment (TTRC says where), its cells given back.
+    // A cold row's written-out fields are in its segment (TTRC says where), their cells
+    // given back; the fields a file tier leaves in RAM are here as a hot row's.
     const bool cold = tier != nullptr && tier->cold(slot);
     for (std::size_t f = 0; status && f < config.schema.size(); ++f) {
       if (const BlobColumn* blobs = storage.blobs(f)) {
         status = writer.append_value(static_cast<std::uint32_t>(blobs->get(slot).size()));
-      } else if (!cold) {
+      } else if (!cold || table.tier_field_bytes_[f] == 0) {
         status = writer.append({storage.cell(f, slot), storage.item_bytes(f)});
       }
     }
@@ -540,12 +541,13 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
   const TableConfig& config = table.config_;
   const std::uint32_t size = storage.size();
   const std::uint64_t mask = (std::uint64_t{1} << storage.slot_bits()) - 1;
-  std::uint64_t cold_rows = 0;  // their fixed-size fields are in their records, not here
+  std::uint64_t cold_rows = 0;  // their written-out fields are in their records, not here
   for (const auto& where : cold)
     cold_rows += where ? 1 : 0;
-  reader.begin_stream(
-      kItems, std::uint64_t{size} * row_bytes(config.schema) -
-                  std::min<std::uint64_t>(cold_rows, size) * fixed_row_bytes(config.schema));
+  reader.begin_stream(kItems, std::uint64_t{size} * row_bytes(config.schema) -
+                                  (cold_rows == 0 ? 0
+                                                  : std::min<std::uint64_t>(cold_rows, size) *
+                                                        file_tier_row_bytes(config)));
   // (slot, field, size) of each compressed value, in the blob stream's order.
   struct PendingBlob {
     std::uint32_t slot;
@@ -595,7 +597,7 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
         blobs.push_back({s, static_cast<std::uint32_t>(f), blob_size});
         continue;
       }
-      if (!is_cold)
+      if (!is_cold || table.tier_field_bytes_[f] == 0)
         REPLAYD_RETURN_IF_ERROR(reader.read({storage.cell(f, s), storage.item_bytes(f)}));
     }
     // Items come in the remover's (FIFO) order: the hot ones go cold in that order again.

@@ -124,6 +124,7 @@ void Storage::unpublish(std::uint32_t slot) {
 }
 
 void Storage::discard_cells(std::uint32_t first, std::uint32_t last,
+                            std::span<const std::uint64_t> written,
                             const std::function<bool(std::uint32_t)>& given_back) {
   constexpr std::uint64_t kPage = StorageLayout::kAlignment;
   // Whether every slot whose cells of `field` meet [from, to) lies in slots lo..hi and was
@@ -136,7 +137,7 @@ void Storage::discard_cells(std::uint32_t first, std::uint32_t last,
     return true;
   };
   for (std::size_t f = 0; f < columns_.size(); ++f) {
-    if (columns_[f] == nullptr) continue;
+    if (columns_[f] == nullptr || written[f] == 0) continue;
     const std::uint64_t bytes = item_bytes_[f];
     const std::uint64_t column = layout_.column_offsets[f];
     const std::uint64_t column_bytes = std::uint64_t{capacity_} * bytes;

@@ -73,11 +73,12 @@ class Storage {
   // The slot's bytes are about to change without the slot being freed (a file tier gives
   // its pages back): its stamp becomes 0, so that no reader takes them for the item's. O(1).
   void unpublish(std::uint32_t slot);
-  // Gives back to the system the pages of the fixed-size cells of slots first..last (a file
-  // tier wrote them out); reading them again reads zeros. A page shared with neighbouring
-  // slots goes too when `given_back(slot)` holds for every slot it covers. O(fields + slots
-  // sharing the edge pages), a system call per field.
+  // Gives back to the system the pages of the fixed-size cells of slots first..last of the
+  // fields with written[f] != 0 (a file tier wrote them out); reading them again reads
+  // zeros. A page shared with neighbouring slots goes too when `given_back(slot)` holds for
+  // every slot it covers. O(fields + slots sharing the edge pages), a system call per field.
   void discard_cells(std::uint32_t first, std::uint32_t last,
+                     std::span<const std::uint64_t> written,
                      const std::function<bool(std::uint32_t)>& given_back);
   // Frees an occupied slot; its key becomes stale. O(1).
   void release(std::uint32_t slot);

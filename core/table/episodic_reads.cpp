@@ -26,6 +26,30 @@ Status EpisodicTable::check_step_buffers(const StepBuffers& out, std::uint64_t r
                                                      std::to_string(rows) + " rows of the schema");
 }
 
+Status EpisodicTable::check_cold_list(bool listed, bool viewed) const {
+  if (items_.tier_ == nullptr || (listed && !viewed)) return Ok{};
+  return make_error(ErrorCode::failed_precondition,
+                    "table '" + name() +
+                        "' has a file tier: its steps are copied into the reply (cold ones read "
+                        "back from disk), never read in place or from shared memory; sample it "
+                        "with rows copied (\"rows\": \"copy\")");
+}
+
+void EpisodicTable::copy_or_list(std::uint32_t slot, std::uint64_t row,
+                                 std::span<const std::span<std::byte>> columns,
+                                 std::vector<ColdDraw>* cold) const {
+  if (items_.cold(slot)) {  // its written-out cells were given back: the caller reads them
+    cold->push_back(ColdDraw{row, items_.tier_->location(slot)});
+    items_.copy_kept_fields(slot, row, columns);
+    return;
+  }
+  for (std::size_t f = 0; f < columns.size(); ++f) {
+    if (columns[f].empty() || items_.storage_.blobs(f) != nullptr) continue;
+    const std::uint64_t bytes = items_.storage_.item_bytes(f);
+    copy_cell(columns[f].data() + row * bytes, items_.storage_.cell(f, slot), bytes);
+  }
+}
+
 void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const {
   const StepRef ref = episodes_->step(slot);
   out.keys[row] = items_.storage_.key(slot);
@@ -40,11 +64,7 @@ void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepB
                     : next == EpisodeIndex::kTruncatedHere ? 2
                                                            : 0;
   }
-  for (std::size_t f = 0; f < out.columns.size(); ++f) {
-    if (items_.storage_.blobs(f) != nullptr) continue;
-    const std::uint64_t bytes = items_.storage_.item_bytes(f);
-    copy_cell(out.columns[f].data() + row * bytes, items_.storage_.cell(f, slot), bytes);
-  }
+  copy_or_list(slot, row, out.columns, out.cold);
 }
 
 Status EpisodicTable::sample_episodes(std::uint64_t n, std::span<std::uint64_t> ids_out,
@@ -90,6 +110,7 @@ Status EpisodicTable::read_episodes(std::span<const std::uint64_t> ids, const St
                                     std::span<std::uint64_t> offsets) const {
   REPLAYD_ASSIGN_OR_RETURN(const std::uint64_t total, episode_steps(ids));
   REPLAYD_RETURN_IF_ERROR(check_step_buffers(out, total));
+  REPLAYD_RETURN_IF_ERROR(check_cold_list(out.cold != nullptr, false));
   if (offsets.size() != ids.size() + 1) {
     return make_error(
         ErrorCode::invalid_argument,
@@ -113,6 +134,7 @@ Result<std::uint64_t> EpisodicTable::read_steps(std::uint64_t after, const StepB
                       "table '" + name() + "': read of everything needs room for >= 1 step");
   }
   REPLAYD_RETURN_IF_ERROR(check_step_buffers(out, max_n));
+  REPLAYD_RETURN_IF_ERROR(check_cold_list(out.cold != nullptr, false));
   std::uint64_t row = 0;
   step_log_->read(after, max_n,
                   [&](std::uint32_t slot, std::uint64_t) { copy_step(slot, row++, out); });

@@ -372,6 +372,10 @@ Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
   for (std::size_t b = 0; shapes_ok && b < bootstrap_fields_.size(); ++b)
     shapes_ok = out.bootstrap[b].size() == n * fields[bootstrap_fields_[b]].item_bytes();
   if (!shapes_ok) return invalid(name(), "n-step output buffers do not match n and the schema");
+  bool viewed = false;
+  for (std::size_t f = 0; f < fields.size(); ++f)
+    viewed = viewed || (base.columns[f].empty() && !fields[f].is_frame());
+  REPLAYD_RETURN_IF_ERROR(check_cold_list(base.cold != nullptr, viewed));
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
   const bool next_of = items_.config_.schema.has_next_of();
@@ -419,19 +423,34 @@ Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
       total += scale * pending;
     }
     write_reward(out.returns.data() + i * reward_bytes, reward_dtype, total);
+    // A cold bootstrap step: its record is read into this draw's bootstrap row, but for the
+    // bootstrap fields that stay in RAM.
+    const bool bootstrap_cold = items_.cold(last);
+    bool bootstrap_listed = false;
     for (std::size_t b = 0; b < bootstrap_fields_.size(); ++b) {
-      const std::uint64_t bytes = items_.storage_.item_bytes(bootstrap_fields_[b]);
-      copy_cell(out.bootstrap[b].data() + i * bytes,
-                items_.storage_.cell(bootstrap_fields_[b], last), bytes);
-    }
-    for (std::size_t f = 0; f < fields.size(); ++f) {
-      if (fields[f].is_frame()) continue;
-      if (base.columns[f].empty()) {  // viewed in place (SampleBuffers::rows)
-        base.rows[f][i] = items_.storage_.cell(f, slot);
+      const auto field = static_cast<std::size_t>(bootstrap_fields_[b]);
+      if (bootstrap_cold && items_.tier_field_bytes_[field] != 0) {
+        if (!bootstrap_listed) {
+          base.cold->push_back(ColdDraw{i, items_.tier_->location(last), ColdTarget::bootstrap});
+          bootstrap_listed = true;
+        }
         continue;
       }
-      const std::uint64_t bytes = items_.storage_.item_bytes(f);
-      copy_cell(base.columns[f].data() + i * bytes, items_.storage_.cell(f, slot), bytes);
+      const std::uint64_t bytes = items_.storage_.item_bytes(field);
+      copy_cell(out.bootstrap[b].data() + i * bytes, items_.storage_.cell(field, last), bytes);
+    }
+    if (items_.tier_) {
+      copy_or_list(slot, i, base.columns, base.cold);
+    } else {
+      for (std::size_t f = 0; f < fields.size(); ++f) {
+        if (fields[f].is_frame()) continue;
+        if (base.columns[f].empty()) {  // viewed in place (SampleBuffers::rows)
+          base.rows[f][i] = items_.storage_.cell(f, slot);
+          continue;
+        }
+        const std::uint64_t bytes = items_.storage_.item_bytes(f);
+        copy_cell(base.columns[f].data() + i * bytes, items_.storage_.cell(f, slot), bytes);
+      }
     }
     if (!out.frames.empty()) {
       const StepRef ref = episodes_->step(slot);
@@ -465,6 +484,7 @@ Status EpisodicTable::sample_sequences(std::uint64_t n, const SequenceRequest& r
         out.columns[f].size() == (fields[f].is_frame() ? 0 : n * steps * fields[f].item_bytes());
   }
   if (!shapes_ok) return invalid(name(), "sequence output buffers do not match n and the schema");
+  REPLAYD_RETURN_IF_ERROR(check_cold_list(out.cold != nullptr, false));
   REPLAYD_ASSIGN_OR_RETURN(WindowIndex * index, window_index(spec));
   REPLAYD_RETURN_IF_ERROR(admit_windows(n, *index));
 
@@ -486,15 +506,14 @@ Status EpisodicTable::sample_sequences(std::uint64_t n, const SequenceRequest& r
                                      row_slot != EpisodeIndex::kNoSlot &&
                                      shifted - request.burn_in + 1 == episode.length;
       out.mask[row] = row_slot != EpisodeIndex::kNoSlot && !final_observation ? 1 : 0;
+      if (row_slot != EpisodeIndex::kNoSlot) {
+        copy_or_list(row_slot, row, out.columns, out.cold);
+        continue;
+      }
       for (std::size_t f = 0; f < fields.size(); ++f) {
         if (fields[f].is_frame()) continue;
         const std::uint64_t bytes = items_.storage_.item_bytes(f);
-        std::byte* to = out.columns[f].data() + row * bytes;
-        if (row_slot == EpisodeIndex::kNoSlot) {
-          std::memset(to, 0, bytes);
-        } else {
-          copy_cell(to, items_.storage_.cell(f, row_slot), bytes);
-        }
+        std::memset(out.columns[f].data() + row * bytes, 0, bytes);
       }
     }
     if (!out.frames.empty()) {

@@ -43,6 +43,9 @@ struct NStepRequest {
 // receives, per draw, the slots whose values make its frames (appended; see frame_layout()).
 // frames holds one vector per field (others untouched), or is empty when the schema has no
 // frame field.
+// A table with a file tier: base.cold is required (and no field viewed); a draw whose step t
+// is cold is listed there (ColdTarget::columns, its row i), and one whose bootstrap step is
+// cold too (ColdTarget::bootstrap): the caller reads their records into those rows.
 struct NStepBuffers {
   SampleBuffers base;
   std::span<std::byte> returns;
@@ -99,6 +102,8 @@ struct SequenceRequest {
 // before its start, kNoFrame past its end); the stacked value of row j is frames j .. j+s-1.
 // In a table with next_of fields, an ended episode's last step (its final observation) is
 // masked 0 but its frames are sent.
+// A table with a file tier: `cold` is required; each cold step of a sequence is listed
+// there (row i * T + j) for the caller to read.
 struct SequenceBuffers {
   std::span<std::uint64_t> keys;
   std::span<double> probabilities;
@@ -107,6 +112,7 @@ struct SequenceBuffers {
   std::span<const std::span<std::byte>> columns;
   std::span<std::uint8_t> mask;
   std::span<std::vector<std::uint32_t>> frames = {};
+  std::vector<ColdDraw>* cold = nullptr;
 };
 
 // Caller-owned destination of whole steps (whole-episode reads, reading everything). Every
@@ -126,6 +132,9 @@ struct StepBuffers {
   std::span<std::uint8_t> ends = {};
   // Optional (empty: not filled): each step's policy version (Storage::version).
   std::span<std::uint64_t> versions = {};
+  // A table with a file tier: required; each cold step is listed (its row) for the caller
+  // to read, its other columns filled.
+  std::vector<ColdDraw>* cold = nullptr;
 };
 
 class EpisodicTable {
@@ -252,6 +261,14 @@ class EpisodicTable {
   // Records the draws of a batch (their start steps' keys) in the replay statistics. O(n).
   void observe_draws(std::span<const std::uint64_t> keys);
   Status check_step_buffers(const StepBuffers& out, std::uint64_t rows) const;
+  // A table with a file tier copies every field it samples and needs a list of cold rows.
+  Status check_cold_list(bool listed, bool viewed) const;
+  // Copies `slot`'s fields into row `row` of `columns` (one span per field; empty ones
+  // skipped), or, when the slot is cold, lists the row in *cold and copies only its fields
+  // that stay in RAM. O(fields).
+  void copy_or_list(std::uint32_t slot, std::uint64_t row,
+                    std::span<const std::span<std::byte>> columns,
+                    std::vector<ColdDraw>* cold) const;
   void copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const;
 
   Table& items_;

@@ -83,8 +83,10 @@ Table::Table(TableConfig config, std::unique_ptr<ColumnMemory> memory, RateLimit
       blob_budget_(compressed_budget(config_)),
       replay_(config_.capacity) {
   if (config_.episodes.enabled) episodic_ = std::make_unique<EpisodicTable>(*this);
-  if (config_.file_tier.enabled())
+  if (config_.file_tier.enabled()) {
     tier_ = std::make_unique<TierIndex>(config_.capacity, file_tier_ram_rows(config_));
+    tier_field_bytes_ = file_tier_field_bytes(config_);
+  }
 }
 
 bool Table::may_insert(std::uint64_t n) const {
@@ -130,7 +132,7 @@ void Table::finish_spill(std::span<const SpillRow> rows, std::span<const ColdLoc
     std::size_t end = begin + 1;
     while (end < cold_slots.size() && cold_slots[end] == cold_slots[end - 1] + 1)
       ++end;
-    storage_.discard_cells(cold_slots[begin], cold_slots[end - 1], given_back);
+    storage_.discard_cells(cold_slots[begin], cold_slots[end - 1], tier_field_bytes_, given_back);
     begin = end;
   }
 }
@@ -437,6 +439,7 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out,
   }
 
   const Selector& selector = sampler_for(min_version);
+  const std::size_t first_cold = out.cold != nullptr ? out.cold->size() : 0;
   for (std::uint64_t i = 0; i < n; ++i) {
     const Pick pick = selector.sample(rng_, beta);
     const std::uint32_t slot = pick.slot;
@@ -447,6 +450,9 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out,
     out.weights[i] = pick.weight;
     out.times_sampled[i] = times;
     if (!out.versions.empty()) out.versions[i] = storage_.version(slot);
+    // Listed now: max_times_sampled may remove the row below, and a removed row is no
+    // longer cold (its record stays readable: the caller takes its segment at once).
+    if (!keys_only && cold(slot)) out.cold->push_back(ColdDraw{i, tier_->location(slot)});
     if (config_.max_times_sampled != 0) {
       --draws_left_;
       if (times >= config_.max_times_sampled) {
@@ -455,14 +461,14 @@ Status Table::sample(std::uint64_t n, double beta, const SampleBuffers& out,
       }
     }
   }
-  if (!keys_only) gather_rows(out);
+  if (!keys_only) gather_rows(out, first_cold);
   observe_draws(out.keys);
   rate_limiter_.record_samples(n);
   counters_.samples += n;
   return Ok{};
 }
 
-void Table::gather_rows(const SampleBuffers& out) const {
+void Table::gather_rows(const SampleBuffers& out, std::size_t first_cold) const {
   const std::uint64_t slot_mask = (std::uint64_t{1} << storage_.slot_bits()) - 1;
   const auto slot_of = [&](std::uint64_t row) {
     return static_cast<std::uint32_t>(out.keys[row] & slot_mask);
@@ -470,6 +476,7 @@ void Table::gather_rows(const SampleBuffers& out) const {
   const std::size_t fields = config_.schema.size();
   const std::uint64_t n = out.keys.size();
   constexpr std::uint64_t kAhead = 8;  // rows between a prefetch and its copy
+  std::size_t next_cold = first_cold;  // *out.cold lists this sample's rows in order
   for (std::uint64_t i = 0; i < n; ++i) {
     if (i + kAhead < n) {
       const std::uint32_t ahead = slot_of(i + kAhead);
@@ -477,8 +484,9 @@ void Table::gather_rows(const SampleBuffers& out) const {
         if (!out.columns[f].empty()) __builtin_prefetch(storage_.cell(f, ahead));
     }
     const std::uint32_t slot = slot_of(i);
-    if (tier_ && tier_->cold(slot)) {  // its cells were given back: the caller reads it
-      out.cold->push_back(ColdDraw{i, tier_->location(slot)});
+    if (out.cold != nullptr && next_cold < out.cold->size() && (*out.cold)[next_cold].row == i) {
+      ++next_cold;  // its cells were given back: the caller reads it
+      copy_kept_fields(slot, i, out.columns);
       continue;
     }
     for (std::size_t f = 0; f < fields; ++f) {
@@ -489,6 +497,15 @@ void Table::gather_rows(const SampleBuffers& out) const {
         copy_cell(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
       }
     }
+  }
+}
+
+void Table::copy_kept_fields(std::uint32_t slot, std::uint64_t row,
+                             std::span<const std::span<std::byte>> columns) const {
+  for (std::size_t f = 0; f < columns.size(); ++f) {
+    if (tier_field_bytes_[f] != 0 || columns[f].empty() || storage_.blobs(f) != nullptr) continue;
+    const std::uint64_t bytes = storage_.item_bytes(f);
+    copy_cell(columns[f].data() + row * bytes, storage_.cell(f, slot), bytes);
   }
 }
 

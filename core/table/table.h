@@ -56,10 +56,17 @@ struct TableInfo {
   std::uint64_t history_steps = 0;
 };
 
-// A drawn row that lies in a file tier's segment (SampleBuffers::cold).
+// Where a cold row's fields go: the output's columns, or (an n-step draw's step t+h-1) its
+// bootstrap columns, NStepBuffers::bootstrap, which receive only the bootstrap fields.
+enum class ColdTarget : std::uint8_t { columns, bootstrap };
+
+// A drawn row that lies in a file tier's segment (SampleBuffers::cold): the caller reads its
+// record into row `row` of the target's columns. Its fields that stay in RAM
+// (Table::tier_field_bytes() 0) were copied already.
 struct ColdDraw {
-  std::uint64_t row = 0;  // its index in the sample
+  std::uint64_t row = 0;  // its index in the sample (in a sequence sample, of the n x T rows)
   ColdLocation where;
+  ColdTarget target = ColdTarget::columns;
 };
 
 // Caller-owned destination for a sample of n items. Every span holds exactly n values;
@@ -201,6 +208,11 @@ class Table {
 
   // The file tier (docs/FILE_TIER.md): nullptr unless config().file_tier is enabled.
   const TierIndex* tier() const { return tier_.get(); }
+  // Per field, the bytes a cold row's record holds of it (file_tier_field_bytes; 0 for a
+  // field that stays in RAM). Empty without a file tier.
+  std::span<const std::uint64_t> tier_field_bytes() const { return tier_field_bytes_; }
+  // Whether `slot` is cold: its written-out fields are in a segment, not in RAM. O(1).
+  bool cold(std::uint32_t slot) const { return tier_ && tier_->cold(slot); }
   // Whether inserts wait for the file tier to write rows out (more than kFileTierSlackRows
   // rows past its RAM budget are hot). O(1).
   bool tier_behind() const;
@@ -254,8 +266,14 @@ class Table {
   // Copies (or views) the fields of the rows whose keys sample() just drew into `out`. A pass
   // of its own after the draws, fetching rows ahead so that their cache misses overlap. A row
   // that max_times_sampled retired during the draws still holds its bytes (release() keeps
-  // the fixed-size columns, and item tables have no compressed field).
-  void gather_rows(const SampleBuffers& out) const;
+  // the fixed-size columns, and item tables have no compressed field). The rows listed in
+  // *out.cold from first_cold on (cold when drawn, in row order) are left to the caller,
+  // but for their fields that stay in RAM.
+  void gather_rows(const SampleBuffers& out, std::size_t first_cold) const;
+  // Copies the fields of cold `slot` that a file tier leaves in RAM into row `row` of
+  // `columns` (empty columns skipped). O(fields).
+  void copy_kept_fields(std::uint32_t slot, std::uint64_t row,
+                        std::span<const std::span<std::byte>> columns) const;
   static constexpr std::size_t kObservedDrawsPerRequest = 16;
   // Every how many draws of a batch of `draws` one is recorded (1 up to 16 draws).
   static std::size_t observed_stride(std::size_t draws) {
@@ -304,6 +322,7 @@ class Table {
   std::optional<std::uint64_t> policy_version_;  // set_policy_version
   std::unique_ptr<EpisodicTable> episodic_;      // episodic tables only
   std::unique_ptr<TierIndex> tier_;              // tables with a file tier only
+  std::vector<std::uint64_t> tier_field_bytes_;  // file_tier_field_bytes; empty without one
 };
 
 }  // namespace replayd

@@ -116,9 +116,15 @@ TableBytes table_bytes(const TableConfig& config) {
     bytes.data += static_cast<uint128>(config.capacity) * kFileTierBytesPerSlot +
                   resident_rows * sizeof(std::uint64_t) * 2;
   }
-  for (const auto& field : config.schema.fields()) {
+  const std::vector<std::uint64_t> written_out =
+      config.file_tier.enabled() ? file_tier_field_bytes(config) : std::vector<std::uint64_t>();
+  for (std::size_t f = 0; f < config.schema.size(); ++f) {
+    const Field& field = config.schema.field(f);
     if (field.compression == Compression::none) {
-      bytes.data += round_up_to_page(resident_rows * field.item_bytes());
+      // A field a file tier leaves in RAM (an episodic table's reward) keeps every row.
+      const uint128 rows =
+          written_out.empty() || written_out[f] != 0 ? resident_rows : uint128{config.capacity};
+      bytes.data += round_up_to_page(rows * field.item_bytes());
     } else {
       bytes.data += static_cast<uint128>(config.capacity) * BlobColumn::kIndexBytesPerSlot;
     }
@@ -146,6 +152,23 @@ std::uint64_t fixed_row_bytes(const Schema& schema) {
   for (const auto& field : schema.fields())
     if (field.compression == Compression::none) bytes += field.item_bytes();
   return bytes;
+}
+
+std::vector<std::uint64_t> file_tier_field_bytes(const TableConfig& config) {
+  std::vector<std::uint64_t> bytes;
+  for (const auto& field : config.schema.fields()) {
+    const bool stays = field.compression != Compression::none || field.is_frame() ||
+                       (config.episodes.enabled && field.name == config.episodes.reward_field);
+    bytes.push_back(stays ? 0 : field.item_bytes());
+  }
+  return bytes;
+}
+
+std::uint64_t file_tier_row_bytes(const TableConfig& config) {
+  std::uint64_t total = 0;
+  for (std::uint64_t bytes : file_tier_field_bytes(config))
+    total += bytes;
+  return total;
 }
 
 std::uint64_t file_tier_ram_rows(const TableConfig& config) {
@@ -200,28 +223,24 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                        " bytes by default (capacity x the largest frame accepted): set "
                        "max_compressed_bytes to what they will take"
                  : std::string()) +
-            (config.file_tier.enabled() || config.episodes.enabled
+            (config.file_tier.enabled()
                  ? std::string()
                  : "; or give it a file tier (file_tier.ram_bytes: only that many bytes of "
                    "rows in RAM)"));
   }
-  if (config.file_tier.enabled() && config.episodes.enabled) {
-    return make_error(ErrorCode::invalid_argument,
-                      who +
-                          "file_tier: episodic tables keep every step in RAM (a file tier "
-                          "holds the items of plain tables); leave file_tier out");
-  }
   if (config.file_tier.enabled() && config.remover != SelectorKind::fifo) {
     return make_error(ErrorCode::invalid_argument,
-                      who + "file_tier: needs the fifo remover (a segment file is deleted once "
-                            "the oldest rows in it are evicted; other removers would leave "
-                            "segments half live, and compaction is not there yet)");
+                      who +
+                          "file_tier: needs the fifo remover (a segment file is deleted once "
+                          "the oldest rows in it are evicted; other removers would leave "
+                          "segments half live, and compaction is not there yet)");
   }
-  if (config.file_tier.enabled() && fixed_row_bytes(config.schema) == 0) {
+  if (config.file_tier.enabled() && file_tier_row_bytes(config) == 0) {
     return make_error(ErrorCode::invalid_argument,
                       who +
-                          "file_tier: the table has no uncompressed field to write out "
-                          "(compressed values stay in RAM); leave file_tier out");
+                          "file_tier: the table has no field to write out (compressed values "
+                          "and an episodic table's reward field stay in RAM); leave "
+                          "file_tier out");
   }
   if (config.rate_limiter.min_size_to_sample > static_cast<std::int64_t>(config.capacity)) {
     return make_error(ErrorCode::invalid_argument,

@@ -93,8 +93,16 @@ struct TableConfig {
   FileTierConfig file_tier;
 };
 
-// Bytes of one row's fixed-size (uncompressed) fields: what a file tier writes out per row.
+// Bytes of one row's fixed-size (uncompressed) fields: what a hot row holds in RAM.
 std::uint64_t fixed_row_bytes(const Schema& schema);
+// The bytes of each field that a file tier writes out per row, 0 for a field it leaves in
+// RAM: compressed fields (their values are not in the column block), frame fields (a
+// draw's frames are assembled from many steps while the reply is built) and an episodic
+// table's reward field (an n-step draw sums the rewards of its window while drawing). A cold
+// row's record holds its fields of nonzero bytes, in schema order.
+std::vector<std::uint64_t> file_tier_field_bytes(const TableConfig& config);
+// Their sum: the bytes of a cold row's record before compression.
+std::uint64_t file_tier_row_bytes(const TableConfig& config);
 // How many rows a file tier keeps hot: ram_bytes / fixed_row_bytes, at least 1.
 std::uint64_t file_tier_ram_rows(const TableConfig& config);
 

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,66 @@
 #include "core/table/episodic_table.h"
 
 namespace replayd::testing {
+
+// A file tier's disk for core tests, standing in for the service's segments: the record of
+// each row written out (its written-out fields concatenated in schema order), by offset.
+struct FakeTierDisk {
+  std::map<std::uint64_t, std::vector<std::byte>> records;
+  std::uint64_t next_offset = 0;
+
+  // Writes out every row past the RAM budget, as the service's writer does.
+  void spill(Table& table) {
+    const auto written = table.tier_field_bytes();
+    for (;;) {
+      const std::vector<SpillRow> rows = table.choose_spill(8);
+      if (rows.empty()) return;
+      std::vector<ColdLocation> where;
+      for (const SpillRow& row : rows) {
+        std::vector<std::byte> record;
+        for (std::size_t f = 0; f < written.size(); ++f) {
+          const std::byte* cell = table.storage().cell(f, row.slot);
+          record.insert(record.end(), cell, cell + written[f]);
+        }
+        records[next_offset] = std::move(record);
+        where.push_back(ColdLocation{.segment = 0, .bytes = 100, .offset = next_offset++});
+      }
+      table.finish_spill(rows, where);
+    }
+  }
+
+  // Reads the records of `cold` into their rows, as the service's FileTier::read_cold does:
+  // into `columns` (one span per field, empty ones skipped), or for ColdTarget::bootstrap
+  // into `bootstrap` (one span per bootstrap field).
+  void fill(const Table& table, const std::vector<ColdDraw>& cold,
+            std::span<const std::span<std::byte>> columns,
+            std::span<const std::span<std::byte>> bootstrap = {}) const {
+    const auto written = table.tier_field_bytes();
+    const auto& names = table.config().episodes.bootstrap_fields;
+    for (const ColdDraw& draw : cold) {
+      const std::vector<std::byte>& record = records.at(draw.where.offset);
+      std::uint64_t at = 0;
+      for (std::size_t f = 0; f < written.size(); ++f) {
+        if (written[f] == 0) continue;
+        std::span<std::byte> to;
+        if (draw.target == ColdTarget::columns) {
+          to = columns[f];
+        } else {
+          for (std::size_t b = 0; b < names.size(); ++b)
+            if (table.schema().find(names[b]) == static_cast<int>(f)) to = bootstrap[b];
+        }
+        if (!to.empty())
+          std::memcpy(to.data() + draw.row * written[f], record.data() + at, written[f]);
+        at += written[f];
+      }
+    }
+  }
+};
+
+// The disk of each table with a file tier in a test (tables without one have none).
+inline std::map<const Table*, FakeTierDisk>& tier_disks() {
+  static std::map<const Table*, FakeTierDisk> disks;
+  return disks;
+}
 
 inline Schema step_schema() {
   auto schema =
@@ -97,7 +159,10 @@ inline NStepDraws sample_nstep(Table& table, std::uint64_t n, const NStepRequest
   std::vector<std::span<std::byte>> bootstrap{std::as_writable_bytes(std::span(d.bootstrap))};
   NStepBuffers out{SampleBuffers{d.keys, d.probabilities, d.weights, d.times, columns},
                    std::as_writable_bytes(std::span(d.returns)), bootstrap, d.discounts, d.steps};
+  std::vector<ColdDraw> cold;
+  if (table.tier() != nullptr) out.base.cold = &cold;
   d.status = table.episodic()->sample_nstep(n, request, out);
+  if (!cold.empty()) tier_disks().at(&table).fill(table, cold, columns, bootstrap);
   return d;
 }
 
@@ -127,8 +192,11 @@ inline SequenceDraws sample_sequences(Table& table, std::uint64_t n,
   std::vector<std::span<std::byte>> columns{
       std::as_writable_bytes(std::span(d.id)), std::as_writable_bytes(std::span(d.obs)),
       std::as_writable_bytes(std::span(d.next_obs)), std::as_writable_bytes(std::span(d.rew))};
-  d.status = table.episodic()->sample_sequences(
-      n, request, SequenceBuffers{d.keys, d.probabilities, d.weights, d.times, columns, d.mask});
+  std::vector<ColdDraw> cold;
+  SequenceBuffers out{d.keys, d.probabilities, d.weights, d.times, columns, d.mask};
+  if (table.tier() != nullptr) out.cold = &cold;
+  d.status = table.episodic()->sample_sequences(n, request, out);
+  if (!cold.empty()) tier_disks().at(&table).fill(table, cold, columns);
   return d;
 }
 
@@ -139,6 +207,7 @@ struct StepRowsOut {
   std::vector<std::int64_t> id;
   std::vector<float> obs, next_obs, rew;
   std::vector<std::span<std::byte>> columns;
+  std::vector<ColdDraw> cold;  // a table with a file tier: its cold rows (fill_cold)
 
   explicit StepRowsOut(std::size_t rows)
       : keys(rows),
@@ -152,7 +221,16 @@ struct StepRowsOut {
     columns = {std::as_writable_bytes(std::span(id)), std::as_writable_bytes(std::span(obs)),
                std::as_writable_bytes(std::span(next_obs)), std::as_writable_bytes(std::span(rew))};
   }
-  StepBuffers buffers() { return StepBuffers{keys, episodes, positions, sequences, columns}; }
+  StepBuffers buffers() {
+    StepBuffers out{keys, episodes, positions, sequences, columns};
+    out.cold = &cold;
+    return out;
+  }
+  // Reads the cold rows listed by the last read from the table's disk.
+  void fill_cold(const Table& table) {
+    if (!cold.empty()) tier_disks().at(&table).fill(table, cold, columns);
+    cold.clear();
+  }
 };
 
 // Every stored step's id, by reading everything in pages of `page` steps.
@@ -163,6 +241,7 @@ inline std::vector<std::int64_t> read_all_ids(const Table& table, std::size_t pa
     StepRowsOut rows(page);
     auto n = table.episodic()->read_steps(after, rows.buffers());
     REQUIRE(n.ok());
+    rows.fill_cold(table);
     if (*n == 0) return ids;
     for (std::size_t i = 0; i < *n; ++i) {
       REQUIRE(rows.obs[i] == static_cast<float>(rows.id[i]));

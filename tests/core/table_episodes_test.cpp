@@ -235,6 +235,7 @@ void check_reads(Table& table, const Model& model) {
   StepRowsOut out(rows);
   std::vector<std::uint64_t> offsets(4);
   REQUIRE(table.episodic()->read_episodes(ids, out.buffers(), offsets).ok());
+  out.fill_cold(table);
   for (std::size_t i = 0; i < 3; ++i) {
     const ModelEpisode& e = model.episodes.at(ids[i]);
     REQUIRE(offsets[i + 1] - offsets[i] == e.length);
@@ -249,13 +250,22 @@ void check_reads(Table& table, const Model& model) {
 // A random stream: two writers with three environments each, steps appended in batches
 // across environments, random terminations and truncations, deletions, a writer that
 // leaves mid-episode; after every operation, draws of every request kind are checked.
+// ram_rows > 0: the table has a file tier keeping that many steps in RAM, every step past
+// them written out (to a FakeTierDisk) after each operation, so that windows and sequences
+// span both tiers.
 void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_times = 0,
-                       SelectorKind remover = SelectorKind::fifo) {
+                       SelectorKind remover = SelectorKind::fifo, std::uint64_t ram_rows = 0) {
   constexpr std::uint32_t kCapacity = 23;
   TableConfig config = episodic_config(kCapacity, prioritized, seed);
   config.max_times_sampled = max_times;
   config.remover = remover;
+  config.file_tier.ram_bytes = ram_rows * fixed_row_bytes(config.schema);
   auto table = make_table(config);
+  struct ForgetDisk {
+    const Table* table;
+    ~ForgetDisk() { tier_disks().erase(table); }
+  } forget{table.get()};
+  FakeTierDisk* disk = ram_rows > 0 ? &tier_disks()[table.get()] : nullptr;
   Model model;
   model.capacity = kCapacity;
   model.max_times = max_times;
@@ -327,6 +337,11 @@ void run_random_stream(bool prioritized, std::uint64_t seed, std::uint32_t max_t
       REQUIRE(table->episodic()->episodes().open_episodes(writer).empty());
     }
     REQUIRE(table->size() == model.stored);
+    if (disk != nullptr) {
+      disk->spill(*table);
+      REQUIRE(table->tier()->hot_rows() <= ram_rows);
+      REQUIRE(table->tier()->hot_rows() + table->tier()->cold_rows() == model.stored);
+    }
     for (const auto& request : nsteps)
       check_nstep(*table, model, request, 3, prioritized);
     if (!prioritized) {
@@ -357,6 +372,16 @@ TEST_CASE("with max_times_sampled, starts retire from every window exactly as in
     INFO("seed " << seed);
     run_random_stream(false, seed, 3);
     run_random_stream(true, seed, 2);
+  }
+}
+
+TEST_CASE("over a file tier (5 of 23 steps in RAM) every draw and read matches the model") {
+  for (std::uint64_t seed : {41, 42}) {
+    INFO("seed " << seed);
+    run_random_stream(false, seed, 0, SelectorKind::fifo, 5);
+    run_random_stream(true, seed, 0, SelectorKind::fifo, 5);
+    run_random_stream(false, seed, 3, SelectorKind::fifo, 5);
+    run_random_stream(true, seed, 2, SelectorKind::fifo, 1);
   }
 }
 

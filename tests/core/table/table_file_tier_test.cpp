@@ -4,6 +4,7 @@
 // reference model), and that removals keep the per-segment live counts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -163,6 +164,36 @@ TEST_CASE("sample leaves cold draws to the caller with their locations, and copi
   REQUIRE(hot + cold.size() == n);
 }
 
+TEST_CASE("a cold row retired by max_times_sampled in its own sample is still read back") {
+  TableConfig config = tier_config(100, 10);
+  config.max_times_sampled = 1;  // every draw removes its item at once
+  auto table = make_table(config);
+  const auto keys = insert_ids(*table, 0, 40);
+  spill_all(*table);
+  const std::uint64_t n = 25;
+  Draws draws(n);
+  auto [drawn, ids, obs, cold] = draws.parts();
+  SampleBuffers out = draws.buffers();
+  REQUIRE(table->sample(n, 0.4, out).ok());
+  REQUIRE(table->size() == 40 - n);
+  // Every draw of a cold item (ids 0-29) is listed with its location though its item is
+  // gone by the end of the sample; the hot ones are copied.
+  const auto id_of = [&](std::uint64_t key) {
+    return static_cast<std::uint64_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+  };
+  std::vector<bool> listed(n, false);
+  for (const ColdDraw& draw : cold) {
+    listed[draw.row] = true;
+    REQUIRE(draw.where.offset == id_of(drawn[draw.row]));  // spill_all: offset = id
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint64_t id = id_of(drawn[i]);
+    REQUIRE(id < 40);
+    REQUIRE(listed[i] == (id < 30));
+    if (!listed[i]) REQUIRE(ids[i] == static_cast<std::int64_t>(id));
+  }
+}
+
 TEST_CASE("prioritized draws over both tiers follow the priorities exactly (chi-square)") {
   auto table = make_table(tier_config(64, 8, SelectorKind::prioritized));
   const auto keys = insert_ids(*table, 0, 64);  // priority id + 1
@@ -272,16 +303,32 @@ TEST_CASE("inserts wait while the writer is far behind, and sample refuses views
   REQUIRE(refused.error().message.find("file tier") != std::string::npos);
 }
 
-TEST_CASE("a file tier is refused on episodic tables, naming the key") {
-  TableConfig config = tier_config(100, 10);
+TEST_CASE("an episodic table's file tier writes out every field but the reward, kept in RAM") {
+  TableConfig config = tier_config(100000, 10);
   config.episodes.enabled = true;
   auto schema = Schema::create({Field{"obs", DType::float32, {4}}, Field{"rew", DType::float32, {}},
                                 Field{"next_obs", DType::float32, {4}}});
   REQUIRE(schema.ok());
   config.schema = schema.value();
-  auto table = Table::create(config);
-  REQUIRE_FALSE(table.ok());
-  REQUIRE(table.error().message.find("file_tier") != std::string::npos);
+  auto table = make_table(config);
+  const auto written = table->tier_field_bytes();
+  REQUIRE(std::vector<std::uint64_t>(written.begin(), written.end()) ==
+          std::vector<std::uint64_t>{16, 0, 16});
+  // The reward column keeps every row (4 bytes each), the others the budget's rows.
+  TableConfig in_ram = config;
+  in_ram.file_tier = {};
+  REQUIRE(table_bytes(config).data + 32 * 100000 > table_bytes(in_ram).data);
+  REQUIRE(table_bytes(config).data < table_bytes(in_ram).data);
+
+  // With nothing but the reward to write out, a file tier is refused by name.
+  auto reward_only = Schema::create({Field{"rew", DType::float32, {}}});
+  REQUIRE(reward_only.ok());
+  config.schema = reward_only.value();
+  config.episodes.bootstrap_fields = {};
+  auto refused = Table::create(config);
+  REQUIRE_FALSE(refused.ok());
+  REQUIRE(refused.error().message.find("file_tier: the table has no field to write out") !=
+          std::string::npos);
 }
 
 TEST_CASE("a file tier needs the fifo remover, naming why") {
