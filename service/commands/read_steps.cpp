@@ -43,13 +43,32 @@ std::vector<ReplyColumn> page_columns(const Table& table) {
   return columns;
 }
 
+// The page's column of each field (empty for compressed fields, whose values follow as
+// frame columns).
+std::vector<std::span<std::byte>> step_field_columns(const Table& table, ColumnReply& page) {
+  std::vector<std::span<std::byte>> columns;
+  std::size_t next_column = 6;
+  for (std::size_t f = 0; f < table.schema().size(); ++f) {
+    if (table.schema().field(f).compression != Compression::none) {
+      columns.emplace_back();
+    } else {
+      columns.push_back(page.column(next_column++));
+    }
+  }
+  return columns;
+}
+
 // Reads up to `rows` steps after `after` into a reply of exactly that many rows; compressed
-// fields' values follow as frame columns, and `frame_meta` receives their description.
+// fields' values follow as frame columns, and `frame_meta` receives their description. A
+// table with a file tier lists the cold steps' rows in `cold` (emptied first), their
+// written-out fields left for the caller to read.
 Result<ColumnReply> read_step_page(const Table& table, std::uint64_t after, std::uint64_t rows,
-                                   bool raw, std::uint64_t& got, std::string& frame_meta) {
+                                   bool raw, std::uint64_t& got, std::string& frame_meta,
+                                   std::vector<ColdDraw>& cold) {
   REPLAYD_ASSIGN_OR_RETURN(ColumnReply page, ColumnReply::create(page_columns(table), {rows}));
   got = 0;
   frame_meta.clear();
+  cold.clear();
   if (rows == 0) {  // an empty page still describes the frame columns it has (none)
     if (!table.schema().has_compression()) return page;
     const std::vector<std::vector<std::uint32_t>> none(table.schema().size());
@@ -57,15 +76,7 @@ Result<ColumnReply> read_step_page(const Table& table, std::uint64_t after, std:
     return page;
   }
   const Schema& schema = table.schema();
-  std::vector<std::span<std::byte>> columns;
-  std::size_t next_column = 6;
-  for (std::size_t f = 0; f < schema.size(); ++f) {
-    if (schema.field(f).compression != Compression::none) {
-      columns.emplace_back();
-    } else {
-      columns.push_back(page.column(next_column++));
-    }
-  }
+  const std::vector<std::span<std::byte>> columns = step_field_columns(table, page);
   std::vector<std::uint32_t> slots(schema.has_compression() ? rows : 0);
   StepBuffers buffers{page.as<std::uint64_t>(0),
                       page.as<std::uint64_t>(1),
@@ -75,6 +86,7 @@ Result<ColumnReply> read_step_page(const Table& table, std::uint64_t after, std:
                       slots,
                       page.as<std::uint8_t>(4),
                       page.as<std::uint64_t>(5)};
+  if (table.tier() != nullptr) buffers.cold = &cold;
   REPLAYD_ASSIGN_OR_RETURN(got, table.episodic()->read_steps(after, buffers));
   if (slots.empty()) return page;
   std::vector<std::vector<std::uint32_t>> frames(schema.size());
@@ -174,12 +186,20 @@ asio::awaitable<Result<Reply>> read_steps(Call& call) {
   }
   std::uint64_t got = 0;
   std::string frame_meta;
+  std::vector<ColdDraw> cold;
   REPLAYD_CO_ASSIGN_OR_RETURN(ColumnReply page,
-                              read_step_page(table, after, rows, raw, got, frame_meta));
+                              read_step_page(table, after, rows, raw, got, frame_meta, cold));
   if (got < rows) {
     // The last page: read again into a reply of exactly the rows there are.
     const std::uint64_t last = got;
-    REPLAYD_CO_ASSIGN_OR_RETURN(page, read_step_page(table, after, last, raw, got, frame_meta));
+    REPLAYD_CO_ASSIGN_OR_RETURN(page,
+                                read_step_page(table, after, last, raw, got, frame_meta, cold));
+  }
+  if (!cold.empty()) {  // read back from the file tier, suspended meanwhile
+    std::shared_ptr<FileTier> tier = call.table->tier;
+    const std::vector<std::span<std::byte>> fields = step_field_columns(table, page);
+    const Status read = co_await tier->read_cold_into(table, cold, fields);
+    REPLAYD_CO_RETURN_IF_ERROR(read);
   }
   std::uint64_t next = after;
   if (got > 0) next = page.as<std::uint64_t>(3)[got - 1];

@@ -23,11 +23,12 @@ bool takes_own_value(const Schema& schema, const EpisodeConfig& episodes, std::s
 }
 
 // The per-draw columns, the schema's fields but frame fields, then discount and steps. With
-// n given, large fields that take their own values are viewed in place (viewed_fields).
+// n given, large fields that take their own values are viewed in place (viewed_fields),
+// unless the table has a file tier (its cold steps are read into the reply).
 std::vector<ReplyColumn> nstep_columns(const Schema& schema, const EpisodeConfig& episodes,
-                                       std::uint64_t n = 0) {
+                                       std::uint64_t n = 0, bool tiered = false) {
   const std::vector<bool> viewed =
-      n > 0 ? viewed_fields(schema, n) : std::vector<bool>(schema.size(), false);
+      n > 0 && !tiered ? viewed_fields(schema, n) : std::vector<bool>(schema.size(), false);
   std::vector<ReplyColumn> columns = draw_columns();
   for (std::size_t f = 0; f < schema.size(); ++f) {
     if (schema.field(f).is_frame()) continue;
@@ -91,7 +92,8 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
 
   const Schema& schema = table.schema();
   const auto& episodes = table.config().episodes;
-  const std::vector<ReplyColumn> reply_columns = nstep_columns(schema, episodes, call.n);
+  const bool tiered = call.table->tier != nullptr;
+  const std::vector<ReplyColumn> reply_columns = nstep_columns(schema, episodes, call.n, tiered);
   auto reply = ColumnReply::create(reply_columns, {call.n});
   if (!reply) co_return reply.error();
   // Step t's own fields go straight into the reply, except the reward and bootstrap fields,
@@ -131,11 +133,22 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
                        reply->as<double>(next_column),
                        reply->as<std::uint32_t>(next_column + 1),
                        frames};
+  std::vector<ColdDraw> cold;
+  if (tiered) buffers.base.cold = &cold;
   auto state = episodic.nstep_state(request);
   if (!state) co_return state.error();
   call.table->table->set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.sample_nstep(call.n, request, buffers));
-  table_changed(*call.table);
+  if (!cold.empty()) {
+    // Suspends while the pool reads them (steps t into the columns, bootstrap steps into the
+    // bootstrap columns); the segments are taken before table_changed may delete any.
+    std::shared_ptr<FileTier> tier = call.table->tier;
+    const Status read = co_await tier->read_cold_into(table, cold, columns, bootstrap);
+    table_changed(*call.table);
+    REPLAYD_CO_RETURN_IF_ERROR(read);
+  } else {
+    table_changed(*call.table);
+  }
   REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta,
                               add_draw_frame_columns(*reply, table, frames, raw));
   co_return reply->finish(call.request_id, ",\"nstep\":" + std::to_string(request.k) +

@@ -109,11 +109,20 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
                           columns,
                           reply->as<std::uint8_t>(4),
                           frames};
+  std::vector<ColdDraw> cold;
+  if (call.table->tier) buffers.cold = &cold;
   auto state = episodic.sequence_state(request);
   if (!state) co_return state.error();
   call.table->table->set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.sample_sequences(call.n, request, buffers));
-  table_changed(*call.table);
+  if (!cold.empty()) {  // read back from the file tier, suspended meanwhile
+    std::shared_ptr<FileTier> tier = call.table->tier;
+    const Status read = co_await tier->read_cold_into(table, cold, columns);
+    table_changed(*call.table);
+    REPLAYD_CO_RETURN_IF_ERROR(read);
+  } else {
+    table_changed(*call.table);
+  }
   REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta,
                               add_draw_frame_columns(*reply, table, frames, raw));
   co_return reply->finish(call.request_id, ",\"length\":" + std::to_string(request.length) +

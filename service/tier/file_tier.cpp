@@ -20,6 +20,9 @@ namespace {
 // How long the writer waits after a failed write before it tries again.
 constexpr auto kRetryAfterError = std::chrono::seconds(1);
 
+// Where a field of 0 record bytes (not written out) points: copied from or to for 0 bytes.
+std::byte kNothing{};
+
 }  // namespace
 
 FileTier::FileTier(std::string dir, IoPool& pool, asio::any_io_executor executor,
@@ -95,18 +98,18 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
     std::shared_ptr<SegmentFile> created;
   };
   Table& table = *hosted->table;
-  std::vector<std::uint64_t> field_bytes;
-  for (std::size_t f = 0; f < table.schema().size(); ++f)
-    field_bytes.push_back(table.storage().item_bytes(f));
+  const auto written = table.tier_field_bytes();
+  const std::vector<std::uint64_t> field_bytes(written.begin(), written.end());
   while (!hosted->dropped) {
     const std::vector<SpillRow> rows = table.choose_spill(kWriteBatchRows);
     if (rows.empty()) break;
     // The job reads the rows' cells while this thread goes on: they stay unchanged until
     // finish_spill unless a row is removed (then its copy is discarded).
     std::vector<const std::byte*> cells;
-    for (const SpillRow& row : rows)
-      for (std::size_t f = 0; f < field_bytes.size(); ++f)
-        cells.push_back(table.storage().cell(f, row.slot));
+    for (const SpillRow& row : rows) {
+      for (std::size_t f = 0; f < field_bytes.size(); ++f)  // a field of 0 bytes is not read
+        cells.push_back(field_bytes[f] != 0 ? table.storage().cell(f, row.slot) : &kNothing);
+    }
     const bool rotate = !has_open_segment_ || open_bytes_ >= segment_bytes_limit_;
     const std::uint32_t segment_id = rotate ? next_segment_ : open_segment_;
     std::shared_ptr<SegmentFile> segment = rotate ? nullptr : segments_.at(open_segment_);
@@ -190,15 +193,43 @@ void FileTier::delete_dead_segments(const Table& table) {
 
 std::vector<ColdRead> FileTier::take_cold_reads(
     const Table& table, const std::vector<ColdDraw>& cold,
-    std::span<const std::span<std::byte>> columns) const {
+    std::span<const std::span<std::byte>> columns,
+    std::span<const std::span<std::byte>> bootstrap) const {
   const std::size_t fields = table.schema().size();
+  const auto field_bytes = table.tier_field_bytes();
+  // The bootstrap span of each field (-1: not a bootstrap field).
+  std::vector<int> bootstrap_of(fields, -1);
+  const auto& names = table.config().episodes.bootstrap_fields;
+  for (std::size_t b = 0; b < bootstrap.size() && b < names.size(); ++b)
+    bootstrap_of[static_cast<std::size_t>(table.schema().find(names[b]))] = static_cast<int>(b);
   std::vector<ColdRead> reads;
   reads.reserve(cold.size());
   for (const ColdDraw& draw : cold) {
-    ColdRead read{segments_.at(draw.where.segment), draw.where, {}};
+    ColdRead read{segments_.at(draw.where.segment), draw.where, {}, {}};
     read.into.reserve(fields);
-    for (std::size_t f = 0; f < fields; ++f)
-      read.into.push_back(columns[f].data() + draw.row * table.storage().item_bytes(f));
+    for (std::size_t f = 0; f < fields; ++f) {
+      const std::uint64_t bytes = table.storage().item_bytes(f);
+      std::span<std::byte> target;
+      if (draw.target == ColdTarget::columns) {
+        target = columns[f];
+      } else if (bootstrap_of[f] >= 0) {
+        target = bootstrap[static_cast<std::size_t>(bootstrap_of[f])];
+      }
+      if (field_bytes[f] == 0) {
+        read.into.push_back(&kNothing);
+      } else if (!target.empty()) {
+        read.into.push_back(target.data() + draw.row * bytes);
+      } else {  // a field this read does not need: into its own scratch (set below)
+        read.into.push_back(nullptr);
+        read.scratch.resize(read.scratch.size() + bytes);
+      }
+    }
+    std::uint64_t at = 0;
+    for (std::size_t f = 0; f < fields; ++f) {
+      if (read.into[f] != nullptr) continue;
+      read.into[f] = read.scratch.data() + at;
+      at += field_bytes[f];
+    }
     reads.push_back(std::move(read));
   }
   return reads;
@@ -206,15 +237,15 @@ std::vector<ColdRead> FileTier::take_cold_reads(
 
 asio::awaitable<Status> FileTier::read_cold_into(const Table& table,
                                                  const std::vector<ColdDraw>& cold,
-                                                 std::span<const std::span<std::byte>> columns) {
-  std::vector<ColdRead> reads = take_cold_reads(table, cold, columns);
+                                                 std::span<const std::span<std::byte>> columns,
+                                                 std::span<const std::span<std::byte>> bootstrap) {
+  std::vector<ColdRead> reads = take_cold_reads(table, cold, columns, bootstrap);
   co_return co_await read_cold(table, std::move(reads));
 }
 
 asio::awaitable<Status> FileTier::read_cold(const Table& table, std::vector<ColdRead> reads) {
-  std::vector<std::uint64_t> field_bytes;
-  for (std::size_t f = 0; f < table.schema().size(); ++f)
-    field_bytes.push_back(table.storage().item_bytes(f));
+  const auto written = table.tier_field_bytes();
+  const std::vector<std::uint64_t> field_bytes(written.begin(), written.end());
   const std::uint64_t rows = reads.size();
   const auto started = std::chrono::steady_clock::now();
   // The destinations are the reply's columns, which nothing else touches until this

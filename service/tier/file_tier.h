@@ -65,15 +65,19 @@ class FileTier {
   // more rows than the budget are hot and none is running, and deletes segments whose rows
   // were all removed. O(segments).
   void poke(HostedTable& hosted);
-  // The reads of the rows of `cold` (the draws Table::sample left out) into `columns` (one
-  // span per field, of the sample's rows in the draws' numbering): taken at once, holding
-  // their segments, so that nothing deleted after the draws is missed. Call right after
-  // Table::sample, before anything suspends. O(draws).
+  // The reads of the rows of `cold` (the draws Table::sample or an episodic sample left
+  // out) into `columns` (one span per field, of the sample's rows in the draws' numbering)
+  // or, for ColdTarget::bootstrap, into `bootstrap` (one span per bootstrap field of the
+  // table's episodes, n-step draws' rows): taken at once, holding their segments, so that
+  // nothing deleted after the draws is missed. Call right after the sample, before anything
+  // suspends. O(draws).
   std::vector<ColdRead> take_cold_reads(const Table& table, const std::vector<ColdDraw>& cold,
-                                        std::span<const std::span<std::byte>> columns) const;
+                                        std::span<const std::span<std::byte>> columns,
+                                        std::span<const std::span<std::byte>> bootstrap = {}) const;
   // take_cold_reads and read_cold in one, for a request that draws from one table.
   asio::awaitable<Status> read_cold_into(const Table& table, const std::vector<ColdDraw>& cold,
-                                         std::span<const std::span<std::byte>> columns);
+                                         std::span<const std::span<std::byte>> columns,
+                                         std::span<const std::span<std::byte>> bootstrap = {});
   // Reads them on the pool straight into their columns: suspends until the pool is done;
   // other requests are served meanwhile, and nothing else touches the columns. An error (a
   // damaged or missing record) names the segment.

@@ -50,11 +50,14 @@ Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::u
                                               std::span<const std::uint64_t> field_bytes);
 
 // One cold row to read: its record, and where each of its fields goes (field_bytes[f]
-// bytes at into[f]).
+// bytes at into[f]; a field of 0 bytes is not in the record). `scratch` holds the fields a
+// read does not need (an n-step draw's bootstrap step needs only the bootstrap fields): each
+// read its own, since every record's CRC is checked over its fields once all are in place.
 struct ColdRead {
   std::shared_ptr<SegmentFile> segment;
   ColdLocation where;
   std::vector<std::byte*> into;
+  std::vector<std::byte> scratch;
 };
 // Reads the records (sorted by segment and offset; adjacent records in one read, raw ones
 // straight into their destinations), checks each CRC and puts each row's fields in place.

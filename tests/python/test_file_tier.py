@@ -308,13 +308,14 @@ def test_table_directories_left_by_a_killed_server_are_removed_at_start(make_ser
         np.testing.assert_array_equal(read_all(c, "x"), np.arange(100))
 
 
-@pytest.mark.parametrize("options, expected", [
-    ({"episodic": True}, "episodic"),
-    ({"remover": "uniform"}, "fifo remover"),
+@pytest.mark.parametrize("fields, options, expected", [
+    (dict(FIELDS, rew=(np.float32, ()), next_obs=(np.float32, (4,))), {"remover": "uniform"},
+     "fifo remover"),
+    # An episodic table's reward stays in RAM: with nothing else, there is nothing to write.
+    ({"rew": (np.float32, ())}, {"episodic": True, "bootstrap": []}, "no field to write out"),
 ])
-def test_a_file_tier_refuses_what_it_cannot_hold(tiered, options, expected):
+def test_a_file_tier_refuses_what_it_cannot_hold(tiered, fields, options, expected):
     with replayd.Client(tiered.unix_address, timeout=30) as c:
-        fields = dict(FIELDS, rew=(np.float32, ()), next_obs=(np.float32, (4,)))
         with pytest.raises(replayd.InvalidArgument, match=expected):
             c.create_table("r", fields, 100, ram_bytes=1 << 20, **options)
 
@@ -399,3 +400,93 @@ def test_metrics_show_each_tier_and_the_cold_reads(make_server, tmp_path):
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                             text=True)
     assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
+
+
+# --- Episodic tables over both tiers -------------------------------------------------------
+
+
+def check_episodic_table(client: replayd.Client, table: str, model: Any, rng: Any) -> None:
+    """Every n-step and sequence draw, and reading everything, against the reference model
+    of test_episodes_model (exactly, by the start key each draw returns)."""
+    from test_episodes_model import check_nstep, check_sequences
+    for k in (1, 3, 10):
+        check_nstep(client, table, model, k, round(rng.random(), 4), 300)
+    check_nstep(client, table, model, 3, 1.0, 200)
+    for length, stride, burn_in, pad in ((5, 1, 0, False), (5, 1, 0, True), (4, 2, 3, True)):
+        check_sequences(client, table, model, length, stride, burn_in, pad, 200)
+    stored = [key for key in model.order]
+    pages = list(client.read_all(table, page=64))
+    assert np.concatenate([p["key"] for p in pages]).tolist() == stored
+    for page in pages:
+        for i, key in enumerate(page["key"].tolist()):
+            row = model.steps[key][2]
+            for name in ("obs", "act", "rew", "next_obs"):
+                assert np.array_equal(page[name][i], row[name]), (name, key)
+
+
+def test_episodic_draws_over_both_tiers_match_the_reference_model_exactly(tiered):
+    """n-step returns and bootstraps, sequences across hot and cold steps, and reading
+    everything, with 20 of 300 steps in RAM (the reward field stays in RAM; the others are
+    read back from the segments)."""
+    import random
+
+    from test_episodes_model import FIELDS as STEP_FIELDS, Model, write_stream
+    rng = random.Random(5)
+    capacity, envs = 300, 4
+    with replayd.Client(tiered.unix_address, timeout=30) as c:
+        c.create_table("e", STEP_FIELDS, capacity, episodic=True, reward="rew", seed=5,
+                       ram_bytes=20 * 28)
+        model = Model(capacity)
+        current: list = [None] * envs
+        next_episode = [1]
+        with c.episode_writer("e", envs=envs, batch=8, keep_keys=True) as writer:
+            for _ in range(3):  # the last phases evict past the capacity
+                write_stream(writer, model, rng, 250, envs, current, next_episode)
+                tier = wait_written_out(c, "e")
+                assert tier["ram_rows"] == 20
+                assert tier["cold_rows"] >= len(model.order) - 20 - 8
+                check_episodic_table(c, "e", model, rng)
+        assert tier_info(c, "e")["cold_reads"] > 1000
+
+
+def test_an_episodic_table_over_the_tier_survives_a_restart(make_server, tmp_path):
+    import random
+
+    from test_episodes_model import FIELDS as STEP_FIELDS, Model, write_stream
+    server = persistent(make_server, tmp_path)
+    rng = random.Random(9)
+    capacity, envs = 400, 3
+    model = Model(capacity)
+    current: list = [None] * envs
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("er", STEP_FIELDS, capacity, episodic=True, reward="rew", seed=9,
+                       ram_bytes=30 * 28)
+        with c.episode_writer("er", envs=envs, batch=8, keep_keys=True) as writer:
+            write_stream(writer, model, rng, 500, envs, current, [1])
+        # The writer closed: its open episodes ended truncated, their steps kept.
+        for episode in current:
+            if episode is not None and model.length.get(episode):
+                model.state[episode] = "truncated"
+        assert wait_written_out(c, "er")["cold_rows"] >= 350
+    assert server.stop() == 0
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        tier = tier_info(c, "er")
+        assert tier["cold_rows"] >= 350 and tier["ram_rows"] == 30
+        check_episodic_table(c, "er", model, rng)
+
+
+@pytest.mark.parametrize("compressed", [True, False], ids=["zstd", "raw"])
+def test_frame_tables_over_both_tiers_match_the_pixel_reference_model(tiered, monkeypatch,
+                                                                      compressed):
+    """Stacked frames with next_of (their field stays in RAM) beside cold steps: the pixel
+    model's test (test_pixels_model), run on a table with 10 steps in RAM."""
+    from test_pixels_model import (
+        test_stacks_and_next_obs_match_the_reference_model_across_starts_ends_and_wrap as check)
+    with replayd.Client(tiered.unix_address, timeout=30) as c:
+        create = c.create_table
+        monkeypatch.setattr(c, "create_table",
+                            lambda *args, **kwargs: create(*args, ram_bytes=10 * 23, **kwargs))
+        check(c, "px", compressed, "uniform", True)
+        tier = tier_info(c, "px")
+        assert tier["cold_rows"] > 40 and tier["cold_reads"] > 0

@@ -330,7 +330,7 @@ class Client:
                 items more than k versions behind at each publish (docs/VERSIONS.md).
             ram_bytes: a file tier (docs/FILE_TIER.md; a server started with
                 ``--tier-dir``): only this many bytes of the rows stay in RAM, older rows
-                on disk, read back when drawn. Plain tables; sampled with rows copied.
+                on disk, read back when drawn (episodic tables too). Sampled with rows copied.
         Fields may be nested: ``{"obs": {"camera": (np.uint8, (32, 32, 3)), "state":
         (np.float32, 7)}}`` makes the leaves ``obs/camera`` and ``obs/state``, and inserts,
         writers, samples and read-backs take and give ``obs`` as a dict (a tuple of specs:
