@@ -89,3 +89,17 @@ def test_mixed_batch_bench_reports_a_ratio_for_each_case(tmp_path):
     results = json.loads(out.read_text())["results"]
     assert sorted(results) == ["tcp W1", "unix W1"]
     assert all(case["ratio"] > 0 for case in results.values())
+
+
+def test_episodic_file_tier_bench_reports_cold_cached_and_ram_rates(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "python" / "file_tier_episodes.py"), "--binary",
+         str(server_binary()), "--gib", "0.02", "--ram-mib", "2", "--seconds", "0.2",
+         "--repeats", "1", "--tier-dir", str(tmp_path / "tier")],
+        capture_output=True, text=True, timeout=180, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "n-step (k=3) transitions/s: cold" in proc.stdout
+    assert "sequence steps/s (T=8): cold" in proc.stdout
+    results = json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
+    assert results["tier"]["cold_rows"] > 0 and results["cold_reads"] > 0
+    assert all(run["nstep_per_s"] > 0 for run in results["cold"] + results["in_ram"])
