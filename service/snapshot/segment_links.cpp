@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "service/snapshot/snapshot_files.h"
+
 namespace replayd::service {
 namespace {
 
@@ -20,16 +22,13 @@ constexpr std::string_view kSegmentsSuffix = ".segments";
 constexpr std::string_view kSegmentPrefix = "segment-";
 
 Error link_error(const std::string& what, int error_number) {
-  std::string message =
-      "file tier segments of a snapshot: " + what + ": " + std::strerror(error_number);
+  Error error = file_error("file tier segments of a snapshot: " + what, error_number);
   if (error_number == EXDEV) {
-    message +=
+    error.message +=
         " (tier_dir and data_dir must be on one filesystem: a snapshot keeps a file "
         "tier's segments as hard links)";
   }
-  const bool exhausted = error_number == ENOSPC || error_number == EDQUOT;
-  return make_error(exhausted ? ErrorCode::resource_exhausted : ErrorCode::failed_precondition,
-                    std::move(message));
+  return error;
 }
 
 Status sync_path(const std::string& path, bool directory) {

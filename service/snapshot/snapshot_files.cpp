@@ -23,13 +23,6 @@ constexpr std::string_view kSuffix = ".rsnap";
 constexpr std::string_view kTemporarySuffix = ".tmp";
 constexpr std::string_view kSegmentsSuffix = ".segments";
 
-// Disk full, quota and file-size limits are resource exhaustion; anything else an I/O failure.
-Error io_error(const std::string& what, int error_number) {
-  const bool exhausted = error_number == ENOSPC || error_number == EDQUOT || error_number == EFBIG;
-  return make_error(exhausted ? ErrorCode::resource_exhausted : ErrorCode::failed_precondition,
-                    what + ": " + std::strerror(error_number));
-}
-
 std::string snapshot_name(std::uint64_t sequence) {
   std::string digits = std::to_string(sequence);
   return std::string(kPrefix) + std::string(20 - std::min<std::size_t>(20, digits.size()), '0') +
@@ -44,7 +37,7 @@ class FileSink final : public SnapshotSink {
     while (!bytes.empty()) {
       const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error("write '" + path_ + "'", errno);
+      if (n < 0) return file_error("write '" + path_ + "'", errno);
       bytes = bytes.subspan(static_cast<std::size_t>(n));
     }
     if (pause_ms_ != 0) {
@@ -62,15 +55,21 @@ class FileSink final : public SnapshotSink {
 
 Status fsync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return io_error("open directory '" + dir + "'", errno);
+  if (fd < 0) return file_error("open directory '" + dir + "'", errno);
   const int rc = ::fsync(fd);
   const int error_number = errno;
   ::close(fd);
-  if (rc != 0) return io_error("fsync directory '" + dir + "'", error_number);
+  if (rc != 0) return file_error("fsync directory '" + dir + "'", error_number);
   return Ok{};
 }
 
 }  // namespace
+
+Error file_error(const std::string& what, int error_number) {
+  const bool exhausted = error_number == ENOSPC || error_number == EDQUOT || error_number == EFBIG;
+  return make_error(exhausted ? ErrorCode::resource_exhausted : ErrorCode::failed_precondition,
+                    what + ": " + std::strerror(error_number));
+}
 
 std::string snapshot_path(const std::string& dir, std::uint64_t sequence) {
   return (fs::path(dir) / snapshot_name(sequence)).string();
@@ -169,22 +168,22 @@ Status write_kept_through(const std::string& dir, std::uint64_t sequence) {
   const std::string path = (fs::path(dir) / kKeptThroughName).string();
   if (sequence == 0) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-      return io_error("remove '" + path + "'", errno);
+      return file_error("remove '" + path + "'", errno);
     return fsync_directory(dir);
   }
   const std::string temporary = path + ".new";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("create '" + temporary + "'", errno);
+  if (fd < 0) return file_error("create '" + temporary + "'", errno);
   const std::string text = std::to_string(sequence) + "\n";
   Status status = Ok{};
   if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    status = io_error("write '" + temporary + "'", errno);
+    status = file_error("write '" + temporary + "'", errno);
   } else if (::fsync(fd) != 0) {
-    status = io_error("fsync '" + temporary + "'", errno);
+    status = file_error("fsync '" + temporary + "'", errno);
   }
   ::close(fd);
   if (status && ::rename(temporary.c_str(), path.c_str()) != 0) {
-    status = io_error("rename '" + temporary + "'", errno);
+    status = file_error("rename '" + temporary + "'", errno);
   }
   if (!status) {
     ::unlink(temporary.c_str());
@@ -199,18 +198,18 @@ Result<WrittenSnapshot> write_snapshot_file(
   const std::string path = snapshot_path(dir, sequence);
   const std::string temporary = path + std::string(kTemporarySuffix);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("create '" + temporary + "'", errno);
+  if (fd < 0) return file_error("create '" + temporary + "'", errno);
   FileSink sink(fd, temporary, pause_ms);
   auto stats = produce(sink);
   Status status = Ok{};
   if (!stats) {
     status = stats.error();
   } else if (::fsync(fd) != 0) {
-    status = io_error("fsync '" + temporary + "'", errno);
+    status = file_error("fsync '" + temporary + "'", errno);
   }
-  if (::close(fd) != 0 && status) status = io_error("close '" + temporary + "'", errno);
+  if (::close(fd) != 0 && status) status = file_error("close '" + temporary + "'", errno);
   if (status && ::rename(temporary.c_str(), path.c_str()) != 0) {
-    status = io_error("rename '" + temporary + "'", errno);
+    status = file_error("rename '" + temporary + "'", errno);
   }
   if (!status) {
     ::unlink(temporary.c_str());
@@ -225,7 +224,7 @@ Result<std::size_t> FileSource::read(std::span<std::byte> out) {
   while (total < out.size()) {
     const ssize_t n = ::read(fd_, out.data() + total, out.size() - total);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return io_error("read", errno);
+    if (n < 0) return file_error("read", errno);
     if (n == 0) break;
     total += static_cast<std::size_t>(n);
   }
@@ -234,7 +233,7 @@ Result<std::size_t> FileSource::read(std::span<std::byte> out) {
 
 Result<DecodedSnapshot> read_snapshot_file(const std::string& path, const SnapshotLimits& limits) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("open '" + path + "'", errno);
+  if (fd < 0) return file_error("open '" + path + "'", errno);
   FileSource source(fd);
   auto decoded = read_snapshot(source, limits);
   ::close(fd);

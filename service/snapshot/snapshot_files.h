@@ -26,6 +26,10 @@ struct SnapshotFile {
 // The path snapshot number `sequence` has in `dir`.
 std::string snapshot_path(const std::string& dir, std::uint64_t sequence);
 
+// The error of a failed file operation: `what: strerror(error_number)`; a full disk, a quota
+// or a file-size limit is resource_exhausted, anything else failed_precondition.
+Error file_error(const std::string& what, int error_number);
+
 // Creates `dir` (and its parents) when missing. Errors name the directory and the reason.
 Status ensure_snapshot_dir(const std::string& dir);
 
