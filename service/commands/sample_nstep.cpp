@@ -139,7 +139,19 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   if (!state) co_return state.error();
   call.table->table->set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.sample_nstep(call.n, request, buffers));
-  if (!cold.empty()) {
+  // The frames are the stored values of the slots just drawn (in RAM: a file tier leaves
+  // frame fields there): taken before anything suspends, since a slot may hold another step
+  // once the request waits for its cold reads.
+  Result<std::string> frame_meta = add_draw_frame_columns(*reply, table, frames, raw);
+  if (!cold.empty() && frame_meta) {
+    // add_draw_frame_columns extended the reply, which moved its columns: their spans again.
+    for (std::size_t f = 0; f < schema.size(); ++f)
+      if (!columns[f].empty() && takes_own_value(schema, episodes, f))
+        columns[f] = reply->column(column_of[f]);
+    for (std::size_t b = 0; b < bootstrap.size(); ++b) {
+      const auto field = static_cast<std::size_t>(schema.find(episodes.bootstrap_fields[b]));
+      bootstrap[b] = reply->column(column_of[field]);
+    }
     // Suspends while the pool reads them (steps t into the columns, bootstrap steps into the
     // bootstrap columns); the segments are taken before table_changed may delete any.
     std::shared_ptr<FileTier> tier = call.table->tier;
@@ -149,11 +161,10 @@ asio::awaitable<Result<Reply>> sample_nstep(Call& call, std::uint64_t k, double 
   } else {
     table_changed(*call.table);
   }
-  REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta,
-                              add_draw_frame_columns(*reply, table, frames, raw));
+  if (!frame_meta) co_return frame_meta.error();
   co_return reply->finish(call.request_id, ",\"nstep\":" + std::to_string(request.k) +
                                                sampled_state(state->starts, state->mass) +
-                                               frame_meta);
+                                               *frame_meta);
 }
 
 }  // namespace replayd::service::commands

@@ -115,7 +115,14 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   if (!state) co_return state.error();
   call.table->table->set_now_ms(replay_now_ms());
   REPLAYD_CO_RETURN_IF_ERROR(episodic.sample_sequences(call.n, request, buffers));
-  if (!cold.empty()) {  // read back from the file tier, suspended meanwhile
+  // The frames (in RAM) before anything suspends: a slot may hold another step once the
+  // request waits for its cold reads.
+  Result<std::string> frames_added = add_draw_frame_columns(*reply, table, frames, raw);
+  if (!cold.empty() && frames_added) {  // read back from the file tier, suspended meanwhile
+    // add_draw_frame_columns extended the reply, which moved its columns: their spans again.
+    std::size_t column = 5;
+    for (std::size_t f = 0; f < schema.size(); ++f)
+      if (!schema.field(f).is_frame()) columns[f] = reply->column(column++);
     std::shared_ptr<FileTier> tier = call.table->tier;
     const Status read = co_await tier->read_cold_into(table, cold, columns);
     table_changed(*call.table);
@@ -123,8 +130,7 @@ asio::awaitable<Result<Reply>> sample_sequences(Call& call) {
   } else {
     table_changed(*call.table);
   }
-  REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta,
-                              add_draw_frame_columns(*reply, table, frames, raw));
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::string frame_meta, std::move(frames_added));
   co_return reply->finish(call.request_id, ",\"length\":" + std::to_string(request.length) +
                                                ",\"burn_in\":" + std::to_string(request.burn_in) +
                                                sampled_state(state->starts, state->mass) +

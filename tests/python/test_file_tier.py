@@ -490,3 +490,51 @@ def test_frame_tables_over_both_tiers_match_the_pixel_reference_model(tiered, mo
         check(c, "px", compressed, "uniform", True)
         tier = tier_info(c, "px")
         assert tier["cold_rows"] > 40 and tier["cold_reads"] > 0
+
+
+def test_frames_of_cold_draws_are_their_own_while_writers_reuse_the_slots(tiered):
+    """A draw's frames are its own steps' though the request waits for its cold reads while
+    an explorer keeps appending (evicting the drawn steps and reusing their slots): every
+    frame encodes its step's id, and the last of each stack is the drawn step's."""
+    import threading
+
+    frame = (2, 3)
+    with replayd.Client(tiered.unix_address, timeout=30) as c:
+        c.create_table("race", {"obs": (np.uint8, frame), "act": (np.int32, ()),
+                                "rew": (np.float32, ())}, 60, episodic=True,
+                       next_of=["obs"], stack={"obs": 2}, ram_bytes=8 * 14)
+        stop = threading.Event()
+
+        def explorer() -> None:
+            with replayd.Client(tiered.unix_address, timeout=30) as w, \
+                    w.episode_writer("race", batch=4) as writer:
+                step = 0
+                while not stop.is_set():
+                    writer.append(obs=np.full(frame, step % 251, np.uint8), act=step,
+                                  rew=1.0)
+                    step += 1
+                    if step % 20 == 0:
+                        writer.end_episode(obs=np.full(frame, step % 251, np.uint8))
+                        step += 1
+
+        thread = threading.Thread(target=explorer)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while tier_info(c, "race")["cold_rows"] < 20:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            for _ in range(300):
+                batch = c.sample("race", 16, nstep=1, beta=0.0)
+                act = batch["act"].astype(np.int64)
+                # obs: (16, 2 stacked, *frame); the last stacked frame is step t's own.
+                np.testing.assert_array_equal(batch["obs"][:, -1, 0, 0], act % 251)
+                sequences = c.sample_sequences("race", 4, 3)
+                mask = sequences.mask.astype(bool)
+                ids = sequences["act"].astype(np.int64)
+                np.testing.assert_array_equal(sequences["obs"][:, :, -1, 0, 0][mask],
+                                              (ids % 251)[mask])
+        finally:
+            stop.set()
+            thread.join()
+        assert tier_info(c, "race")["cold_reads"] > 0
