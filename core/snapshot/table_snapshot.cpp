@@ -544,10 +544,9 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
   std::uint64_t cold_rows = 0;  // their written-out fields are in their records, not here
   for (const auto& where : cold)
     cold_rows += where ? 1 : 0;
-  reader.begin_stream(kItems, std::uint64_t{size} * row_bytes(config.schema) -
-                                  (cold_rows == 0 ? 0
-                                                  : std::min<std::uint64_t>(cold_rows, size) *
-                                                        file_tier_row_bytes(config)));
+  reader.begin_stream(kItems,
+                      std::uint64_t{size} * row_bytes(config.schema) -
+                          std::min<std::uint64_t>(cold_rows, size) * file_tier_row_bytes(config));
   // (slot, field, size) of each compressed value, in the blob stream's order.
   struct PendingBlob {
     std::uint32_t slot;

@@ -35,21 +35,6 @@ Status EpisodicTable::check_cold_list(bool listed, bool viewed) const {
                         "with rows copied (\"rows\": \"copy\")");
 }
 
-void EpisodicTable::copy_or_list(std::uint32_t slot, std::uint64_t row,
-                                 std::span<const std::span<std::byte>> columns,
-                                 std::vector<ColdDraw>* cold) const {
-  if (items_.cold(slot)) {  // its written-out cells were given back: the caller reads them
-    cold->push_back(ColdDraw{row, items_.tier_->location(slot)});
-    items_.copy_kept_fields(slot, row, columns);
-    return;
-  }
-  for (std::size_t f = 0; f < columns.size(); ++f) {
-    if (columns[f].empty() || items_.storage_.blobs(f) != nullptr) continue;
-    const std::uint64_t bytes = items_.storage_.item_bytes(f);
-    copy_cell(columns[f].data() + row * bytes, items_.storage_.cell(f, slot), bytes);
-  }
-}
-
 void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const {
   const StepRef ref = episodes_->step(slot);
   out.keys[row] = items_.storage_.key(slot);
@@ -64,7 +49,7 @@ void EpisodicTable::copy_step(std::uint32_t slot, std::uint64_t row, const StepB
                     : next == EpisodeIndex::kTruncatedHere ? 2
                                                            : 0;
   }
-  copy_or_list(slot, row, out.columns, out.cold);
+  items_.copy_or_list(slot, row, out.columns, {}, out.cold);
 }
 
 Status EpisodicTable::sample_episodes(std::uint64_t n, std::span<std::uint64_t> ids_out,

@@ -439,19 +439,7 @@ Status EpisodicTable::sample_nstep(std::uint64_t n, const NStepRequest& request,
       const std::uint64_t bytes = items_.storage_.item_bytes(field);
       copy_cell(out.bootstrap[b].data() + i * bytes, items_.storage_.cell(field, last), bytes);
     }
-    if (items_.tier_) {
-      copy_or_list(slot, i, base.columns, base.cold);
-    } else {
-      for (std::size_t f = 0; f < fields.size(); ++f) {
-        if (fields[f].is_frame()) continue;
-        if (base.columns[f].empty()) {  // viewed in place (SampleBuffers::rows)
-          base.rows[f][i] = items_.storage_.cell(f, slot);
-          continue;
-        }
-        const std::uint64_t bytes = items_.storage_.item_bytes(f);
-        copy_cell(base.columns[f].data() + i * bytes, items_.storage_.cell(f, slot), bytes);
-      }
-    }
+    items_.copy_or_list(slot, i, base.columns, base.rows, base.cold);
     if (!out.frames.empty()) {
       const StepRef ref = episodes_->step(slot);
       add_nstep_frames(*episodes_->find(ref.episode), ref.position, window.steps, out.frames);
@@ -507,7 +495,7 @@ Status EpisodicTable::sample_sequences(std::uint64_t n, const SequenceRequest& r
                                      shifted - request.burn_in + 1 == episode.length;
       out.mask[row] = row_slot != EpisodeIndex::kNoSlot && !final_observation ? 1 : 0;
       if (row_slot != EpisodeIndex::kNoSlot) {
-        copy_or_list(row_slot, row, out.columns, out.cold);
+        items_.copy_or_list(row_slot, row, out.columns, {}, out.cold);
         continue;
       }
       for (std::size_t f = 0; f < fields.size(); ++f) {

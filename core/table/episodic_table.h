@@ -263,12 +263,6 @@ class EpisodicTable {
   Status check_step_buffers(const StepBuffers& out, std::uint64_t rows) const;
   // A table with a file tier copies every field it samples and needs a list of cold rows.
   Status check_cold_list(bool listed, bool viewed) const;
-  // Copies `slot`'s fields into row `row` of `columns` (one span per field; empty ones
-  // skipped), or, when the slot is cold, lists the row in *cold and copies only its fields
-  // that stay in RAM. O(fields).
-  void copy_or_list(std::uint32_t slot, std::uint64_t row,
-                    std::span<const std::span<std::byte>> columns,
-                    std::vector<ColdDraw>* cold) const;
   void copy_step(std::uint32_t slot, std::uint64_t row, const StepBuffers& out) const;
 
   Table& items_;

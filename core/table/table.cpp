@@ -98,7 +98,12 @@ std::uint64_t Table::given_back_bytes() const {
   constexpr std::uint64_t kPage = StorageLayout::kAlignment;
   const std::uint64_t stamps = (std::uint64_t{config_.capacity} * 8 + kPage - 1) / kPage * kPage;
   const std::uint64_t columns = storage_.layout().total_bytes - stamps;
-  const std::uint64_t held = tier_->hot_rows() * fixed_row_bytes(config_.schema) +
+  // Fields a tier leaves in RAM (an episodic table's reward) keep their cells for every row.
+  std::uint64_t written = 0;
+  for (std::uint64_t bytes : tier_field_bytes_)
+    written += bytes;
+  const std::uint64_t kept = fixed_row_bytes(config_.schema) - written;
+  const std::uint64_t held = tier_->hot_rows() * written + std::uint64_t{size()} * kept +
                              2 * StorageLayout::kAlignment * config_.schema.size() +
                              tier_->hot_rows() * sizeof(SpillRow) +
                              std::uint64_t{config_.capacity} * kFileTierBytesPerSlot;
@@ -489,15 +494,33 @@ void Table::gather_rows(const SampleBuffers& out, std::size_t first_cold) const 
       copy_kept_fields(slot, i, out.columns);
       continue;
     }
-    for (std::size_t f = 0; f < fields; ++f) {
-      if (out.columns[f].empty()) {
-        out.rows[f][i] = storage_.cell(f, slot);
-      } else {
-        const std::uint64_t bytes = storage_.item_bytes(f);
-        copy_cell(out.columns[f].data() + i * bytes, storage_.cell(f, slot), bytes);
-      }
+    copy_hot_row(slot, i, out.columns, out.rows);
+  }
+}
+
+void Table::copy_hot_row(std::uint32_t slot, std::uint64_t row,
+                         std::span<const std::span<std::byte>> columns,
+                         std::span<const std::span<const std::byte*>> rows) const {
+  for (std::size_t f = 0; f < columns.size(); ++f) {
+    if (!columns[f].empty()) {
+      const std::uint64_t bytes = storage_.item_bytes(f);
+      copy_cell(columns[f].data() + row * bytes, storage_.cell(f, slot), bytes);
+    } else if (f < rows.size() && !rows[f].empty()) {  // viewed in place
+      rows[f][row] = storage_.cell(f, slot);
     }
   }
+}
+
+void Table::copy_or_list(std::uint32_t slot, std::uint64_t row,
+                         std::span<const std::span<std::byte>> columns,
+                         std::span<const std::span<const std::byte*>> rows,
+                         std::vector<ColdDraw>* listed) const {
+  if (cold(slot)) {  // its written-out cells were given back: the caller reads them
+    listed->push_back(ColdDraw{row, tier_->location(slot)});
+    copy_kept_fields(slot, row, columns);
+    return;
+  }
+  copy_hot_row(slot, row, columns, rows);
 }
 
 void Table::copy_kept_fields(std::uint32_t slot, std::uint64_t row,

@@ -274,6 +274,18 @@ class Table {
   // `columns` (empty columns skipped). O(fields).
   void copy_kept_fields(std::uint32_t slot, std::uint64_t row,
                         std::span<const std::span<std::byte>> columns) const;
+  // Copies hot `slot`'s fields into row `row` of `columns` (one span per field), or, for a
+  // field whose column is empty and whose `rows` span is not, views it in place (row
+  // pointer); other fields (compressed, frames) are skipped. O(fields).
+  void copy_hot_row(std::uint32_t slot, std::uint64_t row,
+                    std::span<const std::span<std::byte>> columns,
+                    std::span<const std::span<const std::byte*>> rows = {}) const;
+  // copy_hot_row, or, when the slot is cold, lists row `row` in *listed (required then) and
+  // copies only its fields that stay in RAM. O(fields).
+  void copy_or_list(std::uint32_t slot, std::uint64_t row,
+                    std::span<const std::span<std::byte>> columns,
+                    std::span<const std::span<const std::byte*>> rows,
+                    std::vector<ColdDraw>* listed) const;
   static constexpr std::size_t kObservedDrawsPerRequest = 16;
   // Every how many draws of a batch of `draws` one is recorded (1 up to 16 draws).
   static std::size_t observed_stride(std::size_t draws) {
