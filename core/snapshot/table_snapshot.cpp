@@ -599,7 +599,8 @@ Status TableSnapshotAccess::read_items(SectionReader& reader, Table& table,
       if (!is_cold || table.tier_field_bytes_[f] == 0)
         REPLAYD_RETURN_IF_ERROR(reader.read({storage.cell(f, s), storage.item_bytes(f)}));
     }
-    // Items come in the remover's (FIFO) order: the hot ones go cold in that order again.
+    // Items come in the remover's order (fifo's: as stored): the hot ones go cold in that
+    // order again.
     if (TierIndex* tier = table.tier_.get()) {
       if (is_cold) {
         tier->restore_cold(s, *cold[s]);

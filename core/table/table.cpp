@@ -149,6 +149,21 @@ void Table::abandon_spill(std::span<const SpillRow> rows) {
   }
 }
 
+std::vector<MoveRow> Table::choose_moves(std::uint32_t segment, std::uint64_t most_rows,
+                                         std::uint64_t most_bytes) {
+  if (!tier_) return {};
+  return tier_->choose_moves(segment, most_rows, most_bytes);
+}
+
+void Table::finish_moves(std::span<const MoveRow> rows, std::span<const ColdLocation> to) {
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    tier_->on_moved(rows[i], to[i]);
+}
+
+void Table::abandon_moves(std::span<const MoveRow> rows) {
+  tier_->on_move_failed(rows);
+}
+
 bool Table::may_sample(std::uint64_t n, std::uint64_t min_version) const {
   if (storage_.size() == 0 || !rate_limiter_.may_sample(n)) return false;
   if (min_version != 0) {

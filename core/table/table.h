@@ -226,6 +226,13 @@ class Table {
   void finish_spill(std::span<const SpillRow> rows, std::span<const ColdLocation> where);
   // The write failed: the rows stay hot and are chosen again first. O(rows).
   void abandon_spill(std::span<const SpillRow> rows);
+  // Compaction (docs/FILE_TIER.md): up to `most_rows` rows and `most_bytes` of the records of
+  // `segment`'s live rows, to copy elsewhere; then finish_moves with where each copy lies (a row
+  // removed meanwhile stays removed: its copy is dead space), or abandon_moves. O(rows).
+  std::vector<MoveRow> choose_moves(std::uint32_t segment, std::uint64_t most_rows,
+                                    std::uint64_t most_bytes);
+  void finish_moves(std::span<const MoveRow> rows, std::span<const ColdLocation> to);
+  void abandon_moves(std::span<const MoveRow> rows);
 
   TableInfo info() const;
   // Bytes the table's storage and selectors hold; never more than table_bytes(config()). O(1).

@@ -228,13 +228,6 @@ Status validate_table_config(const TableConfig& config, std::uint64_t max_table_
                  : "; or give it a file tier (file_tier.ram_bytes: only that many bytes of "
                    "rows in RAM)"));
   }
-  if (config.file_tier.enabled() && config.remover != SelectorKind::fifo) {
-    return make_error(ErrorCode::invalid_argument,
-                      who +
-                          "file_tier: needs the fifo remover (a segment file is deleted once "
-                          "the oldest rows in it are evicted; other removers would leave "
-                          "segments half live, and compaction is not there yet)");
-  }
   if (config.file_tier.enabled() && file_tier_row_bytes(config) == 0) {
     return make_error(ErrorCode::invalid_argument,
                       who +

@@ -67,8 +67,9 @@ struct FileTierConfig {
 // of the writer's batches); inserts wait beyond them (an insert admitted just below adds
 // its rows: RAM holds at most the budget, these rows and one insert request).
 inline constexpr std::uint64_t kFileTierSlackRows = 128;
-// Bytes a table with a file tier keeps per slot for it (its state and cold location).
-inline constexpr std::uint64_t kFileTierBytesPerSlot = 17;
+// Bytes a table with a file tier keeps per slot for it: its state and cold location (17),
+// and its entries in the segments' slot lists (compaction; up to two of 4 bytes).
+inline constexpr std::uint64_t kFileTierBytesPerSlot = 25;
 
 struct TableConfig {
   std::string name;                           // 1..64 characters of [A-Za-z0-9_.-]

@@ -25,15 +25,11 @@ void TierIndex::on_release(std::uint32_t slot) {
     case State::hot:
       --hot_rows_;  // its entry in hot_order_ is skipped when reached
       break;
-    case State::cold: {
+    case State::cold:
       --cold_rows_;
-      const auto live = live_.find(locations_[slot].segment);
-      if (--live->second == 0) {
-        live_.erase(live);
-        ++segments_emptied_;
-      }
+      ++cold_released_;
+      leave_segment(slot);
       break;
-    }
   }
   state_[slot] = State::empty;
 }
@@ -44,8 +40,63 @@ void TierIndex::on_spilled(std::uint32_t slot, const ColdLocation& where) {
   --hot_rows_;
   ++cold_rows_;
   state_[slot] = State::cold;
+  enter_segment(slot, where);
+}
+
+void TierIndex::leave_segment(std::uint32_t slot) {
+  const std::uint32_t segment = locations_[slot].segment;
+  const auto live = live_.find(segment);
+  live->second.bytes -= locations_[slot].bytes;
+  if (--live->second.rows == 0) {
+    live_.erase(live);
+    slots_of_.erase(segment);
+    ++segments_emptied_;
+  }
+}
+
+void TierIndex::enter_segment(std::uint32_t slot, const ColdLocation& where) {
   locations_[slot] = where;
-  ++live_[where.segment];
+  Live& live = live_[where.segment];
+  ++live.rows;
+  live.bytes += where.bytes;
+  slots_of_[where.segment].push_back(slot);
+}
+
+std::vector<MoveRow> TierIndex::choose_moves(std::uint32_t segment, std::uint64_t most_rows,
+                                             std::uint64_t most_bytes) {
+  std::vector<MoveRow> chosen;
+  const auto listed = slots_of_.find(segment);
+  if (listed == slots_of_.end()) return chosen;
+  std::vector<std::uint32_t>& slots = listed->second;
+  std::uint64_t bytes = 0;
+  while (!slots.empty() && chosen.size() < most_rows && (chosen.empty() || bytes < most_bytes)) {
+    const std::uint32_t slot = slots.back();
+    slots.pop_back();
+    if (state_[slot] != State::cold || locations_[slot].segment != segment) continue;  // left
+    chosen.push_back(MoveRow{slot, locations_[slot]});
+    bytes += locations_[slot].bytes;
+  }
+  return chosen;
+}
+
+void TierIndex::on_moved(const MoveRow& row, const ColdLocation& to) {
+  const ColdLocation& now = locations_[row.slot];
+  if (state_[row.slot] != State::cold || now.segment != row.from.segment ||
+      now.offset != row.from.offset) {
+    return;  // removed (or removed and written out again) since it was chosen
+  }
+  leave_segment(row.slot);
+  enter_segment(row.slot, to);
+}
+
+void TierIndex::on_move_failed(std::span<const MoveRow> rows) {
+  for (const MoveRow& row : rows) {
+    const ColdLocation& now = locations_[row.slot];
+    if (state_[row.slot] == State::cold && now.segment == row.from.segment &&
+        now.offset == row.from.offset) {
+      slots_of_[row.from.segment].push_back(row.slot);
+    }
+  }
 }
 
 void TierIndex::clear() {
@@ -53,6 +104,7 @@ void TierIndex::clear() {
   hot_rows_ = spilling_rows_ = cold_rows_ = 0;
   hot_order_.clear();
   live_.clear();
+  slots_of_.clear();
   ++segments_emptied_;
 }
 
@@ -60,8 +112,7 @@ void TierIndex::restore_cold(std::uint32_t slot, const ColdLocation& where) {
   assert(state_[slot] == State::empty);
   ++cold_rows_;
   state_[slot] = State::cold;
-  locations_[slot] = where;
-  ++live_[where.segment];
+  enter_segment(slot, where);
 }
 
 void TierIndex::on_spill_failed(const SpillRow& row) {
@@ -73,7 +124,12 @@ void TierIndex::on_spill_failed(const SpillRow& row) {
 
 std::uint64_t TierIndex::live_rows(std::uint32_t segment) const {
   const auto live = live_.find(segment);
-  return live == live_.end() ? 0 : live->second;
+  return live == live_.end() ? 0 : live->second.rows;
+}
+
+std::uint64_t TierIndex::live_bytes(std::uint32_t segment) const {
+  const auto live = live_.find(segment);
+  return live == live_.end() ? 0 : live->second.bytes;
 }
 
 }  // namespace replayd

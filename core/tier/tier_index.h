@@ -2,9 +2,13 @@
 // column block, in RAM) and which are cold (written out to a segment file, their cells'
 // pages given back), and where each cold row lies. Rows go cold in the order they were
 // stored (oldest hot row first) once more than ram_rows are hot. Per-segment live counts
-// say when a segment file holds no live row any more and may be deleted.
+// say when a segment file holds no live row any more and may be deleted; per-segment live
+// bytes and a list of the slots written to each segment let a table whose remover leaves
+// segments half live move their live records to the open segment (compaction), after
+// which the emptied segment is deleted like any other.
 // Invariants: hot_rows() counts stored rows that are not cold (spilling ones included);
-// a segment has a live count exactly while some cold row lies in it.
+// a segment has a live count exactly while some cold row lies in it; every cold row's slot
+// is in its segment's slot list (which may also hold slots that left it).
 // Threading: not thread-safe; the owner of its Table only. Never touches a file: the
 // service writes and reads the segments (service/tier/).
 #pragma once
@@ -13,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace replayd {
@@ -31,6 +36,12 @@ struct ColdLocation {
 struct SpillRow {
   std::uint32_t slot = 0;
   std::uint64_t key = 0;
+};
+
+// One cold row to move to another segment (compaction): its slot and where it lies now.
+struct MoveRow {
+  std::uint32_t slot = 0;
+  ColdLocation from;
 };
 
 class TierIndex {
@@ -70,6 +81,24 @@ class TierIndex {
   // Live cold rows of a segment: 0 once every row written to it was removed (a segment no
   // longer written to may then be deleted). O(log segments).
   std::uint64_t live_rows(std::uint32_t segment) const;
+  // The bytes of those rows' records. O(log segments).
+  std::uint64_t live_bytes(std::uint32_t segment) const;
+  // How many cold rows were removed so far: the file tier looks for segments to compact
+  // only when it changed. O(1).
+  std::uint64_t cold_released() const { return cold_released_; }
+
+  // Live rows of `segment` to move elsewhere, up to `most_rows` rows and `most_bytes` of
+  // their records (at least one row when any is live), taken off the segment's slot list: the
+  // caller moves each (on_moved) or gives them back (on_move_failed). O(rows chosen + stale entries
+  // skipped).
+  std::vector<MoveRow> choose_moves(std::uint32_t segment, std::uint64_t most_rows,
+                                    std::uint64_t most_bytes);
+  // A chosen row's record was copied to `to`: when the row still lies where it was chosen
+  // (not removed, not written out again since), it lies at `to` from now on; otherwise the
+  // copy is dead space. O(log segments).
+  void on_moved(const MoveRow& row, const ColdLocation& to);
+  // The copy failed: the chosen rows stay where they are, listed again. O(rows).
+  void on_move_failed(std::span<const MoveRow> rows);
   // How many times some segment's live count fell to 0 (a reset counts once): the file tier
   // looks for segments to delete only when it changed. O(1).
   std::uint64_t segments_emptied() const { return segments_emptied_; }
@@ -85,8 +114,21 @@ class TierIndex {
   std::vector<State> state_;
   std::vector<ColdLocation> locations_;
   std::deque<SpillRow> hot_order_;  // hot rows in the order stored (removed ones left in)
-  std::map<std::uint32_t, std::uint64_t> live_;  // segment -> live cold rows (>= 1)
+  struct Live {
+    std::uint64_t rows = 0;  // >= 1
+    std::uint64_t bytes = 0;
+  };
+  // A cold row leaves its segment (removed, or moved away).
+  void leave_segment(std::uint32_t slot);
+  // A cold row lies at `where` from now on.
+  void enter_segment(std::uint32_t slot, const ColdLocation& where);
+
+  std::map<std::uint32_t, Live> live_;  // segment -> its live cold rows
+  // segment -> slots written to it, in order (a slot that left it may still be listed, or
+  // listed twice): dropped with the segment's last live row.
+  std::map<std::uint32_t, std::vector<std::uint32_t>> slots_of_;
   std::uint64_t segments_emptied_ = 0;
+  std::uint64_t cold_released_ = 0;
 };
 
 template <typename KeyOf>

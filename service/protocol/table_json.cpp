@@ -71,7 +71,9 @@ json::object file_tier_json(const Table& table, const FileTier& tier) {
                       {"read_batches", stats.read_batches},
                       {"read_seconds", stats.read_seconds},
                       {"write_errors", stats.write_errors},
-                      {"segments_deleted", stats.segments_deleted}};
+                      {"segments_deleted", stats.segments_deleted},
+                      {"rows_moved", stats.rows_moved},
+                      {"bytes_moved", stats.bytes_moved}};
 }
 
 }  // namespace

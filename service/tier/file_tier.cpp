@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/selectors/selector.h"
 #include "service/table_registry.h"
 
 namespace replayd::service {
@@ -87,22 +88,80 @@ void FileTier::poke(HostedTable& hosted) {
   const TierIndex* tier = table.tier();
   if (tier == nullptr || hosted.dropped) return;
   if (rescan_ || tier->segments_emptied() != emptied_seen_) delete_dead_segments(table);
-  if (writing_ || tier->hot_rows() - tier->spilling_rows() <= tier->ram_rows()) return;
+  if (writing_) return;
+  bool due = tier->hot_rows() - tier->spilling_rows() > tier->ram_rows();
+  if (!due && tier->cold_released() != released_seen_) {
+    released_seen_ = tier->cold_released();
+    due = compaction_victim(table).has_value();
+  }
+  if (!due) return;
   writing_ = true;
   asio::co_spawn(executor_, write_out(hosted.shared_from_this()), asio::detached);
 }
 
+FileTier::WriteTarget FileTier::write_target() const {
+  if (!has_open_segment_ || open_bytes_ >= segment_bytes_limit_) return {next_segment_, nullptr, 0};
+  return {open_segment_, segments_.at(open_segment_), open_bytes_};
+}
+
+void FileTier::record_write(const WriteTarget& target, std::shared_ptr<SegmentFile> created,
+                            std::uint64_t bytes) {
+  if (created) {
+    rescan_ = rescan_ || has_open_segment_;  // the last open segment may be empty already
+    next_segment_ = target.id + 1;
+    segments_[target.id] = std::move(created);
+    segment_bytes_[target.id] = 0;
+    open_segment_ = target.id;
+    has_open_segment_ = true;
+    open_bytes_ = 0;
+  }
+  open_bytes_ += bytes;
+  segment_bytes_[target.id] += bytes;
+}
+
+namespace {
+
+// What a write job did: where its records lie, and the segment it created (if any).
+struct Written {
+  Result<std::vector<ColdLocation>> locations = std::vector<ColdLocation>{};
+  std::shared_ptr<SegmentFile> created;
+};
+
+// On the pool: the segment a job appends to, `open` or a new one `id` (then also in
+// written.created); null, with written.locations the error, when it cannot be created.
+std::shared_ptr<SegmentFile> target_file(const std::string& dir, std::uint32_t id,
+                                         std::shared_ptr<SegmentFile> open, Written& written) {
+  if (open) return open;
+  auto made = create_segment(dir, id);
+  if (!made) {
+    written.locations = made.error();
+    return nullptr;
+  }
+  written.created = std::move(made).value();
+  return written.created;
+}
+
+std::uint64_t total_bytes(const std::vector<ColdLocation>& where) {
+  std::uint64_t bytes = 0;
+  for (const ColdLocation& location : where)
+    bytes += location.bytes;
+  return bytes;
+}
+
+}  // namespace
+
 asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
-  struct Written {
-    Result<std::vector<ColdLocation>> locations;
-    std::shared_ptr<SegmentFile> created;
-  };
   Table& table = *hosted->table;
-  const auto written = table.tier_field_bytes();
-  const std::vector<std::uint64_t> field_bytes(written.begin(), written.end());
+  const auto written_fields = table.tier_field_bytes();
+  const std::vector<std::uint64_t> field_bytes(written_fields.begin(), written_fields.end());
   while (!hosted->dropped) {
     const std::vector<SpillRow> rows = table.choose_spill(kWriteBatchRows);
-    if (rows.empty()) break;
+    if (rows.empty()) {
+      // Every row past the budget is written out: compaction's turn, a job at a time,
+      // looking again for rows to write out between jobs.
+      if (!co_await move_some(*hosted)) break;
+      continue;
+    }
     // The job reads the rows' cells while this thread goes on: they stay unchanged until
     // finish_spill unless a row is removed (then its copy is discarded).
     std::vector<const std::byte*> cells;
@@ -110,32 +169,17 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
       for (std::size_t f = 0; f < field_bytes.size(); ++f)  // a field of 0 bytes is not read
         cells.push_back(field_bytes[f] != 0 ? table.storage().cell(f, row.slot) : &kNothing);
     }
-    const bool rotate = !has_open_segment_ || open_bytes_ >= segment_bytes_limit_;
-    const std::uint32_t segment_id = rotate ? next_segment_ : open_segment_;
-    std::shared_ptr<SegmentFile> segment = rotate ? nullptr : segments_.at(open_segment_);
-    const std::uint64_t offset = rotate ? 0 : open_bytes_;
-    std::function<Written()> job = [dir = dir_, segment, segment_id, offset,
-                                    cells = std::move(cells), field_bytes]() -> Written {
-      std::shared_ptr<SegmentFile> target = segment;
-      std::shared_ptr<SegmentFile> created;
-      if (!target) {
-        auto made = create_segment(dir, segment_id);
-        if (!made) return Written{made.error(), nullptr};
-        target = created = std::move(made).value();
-      }
-      return Written{append_rows(*target, offset, cells, field_bytes), created};
+    const WriteTarget target = write_target();
+    std::function<Written()> job = [dir = dir_, target, cells = std::move(cells),
+                                    field_bytes]() -> Written {
+      Written written;
+      auto file = target_file(dir, target.id, target.segment, written);
+      if (file) written.locations = append_rows(*file, target.offset, cells, field_bytes);
+      return written;
     };
     Written written = co_await run_on_pool(pool_, std::move(job));
-    if (written.created) {
-      rescan_ = rescan_ || has_open_segment_;  // the last open segment may be empty already
-      next_segment_ = segment_id + 1;
-      segments_[segment_id] = written.created;
-      segment_bytes_[segment_id] = 0;
-      open_segment_ = segment_id;
-      has_open_segment_ = true;
-      open_bytes_ = 0;
-    }
     if (!written.locations) {
+      record_write(target, std::move(written.created), 0);
       ++stats_.write_errors;
       if (auto line = errors_logged_.occur()) {
         spdlog::error(
@@ -152,11 +196,8 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
       break;
     }
     const std::vector<ColdLocation>& where = written.locations.value();
-    std::uint64_t bytes = 0;
-    for (const ColdLocation& location : where)
-      bytes += location.bytes;
-    open_bytes_ += bytes;
-    segment_bytes_[segment_id] += bytes;
+    const std::uint64_t bytes = total_bytes(where);
+    record_write(target, std::move(written.created), bytes);
     stats_.rows_written += rows.size();
     stats_.bytes_written += bytes;
     if (!hosted->dropped) {
@@ -166,6 +207,74 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
   }
   writing_ = false;
   if (!hosted->dropped) poke(*hosted);  // rows stored while the last write ran
+}
+
+std::optional<std::uint32_t> FileTier::compaction_victim(const Table& table) const {
+  if (table.config().remover == SelectorKind::fifo || (gate_ && gate_->writing())) {
+    return std::nullopt;
+  }
+  const TierIndex& tier = *table.tier();
+  std::optional<std::uint32_t> victim;
+  double smallest = 0.5;
+  for (const auto& [id, bytes] : segment_bytes_) {
+    if ((has_open_segment_ && id == open_segment_) || bytes == 0) continue;
+    const std::uint64_t live = tier.live_bytes(id);
+    if (live == 0) continue;  // deleted, not copied
+    const double share = static_cast<double>(live) / static_cast<double>(bytes);
+    if (share < smallest) {
+      smallest = share;
+      victim = id;
+    }
+  }
+  return victim;
+}
+
+asio::awaitable<bool> FileTier::move_some(HostedTable& hosted) {
+  Table& table = *hosted.table;
+  const std::optional<std::uint32_t> victim = compaction_victim(table);
+  if (!victim) co_return false;
+  std::vector<MoveRow> rows = table.choose_moves(*victim, kMoveBatchRows, kMoveBatchBytes);
+  if (rows.empty()) co_return false;
+  // Read in the order the records lie.
+  std::sort(rows.begin(), rows.end(),
+            [](const MoveRow& a, const MoveRow& b) { return a.from.offset < b.from.offset; });
+  std::vector<ColdLocation> from;
+  from.reserve(rows.size());
+  for (const MoveRow& row : rows)
+    from.push_back(row.from);
+  const WriteTarget target = write_target();
+  // The job holds the victim's descriptor: a victim deleted meanwhile (its rows all
+  // removed) stays readable.
+  std::function<Written()> job = [dir = dir_, target, source = segments_.at(*victim),
+                                  from = std::move(from)]() -> Written {
+    Written written;
+    auto file = target_file(dir, target.id, target.segment, written);
+    if (file) written.locations = copy_records(*source, from, *file, target.offset);
+    return written;
+  };
+  Written written = co_await run_on_pool(pool_, std::move(job));
+  if (!written.locations) {
+    record_write(target, std::move(written.created), 0);
+    ++stats_.write_errors;
+    if (auto line = errors_logged_.occur()) {
+      spdlog::error(
+          "table '{}': compacting its file tier failed: {}; its segments stay as they "
+          "are{}",
+          table.name(), written.locations.error().message, line->suffix());
+    }
+    if (!hosted.dropped) table.abandon_moves(rows);
+    co_return false;  // tried again at the next removal of a cold row
+  }
+  const std::vector<ColdLocation>& where = written.locations.value();
+  const std::uint64_t bytes = total_bytes(where);
+  record_write(target, std::move(written.created), bytes);
+  stats_.rows_moved += rows.size();
+  stats_.bytes_moved += bytes;
+  if (hosted.dropped) co_return false;
+  table.finish_moves(rows, where);
+  // The victim empties with its last row moved: deleted now, not at the next change.
+  if (table.tier()->segments_emptied() != emptied_seen_) delete_dead_segments(table);
+  co_return true;
 }
 
 void FileTier::delete_dead_segments(const Table& table) {

@@ -1,10 +1,11 @@
 // FileTier: the disk side of one table's file tier (docs/FILE_TIER.md). The table's TierIndex
 // says which rows are hot and cold; this writes the oldest hot rows past the RAM budget out
-// to segment files, reads cold rows back for samples, and deletes segments whose rows were
-// all removed. Every disk access runs on the IoPool: the io_context thread only chooses,
-// records and copies.
-// Ownership: held by its HostedTable; the writer coroutine holds the HostedTable while a
-// write is in flight (the job reads the table's cells). Threading: io_context thread only.
+// to segment files, reads cold rows back for samples, compacts segments that a remover
+// other than fifo left less than half live (their live records copied to the open segment),
+// and deletes segments whose rows were all removed. Every disk access runs on the IoPool: the
+// io_context thread only chooses, records and copies. Ownership: held by its HostedTable; the
+// writer coroutine holds the HostedTable while a write is in flight (the job reads the table's
+// cells). Threading: io_context thread only.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,8 @@ struct FileTierStats {
   double read_seconds = 0;          // those samples' time waiting on the reads
   std::uint64_t write_errors = 0;
   std::uint64_t segments_deleted = 0;
+  std::uint64_t rows_moved = 0;   // live records copied out of half-live segments
+  std::uint64_t bytes_moved = 0;  // their bytes
 };
 
 class FileTier {
@@ -60,10 +64,14 @@ class FileTier {
 
   // Rows per write job.
   static constexpr std::uint64_t kWriteBatchRows = 64;
+  // Records per compaction job, at most: a job's completion updates each row's location on
+  // the io_context thread (about 0.1 us a row), so its turn stays short.
+  static constexpr std::uint64_t kMoveBatchRows = 4096;
+  static constexpr std::uint64_t kMoveBatchBytes = 8 << 20;
 
   // Called after anything that changed the table (table_changed): starts the writer when
-  // more rows than the budget are hot and none is running, and deletes segments whose rows
-  // were all removed. O(segments).
+  // more rows than the budget are hot, or a segment is due for compaction, and none is
+  // running, and deletes segments whose rows were all removed. O(segments).
   void poke(HostedTable& hosted);
   // The reads of the rows of `cold` (the draws Table::sample or an episodic sample left
   // out) into `columns` (one span per field, of the sample's rows in the draws' numbering)
@@ -91,7 +99,27 @@ class FileTier {
   std::size_t segments() const { return segments_.size(); }
 
  private:
+  // Where the next records go: the end of the open segment, or a new segment (`segment`
+  // null: none is open, or the open one is full).
+  struct WriteTarget {
+    std::uint32_t id = 0;
+    std::shared_ptr<SegmentFile> segment;
+    std::uint64_t offset = 0;
+  };
+  WriteTarget write_target() const;
+  // A job appended `bytes` at `target` (`created`: the segment it made, if it made one).
+  void record_write(const WriteTarget& target, std::shared_ptr<SegmentFile> created,
+                    std::uint64_t bytes);
+  // The writer: rows past the budget written out, then half-live segments compacted.
   asio::awaitable<void> write_out(std::shared_ptr<HostedTable> hosted);
+  // One compaction job: up to kMoveBatchRows live records of the emptiest half-live segment
+  // copied to the open segment. False when no segment is due (or the copy failed).
+  asio::awaitable<bool> move_some(HostedTable& hosted);
+  // The segment to compact: not the open one, its live records less than half its bytes,
+  // the smallest share first. None when the remover is fifo (segments empty in the order
+  // written, so a half-live one is being evicted) or a snapshot is being written (its
+  // image names where the rows lie now). O(segments).
+  std::optional<std::uint32_t> compaction_victim(const Table& table) const;
   void delete_dead_segments(const Table& table);
 
   std::string dir_;
@@ -111,6 +139,8 @@ class FileTier {
   // deletion held back while a snapshot was written).
   std::uint64_t emptied_seen_ = 0;
   bool rescan_ = false;
+  // TierIndex::cold_released() when poke last looked for a segment to compact.
+  std::uint64_t released_seen_ = 0;
   FileTierStats stats_;
   metrics::LogThrottle errors_logged_;
 };

@@ -223,6 +223,49 @@ Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::u
   return locations;
 }
 
+Result<std::vector<ColdLocation>> copy_records(const SegmentFile& source,
+                                               std::span<const ColdLocation> from,
+                                               const SegmentFile& target, std::uint64_t offset) {
+  std::uint64_t total = 0;
+  for (const ColdLocation& record : from)
+    total += record.bytes;
+  std::vector<std::byte> buffer(total);
+  std::vector<ColdLocation> copies;
+  copies.reserve(from.size());
+  std::uint64_t used = 0;
+  for (std::size_t begin = 0; begin < from.size();) {
+    // A run of records that lie end to end: one read.
+    std::size_t end = begin + 1;
+    std::uint64_t run = from[begin].bytes;
+    while (end < from.size() && from[end].offset == from[end - 1].offset + from[end - 1].bytes) {
+      run += from[end].bytes;
+      ++end;
+    }
+    REPLAYD_RETURN_IF_ERROR(read_exactly(source, buffer.data() + used, run, from[begin].offset));
+    for (std::size_t r = begin; r < end; ++r) {
+      const std::uint32_t length = get_u32(buffer.data() + used);
+      if ((length & ~kRawFlag) + kRecordHeaderBytes != from[r].bytes ||
+          ((length & kRawFlag) != 0) != (from[r].raw != 0)) {
+        return damaged(source, "its length does not match").error();
+      }
+      ColdLocation copy = from[r];
+      copy.segment = target.id;
+      copy.offset = offset + used;
+      copies.push_back(copy);
+      used += from[r].bytes;
+    }
+    begin = end;
+  }
+  for (std::uint64_t written = 0; written < used;) {
+    const ssize_t n = ::pwrite(target.fd, buffer.data() + written, used - written,
+                               static_cast<off_t>(offset + written));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error("cannot write to", target.path).error();
+    written += static_cast<std::uint64_t>(n);
+  }
+  return copies;
+}
+
 Status read_rows(std::vector<ColdRead>& reads, std::span<const std::uint64_t> field_bytes) {
   std::uint64_t row_bytes = 0;
   for (std::uint64_t bytes : field_bytes)

@@ -49,6 +49,14 @@ Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::u
                                               std::span<const std::byte* const> cells,
                                               std::span<const std::uint64_t> field_bytes);
 
+// Copies whole records of `source` (`from`, ascending offsets) to `target` at `offset`, end
+// to end in one write, checking each record's length word against its location (a record
+// is self-contained: its CRC covers the row, not where it lies). Returns where each copy
+// lies, in the order of `from`. Compaction's copy.
+Result<std::vector<ColdLocation>> copy_records(const SegmentFile& source,
+                                               std::span<const ColdLocation> from,
+                                               const SegmentFile& target, std::uint64_t offset);
+
 // One cold row to read: its record, and where each of its fields goes (field_bytes[f]
 // bytes at into[f]; a field of 0 bytes is not in the record). `scratch` holds the fields a
 // read does not need (an n-step draw's bootstrap step needs only the bootstrap fields): each

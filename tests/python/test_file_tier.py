@@ -1,7 +1,7 @@
 """A table's file tier (docs/FILE_TIER.md) against the real server: rows past the RAM budget
 are written out to segment files and read back exactly when drawn, over both transports;
 prioritized draws over both tiers follow the priorities; FIFO eviction deletes the segments
-of evicted rows; dropping the table removes its directory; a restart (graceful or after a
+of evicted rows, and other removers' half-live segments are compacted; dropping the table removes its directory; a restart (graceful or after a
 kill) keeps every item, its snapshot keeping the segments as links, not copies; and every
 way a file tier cannot be used is refused with a message that says why and what to do."""
 from __future__ import annotations
@@ -225,6 +225,61 @@ def test_a_restart_keeps_every_item_and_reuses_the_segments(make_server, tmp_pat
         assert not set(segment_inodes(restored[0]).values()) & set(kept_inodes.values())
 
 
+def wait_compacted(client: replayd.Client, table: str, segment_bytes: int) -> Dict[str, Any]:
+    """Waits until the writer is done and compaction has left the tier within its bound:
+    every segment but the open one at least half live, so the files hold at most twice the
+    live records plus the open segment (and a write in flight)."""
+    deadline = time.monotonic() + 30
+    while True:
+        tier = tier_info(client, table)
+        live = tier["cold_rows"] * (ROW_BYTES + 8)  # raw records at most
+        if (tier["hot_rows"] <= tier["ram_rows"]
+                and tier["file_bytes"] <= 2 * live + 2 * segment_bytes):
+            return tier
+        assert time.monotonic() < deadline, f"compaction never caught up: {tier}"
+        time.sleep(0.02)
+
+
+def test_a_remover_other_than_fifo_compacts_half_live_segments(make_server, tmp_path):
+    """A min_heap remover evicts cold rows anywhere in the files: compaction copies the live
+    records of segments it left less than half live and deletes those segments, and every
+    item is the reference model's, before and after a restart."""
+    server = persistent(make_server, tmp_path)
+    priorities = np.random.default_rng(7).permutation(3000).astype(np.float64) + 1
+    model: Dict[int, float] = {}  # item -> priority: the min_heap remover's choice, exactly
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table("h", FIELDS, 300, remover="min_heap", ram_bytes=20 * ROW_BYTES)
+        for i in range(3000):
+            if len(model) == 300:
+                del model[min(model, key=model.__getitem__)]
+            model[i] = priorities[i]
+            c.insert("h", {"item": np.array([i]), "obs": row_of(i)[None]},
+                     priorities=priorities[i:i + 1])
+        tier = wait_compacted(c, "h", 1 << 20)
+        # 3,000 rows written (24 MB); without compaction most segments would stay.
+        assert tier["rows_moved"] > 0 and tier["segments_deleted"] > 0, tier
+        assert tier["file_bytes"] < 10 << 20, tier
+        files = list((tmp_path / "tier").glob("h.*/segment-*"))
+        assert len(files) == tier["segments"]
+        assert sum(f.stat().st_size for f in files) == tier["file_bytes"]
+        np.testing.assert_array_equal(np.sort(read_all(c, "h")), sorted(model))
+        batch = c.sample("h", 500)
+        np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
+    assert server.stop() == 0
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        np.testing.assert_array_equal(np.sort(read_all(c, "h")), sorted(model))
+        # Evictions go on after the restart, from the restored (read-only) segments too.
+        for i in range(3000, 3600):
+            if len(model) == 300:
+                del model[min(model, key=model.__getitem__)]
+            model[i] = float(i)
+            c.insert("h", {"item": np.array([i]), "obs": row_of(i)[None]},
+                     priorities=np.array([float(i)]))
+        wait_compacted(c, "h", 1 << 20)
+        np.testing.assert_array_equal(np.sort(read_all(c, "h")), sorted(model))
+
+
 def test_a_killed_server_restores_the_last_snapshot_from_its_kept_segments(make_server,
                                                                            tmp_path):
     server = persistent(make_server, tmp_path)
@@ -309,8 +364,6 @@ def test_table_directories_left_by_a_killed_server_are_removed_at_start(make_ser
 
 
 @pytest.mark.parametrize("fields, options, expected", [
-    (dict(FIELDS, rew=(np.float32, ()), next_obs=(np.float32, (4,))), {"remover": "uniform"},
-     "fifo remover"),
     # An episodic table's reward stays in RAM: with nothing else, there is nothing to write.
     ({"rew": (np.float32, ())}, {"episodic": True, "bootstrap": []}, "no field to write out"),
 ])

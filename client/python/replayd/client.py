@@ -1274,11 +1274,12 @@ class Client:
 
     def read_items(self, table: str, *, page: int = 4096,
                    after: int = 0) -> Iterator[Dict[str, Any]]:
-        """The items of a plain (non-episodic) table in insertion (key) order, as pages of
+        """The items of a plain (non-episodic) table in key order (insertion order under
+        the fifo remover; docs/PROTOCOL.md, read_steps), as pages of
         at most `page` items: dicts of arrays ``key`` (uint64), ``priority`` (float64)
         and the fields (nested ones as dicts); each page one ``read_steps`` round trip,
         bounded in memory whatever the table's size. Items inserted meanwhile appear in
-        later pages; `after` starts after that key. The server keeps serving meanwhile."""
+        later pages (under fifo); `after` starts after that key. The server keeps serving meanwhile."""
         return (nest_page(columns) for columns in iterate_steps(self, table, page, after))
 
     def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:

@@ -331,12 +331,88 @@ TEST_CASE("an episodic table's file tier writes out every field but the reward, 
           std::string::npos);
 }
 
-TEST_CASE("a file tier needs the fifo remover, naming why") {
-  TableConfig config = tier_config(100, 10);
-  config.remover = SelectorKind::uniform;
-  auto table = Table::create(config);
-  REQUIRE_FALSE(table.ok());
-  REQUIRE(table.error().message.find("fifo remover") != std::string::npos);
+TEST_CASE("compaction moves exactly a segment's live rows; one removed meanwhile stays removed") {
+  TierIndex index(20, 1);
+  std::vector<std::uint64_t> keys(20, 0);
+  for (std::uint32_t slot = 0; slot < 10; ++slot) {
+    keys[slot] = 100 + slot;
+    index.on_store(slot, keys[slot]);
+  }
+  const auto key_of = [&](std::uint32_t slot) { return keys[slot]; };
+  const std::vector<SpillRow> spilled = index.choose_spill(64, key_of);
+  REQUIRE(spilled.size() == 9);  // all but the newest: ram_rows 1
+  for (const SpillRow& row : spilled) {
+    index.on_spilled(row.slot, ColdLocation{.segment = 1, .bytes = 10, .offset = row.slot * 10u});
+  }
+  REQUIRE(index.live_rows(1) == 9);
+  REQUIRE(index.live_bytes(1) == 90);
+  for (std::uint32_t slot : {0u, 2u, 4u, 6u})
+    index.on_release(slot);
+  REQUIRE(index.cold_released() == 4);
+  REQUIRE(index.live_bytes(1) == 50);  // slots 1, 3, 5, 7, 8
+
+  // The model: the live slots of segment 1 and where every cold slot lies.
+  std::vector<MoveRow> first = index.choose_moves(1, 3, 1 << 20);
+  REQUIRE(first.size() == 3);
+  std::vector<std::uint32_t> chosen;
+  for (const MoveRow& row : first) {
+    REQUIRE(row.from.segment == 1);
+    REQUIRE(row.from.offset == row.slot * 10u);
+    chosen.push_back(row.slot);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  REQUIRE(std::adjacent_find(chosen.begin(), chosen.end()) == chosen.end());
+  // One of them is removed while its copy is written: its copy is dead space.
+  const std::uint32_t removed = first.front().slot;
+  index.on_release(removed);
+  for (std::size_t i = 0; i < first.size(); ++i)
+    index.on_moved(first[i], ColdLocation{.segment = 2, .bytes = 10, .offset = i * 10});
+  REQUIRE_FALSE(index.cold(removed));
+  REQUIRE(index.live_rows(2) == 2);
+  REQUIRE(index.live_bytes(2) == 20);
+  REQUIRE(index.live_rows(1) == 2);
+
+  // A failed copy leaves the rows where they were, chosen again next time.
+  const std::vector<MoveRow> failed = index.choose_moves(1, 1, 1 << 20);
+  REQUIRE(failed.size() == 1);
+  index.on_move_failed(failed);
+  const std::uint64_t emptied = index.segments_emptied();
+  const std::vector<MoveRow> rest = index.choose_moves(1, 100, 1 << 20);
+  REQUIRE(rest.size() == 2);
+  for (std::size_t i = 0; i < rest.size(); ++i)
+    index.on_moved(rest[i], ColdLocation{.segment = 2, .bytes = 10, .offset = 100 + i * 10});
+  REQUIRE(index.live_rows(1) == 0);
+  REQUIRE(index.segments_emptied() == emptied + 1);
+  REQUIRE(index.choose_moves(1, 100, 1 << 20).empty());
+  REQUIRE(index.live_rows(2) == 4);
+  REQUIRE(index.cold_rows() == 4);
+  for (std::uint32_t slot : {1u, 3u, 5u, 7u, 8u}) {
+    if (slot == removed) continue;
+    REQUIRE(index.cold(slot));
+    REQUIRE(index.location(slot).segment == 2);
+  }
+  // The bytes of a row's record travel with it: a byte budget takes at least one row.
+  REQUIRE(index.choose_moves(2, 100, 1).size() == 1);
+}
+
+TEST_CASE("a file tier takes any remover: evictions of cold rows keep the live counts") {
+  for (SelectorKind remover : {SelectorKind::uniform, SelectorKind::lifo, SelectorKind::min_heap,
+                               SelectorKind::max_heap}) {
+    TableConfig config = tier_config(100, 10);
+    config.remover = remover;
+    auto table = make_table(config);
+    for (std::int64_t id = 0; id < 400; id += 20) {
+      insert_ids(*table, id, 20);
+      spill_all(*table);
+    }
+    const TierIndex& tier = *table->tier();
+    REQUIRE(table->size() == 100);
+    REQUIRE(tier.hot_rows() + tier.cold_rows() == 100);
+    std::uint64_t live = 0;
+    for (std::uint32_t segment = 0; segment < 40; ++segment)
+      live += tier.live_rows(segment);
+    REQUIRE(live == tier.cold_rows());
+  }
 }
 
 TEST_CASE("a file tier's table counts only the RAM budget of its rows") {
