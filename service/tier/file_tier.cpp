@@ -263,7 +263,11 @@ asio::awaitable<bool> FileTier::move_some(HostedTable& hosted) {
           table.name(), written.locations.error().message, line->suffix());
     }
     if (!hosted.dropped) table.abandon_moves(rows);
-    co_return false;  // tried again at the next removal of a cold row
+    // Tried again at the next removal of a cold row, after a pause (the writer holds its
+    // turn meanwhile): a full disk must not make every insert start a failing copy.
+    asio::steady_timer pause(executor_, kRetryAfterError);
+    co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    co_return false;
   }
   const std::vector<ColdLocation>& where = written.locations.value();
   const std::uint64_t bytes = total_bytes(where);
