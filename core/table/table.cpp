@@ -105,7 +105,7 @@ std::uint64_t Table::given_back_bytes() const {
   const std::uint64_t kept = fixed_row_bytes(config_.schema) - written;
   const std::uint64_t held = tier_->hot_rows() * written + std::uint64_t{size()} * kept +
                              2 * StorageLayout::kAlignment * config_.schema.size() +
-                             tier_->hot_rows() * sizeof(SpillRow) +
+                             tier_->hot_order_entries() * sizeof(SpillRow) +
                              std::uint64_t{config_.capacity} * kFileTierBytesPerSlot;
   return columns > held ? columns - held : 0;
 }

@@ -1,5 +1,7 @@
 #include "core/table/table_config.h"
 
+#include "core/tier/tier_index.h"
+
 #include <algorithm>
 
 #include "core/rng.h"
@@ -7,6 +9,7 @@
 #include "core/storage/storage.h"
 #include "core/storage/zstd_value.h"
 #include "core/table/replay_stats.h"
+#include "core/tier/tier_index.h"
 
 namespace replayd {
 namespace {
@@ -113,8 +116,9 @@ TableBytes table_bytes(const TableConfig& config) {
           ? std::min<uint128>(config.capacity, file_tier_ram_rows(config) + kFileTierSlackRows)
           : config.capacity;
   if (config.file_tier.enabled()) {
+    // The queue of hot rows holds at most two entries per hot row and some slack.
     bytes.data += static_cast<uint128>(config.capacity) * kFileTierBytesPerSlot +
-                  resident_rows * sizeof(std::uint64_t) * 2;
+                  (resident_rows * 2 + TierIndex::kHotOrderSlack) * sizeof(SpillRow);
   }
   const std::vector<std::uint64_t> written_out =
       config.file_tier.enabled() ? file_tier_field_bytes(config) : std::vector<std::uint64_t>();

@@ -13,6 +13,20 @@ void TierIndex::on_store(std::uint32_t slot, std::uint64_t key) {
   state_[slot] = State::hot;
   ++hot_rows_;
   hot_order_.push_back(SpillRow{slot, key});
+  if (hot_order_.size() > 2 * hot_rows_ + kHotOrderSlack) drop_removed_from_hot_order();
+}
+
+void TierIndex::drop_removed_from_hot_order() {
+  // From the newest entry back: a slot's newest entry is its row's when it is hot; an
+  // older entry of the same slot is a removed row's, as is any entry of a slot not hot.
+  std::vector<bool> seen(state_.size(), false);
+  std::deque<SpillRow> kept;
+  for (auto entry = hot_order_.rbegin(); entry != hot_order_.rend(); ++entry) {
+    if (state_[entry->slot] != State::hot || seen[entry->slot]) continue;
+    seen[entry->slot] = true;
+    kept.push_front(*entry);
+  }
+  hot_order_ = std::move(kept);
 }
 
 void TierIndex::on_release(std::uint32_t slot) {

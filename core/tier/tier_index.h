@@ -104,6 +104,10 @@ class TierIndex {
   std::uint64_t segments_emptied() const { return segments_emptied_; }
   // Every row removed (a table reset): every slot empty, every segment emptied. O(capacity).
   void clear();
+  // Entries of the queue of hot rows in store order (removed rows' entries included until
+  // they are dropped: never more than twice the hot rows and kHotOrderSlack). For tests.
+  std::size_t hot_order_entries() const { return hot_order_.size(); }
+  static constexpr std::size_t kHotOrderSlack = 64;
 
  private:
   enum class State : std::uint8_t { empty, hot, spilling, cold };
@@ -118,6 +122,11 @@ class TierIndex {
     std::uint64_t rows = 0;  // >= 1
     std::uint64_t bytes = 0;
   };
+  // Drops the entries of removed rows from hot_order_ (a remover that evicts hot rows, or
+  // a budget no row goes past, would otherwise leave them there for ever). O(entries +
+  // capacity / 8); amortised O(1) per row stored, as it runs when the entries reach twice
+  // the hot rows.
+  void drop_removed_from_hot_order();
   // A cold row leaves its segment (removed, or moved away).
   void leave_segment(std::uint32_t slot);
   // A cold row lies at `where` from now on.

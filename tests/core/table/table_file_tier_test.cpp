@@ -415,6 +415,27 @@ TEST_CASE("a file tier takes any remover: evictions of cold rows keep the live c
   }
 }
 
+TEST_CASE("the queue of hot rows forgets removed rows when no row goes past the budget") {
+  // A budget no row goes past (fifo), and a remover that evicts hot rows (uniform): the
+  // writer never takes the queue's front, so removed rows' entries must be dropped.
+  for (auto [remover, ram_rows] : {std::pair{SelectorKind::fifo, std::uint64_t{200}},
+                                   std::pair{SelectorKind::uniform, std::uint64_t{100}}}) {
+    TableConfig config = tier_config(100, ram_rows);
+    config.remover = remover;
+    auto table = make_table(config);
+    const TierIndex& tier = *table->tier();
+    std::size_t most = 0;
+    for (std::int64_t id = 0; id < 20000; id += 10) {
+      insert_ids(*table, id, 10);
+      spill_all(*table);
+      most = std::max(most, tier.hot_order_entries());
+    }
+    REQUIRE(table->size() == 100);
+    REQUIRE(most <= 2 * tier.hot_rows() + TierIndex::kHotOrderSlack + 1);
+    REQUIRE(tier.cold_rows() == 0);  // every row within the budget: none went cold
+  }
+}
+
 TEST_CASE("a file tier's table counts only the RAM budget of its rows") {
   TableConfig config = tier_config(100000, 1000);
   TableConfig in_ram = config;
