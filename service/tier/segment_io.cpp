@@ -74,6 +74,19 @@ Status read_exactly(const SegmentFile& segment, std::byte* buffer, std::uint64_t
   return Ok{};
 }
 
+// Writes `bytes` of `buffer` at `offset`, all of them.
+Status write_exactly(const SegmentFile& segment, const std::byte* buffer, std::uint64_t bytes,
+                     std::uint64_t offset) {
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n =
+        ::pwrite(segment.fd, buffer + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error("cannot write to", segment.path);
+    done += static_cast<std::uint64_t>(n);
+  }
+  return Ok{};
+}
+
 // Records reads[begin, end): raw, distinct and end to end in one segment. One preadv puts
 // every field where it goes; false when the read came back short (the caller reads again
 // the slow way).
@@ -213,13 +226,7 @@ Result<std::vector<ColdLocation>> append_rows(const SegmentFile& segment, std::u
     locations.push_back(location);
     used += bytes;
   }
-  for (std::uint64_t written = 0; written < used;) {
-    const ssize_t n = ::pwrite(segment.fd, buffer.data() + written, used - written,
-                               static_cast<off_t>(offset + written));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return io_error("cannot write to", segment.path).error();
-    written += static_cast<std::uint64_t>(n);
-  }
+  REPLAYD_RETURN_IF_ERROR(write_exactly(segment, buffer.data(), used, offset));
   return locations;
 }
 
@@ -256,13 +263,7 @@ Result<std::vector<ColdLocation>> copy_records(const SegmentFile& source,
     }
     begin = end;
   }
-  for (std::uint64_t written = 0; written < used;) {
-    const ssize_t n = ::pwrite(target.fd, buffer.data() + written, used - written,
-                               static_cast<off_t>(offset + written));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return io_error("cannot write to", target.path).error();
-    written += static_cast<std::uint64_t>(n);
-  }
+  REPLAYD_RETURN_IF_ERROR(write_exactly(target, buffer.data(), used, offset));
   return copies;
 }
 
