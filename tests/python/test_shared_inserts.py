@@ -230,3 +230,37 @@ def test_a_held_call_copied_its_rows_so_the_caller_may_reuse_its_arrays(server, 
         for name in FIELDS:
             np.testing.assert_array_equal(
                 got[name], np.concatenate([rows[name] for rows in want]), err_msg=name)
+
+
+def test_shared_calls_futures_work_as_any_future_does(server, table_name):
+    """The Futures of calls that shared a request are Futures like any other: threads
+    blocked on them wake, done callbacks run once each, and concurrent.futures.wait and
+    as_completed see every one."""
+    with replayd.Client(server.unix_address, timeout=30) as plane:
+        plane.create_table(table_name, FIELDS, capacity=1000)
+        held = HeldFirstRequest(plane)
+        first = plane.insert_async(table_name, batch(4, 0))
+        waiting = [plane.insert_async(table_name, batch(3, i)) for i in range(1, 6)]
+        assert plane._sharing is not None and plane._sharing.pending() == 5
+        called: List[Any] = []
+        for call in waiting:
+            call.add_done_callback(called.append)
+        got: Dict[str, Any] = {}
+        blocked = [threading.Thread(target=lambda: got.__setitem__("first", first.result(30))),
+                   threading.Thread(target=lambda: got.__setitem__(
+                       "wait", cf.wait(waiting, timeout=30)))]
+        for thread in blocked:
+            thread.start()
+        held.release()
+        for thread in blocked:
+            thread.join(30)
+        assert len(got["first"]) == 4
+        done, not_done = got["wait"]
+        assert done == set(waiting) and not not_done
+        assert sorted(map(id, called)) == sorted(map(id, waiting))  # each once
+        assert set(cf.as_completed(waiting, timeout=30)) == set(waiting)
+        keys = np.concatenate([first.result()] + [call.result() for call in waiting])
+        assert len(keys) == 19 and (np.diff(keys.astype(np.int64)) > 0).all()
+        late: List[Any] = []
+        waiting[0].add_done_callback(late.append)  # on a done Future: runs at once
+        assert late == [waiting[0]] and not waiting[0].cancel()
