@@ -278,6 +278,23 @@ def test_a_remover_other_than_fifo_compacts_half_live_segments(make_server, tmp_
                      priorities=np.array([float(i)]))
         wait_compacted(c, "h", 1 << 20)
         np.testing.assert_array_equal(np.sort(read_all(c, "h")), sorted(model))
+        # A snapshot, then compaction moves its rows and deletes the segments it names: its
+        # kept links still hold them, so a killed server restores it exactly.
+        c.snapshot()
+        at_snapshot = sorted(model)
+        moved = tier_info(c, "h")["rows_moved"]
+        rng = np.random.default_rng(8)
+        for i in range(3600, 5000):
+            if len(model) == 300:
+                del model[min(model, key=model.__getitem__)]
+            model[i] = float(rng.random() * 5000)
+            c.insert("h", {"item": np.array([i]), "obs": row_of(i)[None]},
+                     priorities=np.array([model[i]]))
+        assert wait_compacted(c, "h", 1 << 20)["rows_moved"] > moved
+    server.kill()
+    server.start()
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        np.testing.assert_array_equal(np.sort(read_all(c, "h")), at_snapshot)
 
 
 def test_a_killed_server_restores_the_last_snapshot_from_its_kept_segments(make_server,
