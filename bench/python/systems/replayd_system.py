@@ -25,7 +25,8 @@ from systems.arrays import BETA, PRIORITY_EXPONENT
 from systems.base import Batch, Endpoint, System
 from workloads import Workload
 
-__all__ = ["ReplaydSystem", "ReplaydSocketSystem", "ReplaydRowsSystem", "server_binary"]
+__all__ = ["ReplaydSystem", "ReplaydSocketSystem", "ReplaydRowsSystem", "ReplaydDeepSystem",
+           "server_binary"]
 
 TABLE = "bench"
 MAX_IN_FLIGHT = 8  # pipelined insert batches and priority updates awaiting replies
@@ -85,8 +86,11 @@ class ReplaydEndpoint(Endpoint):
         self.flush()
         self.client.close()
 
+    #: Requests (or insert_async calls) awaiting replies before the next waits for the oldest.
+    max_in_flight = MAX_IN_FLIGHT
+
     def _bound_in_flight(self) -> None:
-        while len(self.in_flight) >= MAX_IN_FLIGHT:
+        while len(self.in_flight) >= self.max_in_flight:
             self.in_flight.popleft().result()
 
 
@@ -178,6 +182,25 @@ class ReplaydRowsSystem(ReplaydSystem):
     @staticmethod
     def connect(handle: Any) -> Endpoint:
         return ReplaydRowsEndpoint(handle)
+
+
+class ReplaydDeepEndpoint(ReplaydEndpoint):
+    """insert_async with 32 calls in flight (the client's own window of insert_async calls)
+    instead of 8: the caller waits for a call's keys only 32 calls later, so more calls
+    share each request."""
+
+    max_in_flight = 32
+
+
+class ReplaydDeepSystem(ReplaydSystem):
+    """The same server; insert_async with 32 calls in flight (ReplaydDeepEndpoint)."""
+
+    name = "replayd-deep"
+    endpoint_type = ReplaydDeepEndpoint
+
+    @staticmethod
+    def connect(handle: Any) -> Endpoint:
+        return ReplaydDeepEndpoint(handle)
 
 
 class ReplaydSocketSystem(ReplaydSystem):
