@@ -63,6 +63,11 @@ void append_tier_families(std::span<const TableSnapshot> tables,
                        "replayd_tier_read_requests_total for the mean)",
                        MetricType::Counter,
                        {}};
+  MetricFamily moved{"replayd_tier_rows_moved_total",
+                     "Live rows compaction copied out of half-live segments (removers other "
+                     "than fifo)",
+                     MetricType::Counter,
+                     {}};
   for (const TableSnapshot& table : tables) {
     if (!table.tier) continue;
     const TierFigures& tier = *table.tier;
@@ -82,8 +87,10 @@ void append_tier_families(std::span<const TableSnapshot> tables,
     batches.metric.push_back(
         table_series(table.name, as_double(tier.read_batches), MetricType::Counter));
     seconds.metric.push_back(table_series(table.name, tier.read_seconds, MetricType::Counter));
+    moved.metric.push_back(
+        table_series(table.name, as_double(tier.rows_moved), MetricType::Counter));
   }
-  for (MetricFamily* family : {&rows, &bytes, &written, &reads, &batches, &seconds})
+  for (MetricFamily* family : {&rows, &bytes, &written, &reads, &batches, &seconds, &moved})
     families.push_back(std::move(*family));
 }
 

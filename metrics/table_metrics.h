@@ -27,6 +27,7 @@ struct TierFigures {
   std::uint64_t cold_reads = 0;    // cold rows read back
   std::uint64_t read_batches = 0;  // requests that read cold rows
   double read_seconds = 0;         // their time waiting on the reads
+  std::uint64_t rows_moved = 0;    // live records compaction copied out of half-live segments
 };
 
 // What the service copies out of one table when /metrics is served.

@@ -72,7 +72,8 @@ std::vector<metrics::TableSnapshot> snapshot_tables(const TableRegistry& tables)
                                stats.rows_written,
                                stats.cold_reads,
                                stats.read_batches,
-                               stats.read_seconds};
+                               stats.read_seconds,
+                               stats.rows_moved};
     }
   }
   return snapshots;

@@ -449,13 +449,23 @@ def test_compressible_rows_are_stored_compressed_and_read_back_exactly(tiered):
 
 
 def test_metrics_show_each_tier_and_the_cold_reads(make_server, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"limits": {"tier_segment_bytes": 1 << 20}}))
     server = make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--metrics",
-                                     "127.0.0.1:0"])
+                                     "127.0.0.1:0", "--config", str(config)])
     with replayd.Client(server.unix_address, timeout=30) as c:
         c.create_table("mt", FIELDS, 1000, ram_bytes=10 * ROW_BYTES)
         insert_items(c, "mt", 0, 200)
         wait_written_out(c, "mt")
         c.sample("mt", 100)
+        # A min_heap table evicting cold rows: compaction copies rows out of half-live
+        # segments.
+        c.create_table("mh", FIELDS, 100, remover="min_heap", ram_bytes=10 * ROW_BYTES)
+        for i in range(1000):
+            c.insert("mh", {"item": np.array([i]), "obs": row_of(i)[None]},
+                     priorities=np.array([float((i * 7919) % 1000)]))
+        moved = wait_compacted(c, "mh", 1 << 20)["rows_moved"]
+        assert moved > 0
         text = scrape(server)
     samples = parse_samples(text)
     assert value(samples, "replayd_tier_rows", table="mt", tier="ram") == 10
@@ -466,6 +476,8 @@ def test_metrics_show_each_tier_and_the_cold_reads(make_server, tmp_path):
     assert value(samples, "replayd_tier_cold_reads_total", table="mt") > 50
     assert value(samples, "replayd_tier_read_requests_total", table="mt") == 1
     assert value(samples, "replayd_tier_read_seconds_total", table="mt") > 0
+    assert value(samples, "replayd_tier_rows_moved_total", table="mt") == 0  # fifo
+    assert value(samples, "replayd_tier_rows_moved_total", table="mh") >= moved
     promtool = require_tool("promtool")
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                             text=True)
