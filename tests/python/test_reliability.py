@@ -174,9 +174,11 @@ def limited_binary(tmp_path: Path, max_file_bytes: int = 0, max_files: int = 0) 
         # through a pipe: with no two descriptors free the probe fails and UBSan reports a
         # false "invalid vptr" error, which stops the server (its report file cannot be
         # opened either). At the descriptor limit that check is suppressed; every other
-        # check stays on. The release build ignores the variable.
+        # check stays on. The release build ignores the variable. `vptr:` (the check's
+        # flag name, matched by source file) suppresses it; `vptr_check:` matches a valid
+        # object's dynamic type only, and an unreadable vtable has none.
         suppressions = tmp_path / "ubsan-at-descriptor-limit.supp"
-        suppressions.write_text("vptr_check:*\n")
+        suppressions.write_text("vptr:*\n")
         lines.append("os.environ['UBSAN_OPTIONS'] = (os.environ.get('UBSAN_OPTIONS', '') + "
                      f"':suppressions={suppressions}').lstrip(':')")
     lines.append(f"os.execv({str(server_binary())!r}, [{str(server_binary())!r}] + "
