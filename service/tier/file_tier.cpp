@@ -150,6 +150,27 @@ std::uint64_t total_bytes(const std::vector<ColdLocation>& where) {
 
 }  // namespace
 
+asio::awaitable<Result<std::vector<ColdLocation>>> FileTier::write_records(RecordWrite write) {
+  const WriteTarget target = write_target();
+  std::function<Written()> job = [dir = dir_, target, write = std::move(write)]() -> Written {
+    Written written;
+    auto file = target_file(dir, target.id, target.segment, written);
+    if (file) written.locations = write(*file, target.offset);
+    return written;
+  };
+  Written written = co_await run_on_pool(pool_, std::move(job));
+  record_write(target, std::move(written.created),
+               written.locations ? total_bytes(written.locations.value()) : 0);
+  if (!written.locations) ++stats_.write_errors;
+  co_return std::move(written.locations);
+}
+
+asio::awaitable<void> FileTier::pause_after_error() {
+  // A full disk must not make the writer spin.
+  asio::steady_timer pause(executor_, kRetryAfterError);
+  co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+}
+
 asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
   Table& table = *hosted->table;
   const auto written_fields = table.tier_field_bytes();
@@ -169,35 +190,25 @@ asio::awaitable<void> FileTier::write_out(std::shared_ptr<HostedTable> hosted) {
       for (std::size_t f = 0; f < field_bytes.size(); ++f)  // a field of 0 bytes is not read
         cells.push_back(field_bytes[f] != 0 ? table.storage().cell(f, row.slot) : &kNothing);
     }
-    const WriteTarget target = write_target();
-    std::function<Written()> job = [dir = dir_, target, cells = std::move(cells),
-                                    field_bytes]() -> Written {
-      Written written;
-      auto file = target_file(dir, target.id, target.segment, written);
-      if (file) written.locations = append_rows(*file, target.offset, cells, field_bytes);
-      return written;
+    RecordWrite append = [cells = std::move(cells), field_bytes](const SegmentFile& file,
+                                                                 std::uint64_t offset) {
+      return append_rows(file, offset, cells, field_bytes);
     };
-    Written written = co_await run_on_pool(pool_, std::move(job));
-    if (!written.locations) {
-      record_write(target, std::move(written.created), 0);
-      ++stats_.write_errors;
+    const Result<std::vector<ColdLocation>> written = co_await write_records(std::move(append));
+    if (!written) {
       if (auto line = errors_logged_.occur()) {
         spdlog::error(
             "table '{}': writing rows out to its file tier failed: {}; they stay in "
             "RAM and inserts wait while more than {} rows past the RAM budget are "
             "held{}",
-            table.name(), written.locations.error().message, kFileTierSlackRows, line->suffix());
+            table.name(), written.error().message, kFileTierSlackRows, line->suffix());
       }
       table.abandon_spill(rows);
-      // The next change of the table tries again, after a pause: a full disk must not
-      // make the writer spin.
-      asio::steady_timer pause(executor_, kRetryAfterError);
-      co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+      co_await pause_after_error();  // the next change of the table tries again
       break;
     }
-    const std::vector<ColdLocation>& where = written.locations.value();
+    const std::vector<ColdLocation>& where = written.value();
     const std::uint64_t bytes = total_bytes(where);
-    record_write(target, std::move(written.created), bytes);
     stats_.rows_written += rows.size();
     stats_.bytes_written += bytes;
     if (!hosted->dropped) {
@@ -242,36 +253,28 @@ asio::awaitable<bool> FileTier::move_some(HostedTable& hosted) {
   from.reserve(rows.size());
   for (const MoveRow& row : rows)
     from.push_back(row.from);
-  const WriteTarget target = write_target();
   // The job holds the victim's descriptor: a victim deleted meanwhile (its rows all
   // removed) stays readable.
-  std::function<Written()> job = [dir = dir_, target, source = segments_.at(*victim),
-                                  from = std::move(from)]() -> Written {
-    Written written;
-    auto file = target_file(dir, target.id, target.segment, written);
-    if (file) written.locations = copy_records(*source, from, *file, target.offset);
-    return written;
+  RecordWrite copy = [source = segments_.at(*victim), from = std::move(from)](
+                         const SegmentFile& file, std::uint64_t offset) {
+    return copy_records(*source, from, file, offset);
   };
-  Written written = co_await run_on_pool(pool_, std::move(job));
-  if (!written.locations) {
-    record_write(target, std::move(written.created), 0);
-    ++stats_.write_errors;
+  const Result<std::vector<ColdLocation>> written = co_await write_records(std::move(copy));
+  if (!written) {
     if (auto line = errors_logged_.occur()) {
       spdlog::error(
           "table '{}': compacting its file tier failed: {}; its segments stay as they "
           "are{}",
-          table.name(), written.locations.error().message, line->suffix());
+          table.name(), written.error().message, line->suffix());
     }
     if (!hosted.dropped) table.abandon_moves(rows);
-    // Tried again at the next removal of a cold row, after a pause (the writer holds its
+    // Tried again at the next removal of a cold row, after the pause (the writer holds its
     // turn meanwhile): a full disk must not make every insert start a failing copy.
-    asio::steady_timer pause(executor_, kRetryAfterError);
-    co_await pause.async_wait(asio::experimental::as_tuple(asio::use_awaitable));
+    co_await pause_after_error();
     co_return false;
   }
-  const std::vector<ColdLocation>& where = written.locations.value();
+  const std::vector<ColdLocation>& where = written.value();
   const std::uint64_t bytes = total_bytes(where);
-  record_write(target, std::move(written.created), bytes);
   stats_.rows_moved += rows.size();
   stats_.bytes_moved += bytes;
   if (hosted.dropped) co_return false;

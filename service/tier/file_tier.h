@@ -11,6 +11,7 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,6 +111,14 @@ class FileTier {
   // A job appended `bytes` at `target` (`created`: the segment it made, if it made one).
   void record_write(const WriteTarget& target, std::shared_ptr<SegmentFile> created,
                     std::uint64_t bytes);
+  // Appends records to a segment (on the pool): its file and the offset they start at.
+  using RecordWrite =
+      std::function<Result<std::vector<ColdLocation>>(const SegmentFile&, std::uint64_t)>;
+  // Runs `write` on the pool at write_target() (creating the segment when it is new) and
+  // records it: the bytes written, or a write error counted. Returns where the records lie.
+  asio::awaitable<Result<std::vector<ColdLocation>>> write_records(RecordWrite write);
+  // Waits kRetryAfterError after a failed write or copy.
+  asio::awaitable<void> pause_after_error();
   // The writer: rows past the budget written out, then half-live segments compacted.
   asio::awaitable<void> write_out(std::shared_ptr<HostedTable> hosted);
   // One compaction job: up to kMoveBatchRows live records of the emptiest half-live segment
