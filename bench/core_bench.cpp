@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "core/snapshot/crc32c.h"
 #include "core/storage/stream_cell.h"
 #include "core/table/episodic_table.h"
 
@@ -356,6 +357,19 @@ void BM_AppendSteps(benchmark::State& state) {
   set_counts(state, n, table.schema().item_bytes());
 }
 
+// The checksum every file-tier record is checked with when read, over one W2 row, with the
+// CPU's crc32 instruction (three streams) and with the table the library falls back to.
+void BM_Crc32c(benchmark::State& state, bool portable) {
+  Rng rng(5);
+  std::vector<std::byte> row(static_cast<std::size_t>(state.range(0)));
+  for (auto& b : row)
+    b = std::byte(rng.next() & 0xff);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(portable ? crc32c_extend_portable(0, row) : crc32c(row));
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * row.size()));
+}
+
 // Registration order groups benchmarks by table, so each table is filled once per run.
 BENCHMARK_CAPTURE(BM_Insert, W1, Workload::w1)->Arg(1)->Arg(64);
 BENCHMARK_CAPTURE(BM_Sample, W1_uniform, Workload::w1, SelectorKind::uniform)->Arg(256);
@@ -370,6 +384,8 @@ BENCHMARK_CAPTURE(BM_MemcpyBaseline, W2, Workload::w2)->Arg(32);
 BENCHMARK_CAPTURE(BM_StoreLargeCells, memcpy, false)->Arg(64);
 BENCHMARK_CAPTURE(BM_StoreLargeCells, streamed, true)->Arg(64);
 BENCHMARK_CAPTURE(BM_Sample, W2_prioritized, Workload::w2, SelectorKind::prioritized)->Arg(32);
+BENCHMARK_CAPTURE(BM_Crc32c, hardware, false)->Arg(56457);
+BENCHMARK_CAPTURE(BM_Crc32c, table, true)->Arg(56457);
 
 }  // namespace
 }  // namespace replayd
