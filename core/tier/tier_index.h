@@ -123,9 +123,8 @@ class TierIndex {
     std::uint64_t bytes = 0;
   };
   // Drops the entries of removed rows from hot_order_ (a remover that evicts hot rows, or
-  // a budget no row goes past, would otherwise leave them there for ever). O(entries +
-  // capacity / 8); amortised O(1) per row stored, as it runs when the entries reach twice
-  // the hot rows.
+  // a budget no row goes past, would otherwise leave them there for ever). O(entries);
+  // amortised O(1) per row stored, as it runs when the entries reach twice the hot rows.
   void drop_removed_from_hot_order();
   // A cold row leaves its segment (removed, or moved away).
   void leave_segment(std::uint32_t slot);
