@@ -1,0 +1,118 @@
+"""The page-cache case of a tiered table, A/B: servers of two builds sample the same table
+with its segments in the page cache, interleaved, with the server's and the client's CPU.
+
+Per repetition and per build: a server pinned to CPU 0 (its I/O pool with it), a W2 table
+of `--gib` with `--ram-mib` in RAM filled as in file_tier_bench.py, written out, its
+segments read once, then uniform samples of 32, 4 requests in flight, for `--seconds`:
+transitions/s, the server's CPU (all its threads) and this client's, in cores. With
+`--in-ram`, the same for the table all in RAM (on the plane) after the builds' runs.
+
+Usage: taskset -c 1 /usr/bin/python3 bench/python/file_tier_cached_ab.py
+       --binary before=PATH --binary after=PATH [--gib 1] [--ram-mib 100] [--reps 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import file_tier_bench as tier  # noqa: E402
+from file_tier_bench import replayd  # noqa: E402
+from workloads import W2  # noqa: E402
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """User + system time of every thread of `pid`."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def one_run(binary: str, rows: int, ram_bytes: Optional[int], seconds: float,
+            tier_dir: Path) -> Dict[str, float]:
+    shutil.rmtree(tier_dir, ignore_errors=True)
+    tier_dir.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
+        server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
+                                   "--metrics", "", "--ready-file", ready, "--log-level",
+                                   "warn", "--tier-dir", str(tier_dir)])
+        try:
+            while not os.path.exists(ready):
+                time.sleep(0.05)
+            client = replayd.Client(f"unix://{socket}", timeout=300)
+            fields = {name: (dtype, shape) for name, dtype, shape in W2.fields}
+            if ram_bytes is None:
+                client.create_table("t", fields, rows)
+            else:
+                client.create_table("t", fields, rows, ram_bytes=ram_bytes)
+            tier.fill(client, "t", rows)
+            if ram_bytes is not None:
+                tier.wait_written_out(client, "t")
+                tier.warm_cache(tier.segment_files(tier_dir, "t"))
+            tier.sample_rate(client, "t", 1.0)  # warm-up
+            cpu_before, own_before = server_cpu_seconds(server.pid), os.times()
+            started = time.perf_counter()
+            rate = tier.sample_rate(client, "t", seconds)
+            elapsed = time.perf_counter() - started
+            cpu_after, own_after = server_cpu_seconds(server.pid), os.times()
+            own = (own_after.user + own_after.system - own_before.user - own_before.system)
+            return {"rate": rate, "server_cores": (cpu_after - cpu_before) / elapsed,
+                    "client_cores": own / elapsed}
+        finally:
+            server.terminate()
+            server.wait()
+            shutil.rmtree(tier_dir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--binary", action="append", required=True,
+                        help="NAME=PATH of a server build; give two or more")
+    parser.add_argument("--gib", type=float, default=1.0)
+    parser.add_argument("--ram-mib", type=float, default=100.0)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--in-ram", action="store_true",
+                        help="also the table all in RAM, with the last build")
+    parser.add_argument("--tier-dir", default="/var/tmp/replayd-cached-ab")
+    args = parser.parse_args()
+    builds = dict(item.split("=", 1) for item in args.binary)
+    rows = int(args.gib * (1 << 30) / W2.item_bytes)
+    ram_bytes = int(args.ram_mib * (1 << 20))
+    runs: Dict[str, List[Dict[str, float]]] = {name: [] for name in builds}
+    for rep in range(args.reps):
+        for name, binary in builds.items():
+            result = one_run(binary, rows, ram_bytes, args.seconds, Path(args.tier_dir))
+            runs[name].append(result)
+            print(f"rep {rep} {name}: {result['rate']:,.0f} transitions/s, server "
+                  f"{result['server_cores']:.2f} cores, client {result['client_cores']:.2f}",
+                  flush=True)
+    if args.in_ram:
+        name, binary = list(builds.items())[-1]
+        runs["in_ram"] = [one_run(binary, rows, None, args.seconds, Path(args.tier_dir))
+                          for _ in range(args.reps)]
+        for result in runs["in_ram"]:
+            print(f"in RAM ({name}): {result['rate']:,.0f} transitions/s, server "
+                  f"{result['server_cores']:.2f} cores, client {result['client_cores']:.2f}")
+    first = statistics.median(r["rate"] for r in runs[next(iter(builds))])
+    for name, results in runs.items():
+        median = statistics.median(r["rate"] for r in results)
+        print(f"{name}: median {median:,.0f} transitions/s ({median / first:.2f}x the first)")
+
+
+if __name__ == "__main__":
+    main()
