@@ -1,14 +1,18 @@
-"""The page-cache case of a tiered table, A/B: servers of two builds sample the same table
+"""The page-cache case of a tiered table, A/B: variants (a server build, and whether the
+client has the rows written into its arena or sent through the socket) sample the same table
 with its segments in the page cache, interleaved, with the server's and the client's CPU.
 
-Per repetition and per build: a server pinned to CPU 0 (its I/O pool with it), a W2 table
+Per repetition and per variant: a server pinned to CPU 0 (its I/O pool with it), a W2 table
 of `--gib` with `--ram-mib` in RAM filled as in file_tier_bench.py, written out, its
-segments read once, then uniform samples of 32, 4 requests in flight, for `--seconds`:
-transitions/s, the server's CPU (all its threads) and this client's, in cores. With
-`--in-ram`, the same for the table all in RAM (on the plane) after the builds' runs.
+segments read once, then uniform samples of 32, 4 requests in flight (`sample_async`), for
+`--seconds`: transitions/s, the server's CPU (all its threads) and this client's, in cores.
+A variant `NAME=PATH` uses the client as it is (rows into its arena, docs/SHM.md, where the
+server offers the plane); `NAME=PATH:socket` keeps every reply on the socket (a server
+without "into" needs it). With `--in-ram`, the same for the table all in RAM (on the plane)
+with the last variant's build.
 
 Usage: taskset -c 1 /usr/bin/python3 bench/python/file_tier_cached_ab.py
-       --binary before=PATH --binary after=PATH [--gib 1] [--ram-mib 100] [--reps 3]
+       --variant before=PATH:socket --variant after=PATH [--gib 1] [--ram-mib 100] [--reps 3]
 """
 from __future__ import annotations
 
@@ -28,7 +32,10 @@ sys.path.insert(0, str(HERE))
 
 import file_tier_bench as tier  # noqa: E402
 from file_tier_bench import replayd  # noqa: E402
+from replayd.shm import sample_into  # noqa: E402
 from workloads import W2  # noqa: E402
+
+INTO_MIN_BYTES = sample_into.INTO_MIN_BYTES
 
 
 def server_cpu_seconds(pid: int) -> float:
@@ -42,7 +49,9 @@ def server_cpu_seconds(pid: int) -> float:
 
 
 def one_run(binary: str, rows: int, ram_bytes: Optional[int], seconds: float,
-            tier_dir: Path) -> Dict[str, float]:
+            tier_dir: Path, socket_only: bool = False) -> Dict[str, float]:
+    # Replies under INTO_MIN_BYTES keep the socket: raising it keeps them all there.
+    sample_into.INTO_MIN_BYTES = 1 << 62 if socket_only else INTO_MIN_BYTES
     shutil.rmtree(tier_dir, ignore_errors=True)
     tier_dir.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,29 +89,33 @@ def one_run(binary: str, rows: int, ram_bytes: Optional[int], seconds: float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--binary", action="append", required=True,
-                        help="NAME=PATH of a server build; give two or more")
+    parser.add_argument("--variant", action="append", required=True,
+                        help="NAME=PATH of a server build, PATH:socket to keep replies on "
+                             "the socket; give two or more")
     parser.add_argument("--gib", type=float, default=1.0)
     parser.add_argument("--ram-mib", type=float, default=100.0)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--in-ram", action="store_true",
-                        help="also the table all in RAM, with the last build")
+                        help="also the table all in RAM, with the last variant's build")
     parser.add_argument("--tier-dir", default="/var/tmp/replayd-cached-ab")
     args = parser.parse_args()
-    builds = dict(item.split("=", 1) for item in args.binary)
+    builds = dict(item.split("=", 1) for item in args.variant)
     rows = int(args.gib * (1 << 30) / W2.item_bytes)
     ram_bytes = int(args.ram_mib * (1 << 20))
     runs: Dict[str, List[Dict[str, float]]] = {name: [] for name in builds}
     for rep in range(args.reps):
         for name, binary in builds.items():
-            result = one_run(binary, rows, ram_bytes, args.seconds, Path(args.tier_dir))
+            path, _, mode = binary.partition(":")
+            result = one_run(path, rows, ram_bytes, args.seconds, Path(args.tier_dir),
+                             socket_only=mode == "socket")
             runs[name].append(result)
             print(f"rep {rep} {name}: {result['rate']:,.0f} transitions/s, server "
                   f"{result['server_cores']:.2f} cores, client {result['client_cores']:.2f}",
                   flush=True)
     if args.in_ram:
         name, binary = list(builds.items())[-1]
+        binary = binary.partition(":")[0]
         runs["in_ram"] = [one_run(binary, rows, None, args.seconds, Path(args.tier_dir))
                           for _ in range(args.reps)]
         for result in runs["in_ram"]:

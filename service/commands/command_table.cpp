@@ -21,9 +21,9 @@ constexpr std::array<std::string_view, 10> kAppendStepsFields{
     "table",         "n",      "columns", "priorities", "timeout_ms", "end",
     "final_columns", "staged", "version", "versions"};
 constexpr std::array<std::string_view, 2> kKeysFields{"table", "n"};
-constexpr std::array<std::string_view, 13> kSampleFields{
+constexpr std::array<std::string_view, 14> kSampleFields{
     "table", "n",       "beta",     "timeout_ms",  "nstep",         "gamma", "raw",
-    "rows",  "batches", "versions", "min_version", "max_staleness", "value"};
+    "rows",  "batches", "versions", "min_version", "max_staleness", "value", "into"};
 constexpr std::array<std::string_view, 8> kSampleMixedFields{
     "tables", "counts", "n", "beta", "timeout_ms", "rows", "versions", "bounds"};
 constexpr std::array<std::string_view, 4> kPublishBeginFields{"name", "version", "arrays",

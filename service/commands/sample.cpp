@@ -8,10 +8,15 @@
 // copies the rows otherwise; "batches": k draws up to k batches of n at once, as many as
 // the rate limiter admits when the first is admitted. "versions": true adds each draw's
 // policy version; "min_version" or "max_staleness" bound the draws by version
-// (docs/VERSIONS.md).
+// (docs/VERSIONS.md). "into": {"arena", "offset", "bytes"} writes a plain sample's columns into a
+// region of this connection's staging arena instead of the reply (docs/SHM.md, "Rows into the
+// learner's arena"): a same-host learner of a table whose rows are copied (a file tier, a
+// queue) then reads them from memory it maps, and they never cross the socket.
 #include <cmath>
+#include <optional>
 
 #include "service/commands/handlers.h"
+#include "service/protocol/json_reader.h"
 #include "service/protocol/sample_reply.h"
 #include "service/shm/connection_plane.h"
 #include "service/shm/shared_columns.h"
@@ -31,6 +36,40 @@ std::uint64_t admitted_batches(const Table& table, std::uint64_t n, std::uint64_
     --batches;
   }
   return batches;
+}
+
+// Where a plain sample's columns go when the request names a region of this connection's
+// staging arena ("into": {"arena", "offset", "bytes"}, docs/SHM.md): the region's bytes,
+// kept mapped while the draws' rows are written there.
+struct IntoRegion {
+  shm::ArenaTarget target;
+  std::uint64_t arena = 0;
+  std::uint64_t offset = 0;
+};
+
+Result<std::optional<IntoRegion>> read_into(Call& call) {
+  const boost::json::value* value = call.args.value("into");
+  if (value == nullptr || value->is_null()) return std::optional<IntoRegion>{};
+  REPLAYD_ASSIGN_OR_RETURN(JsonReader into, JsonReader::of(*value, call.args.path_of("into")));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t arena, into.uint("arena"));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t offset, into.uint("offset"));
+  REPLAYD_ASSIGN_OR_RETURN(std::uint64_t bytes, into.uint("bytes"));
+  REPLAYD_RETURN_IF_ERROR(into.finish());
+  if (offset % 8 != 0) return into.error("offset", "must be a multiple of 8");
+  if (call.plane == nullptr) {
+    return make_error(ErrorCode::permission_denied,
+                      "\"into\" needs the shared-memory data plane, which this connection "
+                      "does not have");
+  }
+  REPLAYD_ASSIGN_OR_RETURN(shm::ArenaTarget target, call.plane->reply_target(arena));
+  const std::uint64_t size = target.bytes.size();
+  if (offset > size || bytes > size - offset) {
+    return into.error("bytes", "a region of " + std::to_string(bytes) + " bytes from offset " +
+                                   std::to_string(offset) + " ends past the arena's " +
+                                   std::to_string(size) + " bytes");
+  }
+  target.bytes = target.bytes.subspan(offset, bytes);
+  return std::optional<IntoRegion>{IntoRegion{std::move(target), arena, offset}};
 }
 
 }  // namespace
@@ -84,6 +123,13 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
                               "needs a plain sample (no \"nstep\", a table without frame "
                               "fields): n-step samples and sequences are not bounded by version");
   }
+  REPLAYD_CO_ASSIGN_OR_RETURN(std::optional<IntoRegion> into, read_into(call));
+  if (into && (!plain || (rows && *rows == "keys"))) {
+    co_return call.args.error("into",
+                              "needs a plain sample of rows (no \"nstep\", no \"rows\": "
+                              "\"keys\", a table without frame fields)");
+  }
+  if (keys_only) into.reset();  // "auto" left the rows to the table's mapping
   if (keys_only && table.config().max_times_sampled != 0) {
     // A client redraws the rows overwritten before it copied them: that would take more
     // items out of a table whose items retire when sampled.
@@ -110,6 +156,9 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
                              std::to_string(call.service.limits.max_frame_bytes) +
                              "; sample fewer items per request");
   }
+  // A region too small for the columns of every row the request may draw (a client that
+  // laid it out for another schema, say): the rows come in the frame, as without "into".
+  if (into && reply_bytes - kHeaderBytes > into->target.bytes.size()) into.reset();
 
   const ValueStore& values = call.service.values;
   REPLAYD_CO_RETURN_IF_ERROR(co_await admit_when(
@@ -122,11 +171,13 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   const std::uint64_t min_version = bound.resolve(values);
   const std::uint64_t drawn =
       batches == 1 ? 1 : admitted_batches(table, call.n, batches, min_version);
-  // A table with a file tier copies every field: its cold rows are read into the reply.
+  // A table with a file tier copies every field: its cold rows are read into the reply
+  // (or into the client's region, which the request keeps mapped until it is answered).
   const bool tiered = call.table->tier != nullptr;
   REPLAYD_CO_ASSIGN_OR_RETURN(
       PlainSampleReply out,
-      plain_sample_reply(table.schema(), call.n * drawn, !keys_only, versions, !tiered));
+      plain_sample_reply(table.schema(), call.n * drawn, !keys_only, versions, !tiered,
+                         into ? into->target.bytes : std::span<std::byte>{}));
   const std::uint32_t size_before = table.size();
   const SamplingMass mass_before = table.sampling_mass();
   table.set_now_ms(replay_now_ms());
@@ -149,6 +200,13 @@ asio::awaitable<Result<Reply>> sample(Call& call) {
   if (keys_only) {
     extra += region_meta(table);
     call.shared_bytes = call.n * drawn * table.schema().item_bytes();  // what the learner reads
+  }
+  if (into) {
+    const std::uint64_t bytes = out.reply.payload_bytes();
+    extra += ",\"into\":{\"arena\":" + std::to_string(into->arena) +
+             ",\"offset\":" + std::to_string(into->offset) + ",\"bytes\":" + std::to_string(bytes) +
+             "}";
+    call.shared_bytes = bytes;  // what the learner reads from its arena
   }
   if (batches != 1) extra += ",\"batches\":" + std::to_string(drawn);
   if (versions) extra += ",\"versions\":true";

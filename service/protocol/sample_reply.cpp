@@ -204,7 +204,10 @@ ReplyColumn version_column() {
 }  // namespace
 
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n, bool with_rows,
-                                            bool with_versions, bool view_large) {
+                                            bool with_versions, bool view_large,
+                                            std::span<std::byte> into) {
+  const bool in_arena = !into.empty();
+  if (in_arena) view_large = false;
   if (!with_rows) {
     std::vector<ReplyColumn> columns = draw_columns();
     columns.push_back(ReplyColumn{"slot", "int64", {}, sizeof(std::int64_t), {}, false});
@@ -218,7 +221,9 @@ Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t 
   for (std::size_t f = 0; f < schema.size(); ++f)
     reply_columns.push_back(field_column(schema.field(f), viewed[f]));
   if (with_versions) reply_columns.push_back(version_column());
-  REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply, ColumnReply::create(std::move(reply_columns), {n}));
+  REPLAYD_ASSIGN_OR_RETURN(ColumnReply reply,
+                           in_arena ? ColumnReply::create_in(std::move(reply_columns), {n}, into)
+                                    : ColumnReply::create(std::move(reply_columns), {n}));
   PlainSampleReply sample{std::move(reply),
                           {},
                           std::vector<std::span<const std::byte*>>(schema.size()),
@@ -359,9 +364,34 @@ std::uint64_t ColumnReply::frame_bytes(const std::vector<ReplyColumn>& columns,
 
 Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
                                         std::vector<std::uint64_t> leading) {
+  return lay_out(std::move(columns), std::move(leading), {}, false);
+}
+
+Result<ColumnReply> ColumnReply::create_in(std::vector<ReplyColumn> columns,
+                                           std::vector<std::uint64_t> leading,
+                                           std::span<std::byte> target) {
+  return lay_out(std::move(columns), std::move(leading), target, true);
+}
+
+Result<ColumnReply> ColumnReply::lay_out(std::vector<ReplyColumn> columns,
+                                         std::vector<std::uint64_t> leading,
+                                         std::span<std::byte> target, bool in_target) {
   ColumnReply reply;
   reply.bytes_ = column_bytes(columns, leading);
   REPLAYD_ASSIGN_OR_RETURN(ColumnLayout layout, layout_columns(reply.bytes_, 1));
+  if (in_target) {
+    if (std::any_of(columns.begin(), columns.end(), [](const ReplyColumn& c) { return c.viewed; }))
+      return make_error(ErrorCode::failed_precondition,
+                        "a reply laid out in an arena views no column");
+    if (layout.total_bytes > target.size()) {
+      return make_error(ErrorCode::invalid_argument,
+                        "into: the reply's columns take " + std::to_string(layout.total_bytes) +
+                            " bytes; the region from the offset to the arena's end holds " +
+                            std::to_string(target.size()) +
+                            " (a region of at least that many bytes, or a smaller sample)");
+    }
+    reply.external_ = target.data();
+  }
   // The payload holds the columns not viewed, each padded as on the wire.
   reply.owned_at_.assign(columns.size(), 0);
   reply.rows_.resize(columns.size());
@@ -375,14 +405,14 @@ Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
     reply.owned_at_[i] = owned;
     owned += end - layout.offsets[i];
   }
-  reply.payload_ = ByteBuffer(owned);
+  if (!in_target) reply.payload_ = ByteBuffer(owned);
   for (std::size_t i = 0; i < columns.size(); ++i) {
     if (columns[i].viewed) continue;
     const std::uint64_t end = i + 1 < columns.size() ? layout.offsets[i + 1] : layout.total_bytes;
     const std::uint64_t padding = end - layout.offsets[i] - reply.bytes_[i];
     // An empty reply (a last page of no rows) has no buffer at all: nothing to clear.
     if (padding > 0) {
-      std::memset(reply.payload_.data() + reply.owned_at_[i] + reply.bytes_[i], 0, padding);
+      std::memset(reply.owned_base() + reply.owned_at_[i] + reply.bytes_[i], 0, padding);
     }
   }
   reply.offsets_ = std::move(layout.offsets);
@@ -393,6 +423,8 @@ Result<ColumnReply> ColumnReply::create(std::vector<ReplyColumn> columns,
 }
 
 Result<std::size_t> ColumnReply::extend(std::vector<ReplyColumn> columns) {
+  if (external_ != nullptr)
+    return make_error(ErrorCode::failed_precondition, "a reply laid out in an arena cannot grow");
   const std::size_t first = columns_.size();
   std::vector<ReplyColumn> all = columns_;
   all.insert(all.end(), std::make_move_iterator(columns.begin()),
@@ -410,7 +442,7 @@ Result<std::size_t> ColumnReply::extend(std::vector<ReplyColumn> columns) {
 }
 
 std::span<std::byte> ColumnReply::column(std::size_t i) {
-  return {payload_.data() + owned_at_[i], bytes_[i]};
+  return {owned_base() + owned_at_[i], bytes_[i]};
 }
 
 Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta) {
@@ -433,6 +465,7 @@ Reply ColumnReply::finish(std::uint64_t request_id, std::string_view extra_meta)
 }
 
 Reply ColumnReply::finish_with_meta(std::uint64_t request_id, std::string meta) {
+  if (external_ != nullptr) return make_reply(request_id, std::move(meta), ByteBuffer());
   const std::byte* owned = payload_.data();
   Reply reply = make_reply(request_id, std::move(meta), std::move(payload_));
   const bool views = std::any_of(columns_.begin(), columns_.end(),

@@ -74,8 +74,18 @@ class ColumnReply {
   // its rows.
   static Result<ColumnReply> create(std::vector<ReplyColumn> columns,
                                     std::vector<std::uint64_t> leading);
+  // The same laid out in `target` (a region of a client's staging arena) instead of a
+  // payload of its own: the columns are written there and the reply carries none (its frame
+  // has no payload). No column may be viewed. invalid_argument naming both sizes when the
+  // columns need more than target's bytes. Lifetime: the caller keeps target mapped until
+  // the columns are written; the finished Reply does not refer to it.
+  static Result<ColumnReply> create_in(std::vector<ReplyColumn> columns,
+                                       std::vector<std::uint64_t> leading,
+                                       std::span<std::byte> target);
+  // Bytes of the payload (the columns laid out, padded), wherever it lies.
+  std::uint64_t payload_bytes() const { return total_bytes_; }
   // Adds columns after the existing ones (whose contents are kept) and returns the index of
-  // the first. Costs a copy of the existing columns.
+  // the first. Costs a copy of the existing columns. Not for a reply made by create_in.
   Result<std::size_t> extend(std::vector<ReplyColumn> columns);
   // Column i's bytes: its rows * item_bytes. Valid until finish() or extend().
   // Precondition: column i is not viewed.
@@ -105,6 +115,14 @@ class ColumnReply {
   std::uint64_t total_bytes_ = 0;        // of the payload on the wire
   std::vector<std::vector<const std::byte*>> rows_;  // per viewed column
   ByteBuffer payload_;                               // the columns not viewed, padded
+  std::byte* external_ = nullptr;  // create_in: the columns lie here, not in payload_
+
+  // Where the columns not viewed lie.
+  std::byte* owned_base() { return external_ != nullptr ? external_ : payload_.data(); }
+  // create's and create_in's layout; `target` empty: a payload of its own.
+  static Result<ColumnReply> lay_out(std::vector<ReplyColumn> columns,
+                                     std::vector<std::uint64_t> leading,
+                                     std::span<std::byte> target, bool in_target);
 };
 
 // Which fields a sample of n items views in place (large items, up to a bound on the rows
@@ -137,10 +155,12 @@ struct PlainSampleReply {
 // `with_rows` false: a keys-only sample (docs/SHM.md): the four per-draw columns, then
 // "slot" (int64). `with_versions`: a last column, "version" (uint64, docs/VERSIONS.md).
 // `view_large` false: every field copied (a table with a file tier, whose cold rows are read
-// into the reply).
+// into the reply). `into` non-empty: the columns are laid out there (a region of the
+// client's staging arena, "into" in docs/PROTOCOL.md), every field copied, and the reply's
+// frame carries no payload; invalid_argument when they do not fit.
 Result<PlainSampleReply> plain_sample_reply(const Schema& schema, std::uint64_t n,
                                             bool with_rows = true, bool with_versions = false,
-                                            bool view_large = true);
+                                            bool view_large = true, std::span<std::byte> into = {});
 
 // Finishes the reply after the draws: its metadata (cached on the hosted table per n, as
 // learners repeat one n), then `extra_meta` (empty or starting with ','), then the table's

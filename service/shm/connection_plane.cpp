@@ -177,4 +177,15 @@ Result<StagedBytes> ConnectionPlane::staged_bytes(std::uint64_t arena) const {
   return StagedBytes{it->second->mapping.bytes(), it->second};
 }
 
+Result<ArenaTarget> ConnectionPlane::reply_target(std::uint64_t arena) const {
+  REPLAYD_RETURN_IF_ERROR(require_offered("a reply into a staging arena"));
+  auto it = arenas_.find(arena);
+  if (it == arenas_.end()) {
+    return make_error(ErrorCode::invalid_argument,
+                      "into.arena: this connection has no staging arena " + std::to_string(arena) +
+                          " (map_staging creates one)");
+  }
+  return ArenaTarget{it->second->mapping.bytes(), it->second};
+}
+
 }  // namespace replayd::service::shm

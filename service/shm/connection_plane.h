@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/result.h"
@@ -33,11 +34,18 @@ struct PlaneAccess {
 PlaneAccess plane_access(int socket_fd, bool enabled);
 
 // A connection's staging arena: a sealed memfd both the client (read-write) and the server
-// map. The server only reads it, as data, and keeps only its mapping.
+// map. The server reads it as data (staged rows) or stores a sample's rows into it ("into"),
+// and keeps only its mapping.
 struct StagingArena {
   std::uint64_t id = 0;
   Mapping mapping;
   std::uint64_t counted_bytes = 0;  // the mapping's size in whole pages, as budgets count it
+};
+
+// A region a reply is written into, and what keeps its arena mapped meanwhile.
+struct ArenaTarget {
+  std::span<std::byte> bytes;
+  std::shared_ptr<const void> keep_alive;
 };
 
 // A new arena and the memfd to send to the client (the server keeps no copy of it).
@@ -113,6 +121,11 @@ class ConnectionPlane final : public StagingLookup {
 
   // StagingLookup.
   Result<StagedBytes> staged_bytes(std::uint64_t arena) const override;
+
+  // Arena `arena` as memory a reply is written into (a sample's "into"): its bytes and what
+  // keeps them mapped while the request writes. The client may read or write them at any
+  // time; the server only stores into them. Errors as staged_bytes.
+  Result<ArenaTarget> reply_target(std::uint64_t arena) const;
 
  private:
   // Replies with descriptors: queued (the server holds the descriptor), and written but

@@ -51,6 +51,7 @@ from .shm.insert_arena import (ARENA_BYTES, MAX_ARENA_BYTES, ROOM_WAIT_S, Insert
                                insert_plan, stageable)
 from .shm.insert_sharing import (FRAME_SLACK, SHARE_ROWS, SharedInserts, ShareRule,
                                  shareable_priorities)
+from .shm import sample_into as rows_into_arena
 from .shm.staging import ARENA_REFUSED, map_staging
 from .shm.sampling import (KeysReply, RedrawBound, allocated_buffer, auto_decoder,
                            decode_keys_reply)
@@ -1135,7 +1136,8 @@ class Client:
                       bound: Optional[Tuple[Tuple[str, Any], ...]]) -> "Future[Sample]":
         """One table's `sample_async` (`bound`: its policy version members, or None)."""
         seconds = self._timeout_of(timeout)
-        plane = self.plane_table(table) if nstep is None and self.shm_enabled() else None
+        shm = nstep is None and self.shm_enabled()
+        plane = self.plane_table(table) if shm else None
         if plane is not None:
             return self._plane_sample_async(plane, table, batch_size, beta, seconds, allocate,
                                             bound)
@@ -1145,7 +1147,28 @@ class Client:
         if bound is not None:
             meta.update(bound)
             decode = sample_decoder(self._schemas.get(table), versions=True)
+        elif shm:
+            into = self._sample_into(table, batch_size, meta, decode, allocate)
+            if into is not None:
+                return into
         return self.connection().submit(meta, (), decode, allocate=allocate)[1]
+
+    def _sample_into(self, table: str, batch_size: int, meta: Dict[str, Any],
+                     decode: Any, allocate: Optional[Allocator]
+                     ) -> "Optional[Future[Sample]]":
+        """A plain sample of a table not sampled over the plane, its rows written by the
+        server into a region of this process's insert arena (shm/sample_into.py); None
+        where it goes through the socket: a reply under INTO_MIN_BYTES, a table with
+        frame fields (sampled as n-step transitions), no arena, or no room in it now."""
+        schema = self.schema(table)
+        if any(field.is_frame for field in schema.fields):
+            return None
+        nbytes = sample_nbytes(schema.fields, int(batch_size))
+        if nbytes < rows_into_arena.INTO_MIN_BYTES:
+            return None
+        arena = self._insert_arena_for(self.connection(), nbytes)
+        sent = None if arena is None else arena.send_sample(meta, nbytes, decode, allocate)
+        return None if sent is None else sent[1]
 
     def sampler(self, table: Union[str, MixLike, Schedule], batch_size: int, *,
                 prefetch: int = 4, beta: float = 0.4,

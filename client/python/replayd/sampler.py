@@ -45,6 +45,7 @@ from .errors import InvalidArgument, NotFound, ReplayError, TimeoutError
 from .mixed import MixLike, Schedule, is_mix, schedule_of, scheduled_mix
 from .mixed_bounds import MixBound
 from .mixed_draw import DrawKind, MixedDraw, check_schemas
+from .shm.insert_arena import InsertArena, open_sample_arena
 from .shm.prefetch import PlanePrefetch
 from .wire import Allocator, encode_meta
 from .sample import Sample
@@ -168,9 +169,16 @@ class Sampler:
         self._finished = False  # the thread ended; nothing more will be queued
         # Only one thread (the background one, or the consumer's over the plane) uses the
         # connection, so it reads the replies itself.
-        self._conn = client.open_connection(reader_thread=False)
+        # Plain samples of a table the client cannot map (a file tier, a queue) may have
+        # their rows written into an arena of this connection (below): it may then receive
+        # the arena's descriptor.
+        into_candidate = (not over_plane and nstep is None and sequence is None and
+                          self._mixed is None and one_bound is None)
+        self._conn = client.open_connection(reader_thread=False, shm=into_candidate)
         self._plane: Optional[PlanePrefetch] = None
         self._thread: Optional[threading.Thread] = None
+        self._into: Optional[Tuple[InsertArena, int]] = None  # see below
+        self._into_meta = meta
         if over_plane:
             # One request of 2 x prefetch batches (a reply's fixed cost is most of a small
             # batch's); with `allocate`, each batch's own buffer: two requests of one.
@@ -180,6 +188,15 @@ class Sampler:
                                         timeout, group, in_flight, self._decode, allocate,
                                         nbytes, one_bound)
         else:
+            # Their rows written into an arena of this connection, with room for every
+            # request in flight (shm/sample_into.py), where the plane is offered.
+            if into_candidate:
+                try:
+                    self._into = open_sample_arena(client, self._conn, table,
+                                                   self._batch_size, self._prefetch + 1,
+                                                   timeout)
+                except NotFound:
+                    pass  # the first request reports it, in its turn
             self._thread = threading.Thread(target=self._run, name=f"replayd-sampler {table}",
                                             daemon=True)
             self._thread.start()
@@ -311,6 +328,11 @@ class Sampler:
     def _request(self) -> Any:
         """Sends the next batch's request (a mixed batch's: one per table)."""
         if self._mixed is None:
+            if self._into is not None:
+                arena, nbytes = self._into
+                sent = arena.send_sample(self._into_meta, nbytes, self._decode, self._allocate)
+                if sent is not None:
+                    return sent
             return self._conn.submit(self._meta, (), self._decode, allocate=self._allocate)
         schedule, tables, kind = self._mixed
         mix = scheduled_mix(schedule, self._batches_requested, tables)

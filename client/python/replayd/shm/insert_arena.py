@@ -16,6 +16,9 @@ the socket, as does a part that finds no room for `ROOM_WAIT_S` (the arena held 
 requests the rate limiter parks: waiting for them would hold up a call the server could
 admit at once). Both paths give the same keys, rows and errors.
 
+Plain samples of tables the client cannot map use the same ring (`send_sample`): the
+server writes a reply's rows into a region, which is free again once they are copied out.
+
 One arena serves every call of the connection; it is replaced by a larger one only when a
 part needs more than half of it (up to `MAX_ARENA_BYTES`), so the server's per-connection
 arena limits see one or two arenas, never one per call.
@@ -34,12 +37,15 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..columns import InsertBatch, decode_keys
+from ..columns import InsertBatch, decode_keys, sample_nbytes
 from ..schema import TableSchema
-from ..wire import encode_meta, padded
+from ..wire import PayloadPool, encode_meta, padded
+from . import sample_into
+from .sample_into import region_decoder
 from .staging import ARENA_REFUSED, StagingArena, batch_layout, map_staging
 
 __all__ = ["InsertArena", "InsertPlan", "insert_plan", "arena_bytes_for", "open_insert_arena",
+           "open_sample_arena",
            "ARENA_BYTES", "MAX_ARENA_BYTES", "ROOM_WAIT_S", "stageable"]
 
 #: The first arena's size: two calls of 64 W2 transitions (3.6 MB each) at once, one
@@ -137,6 +143,9 @@ class InsertArena:
         self._regions: Deque[_Region] = collections.deque()
         self._lock = threading.Lock()
         self.retired = False  # replaced or given up: no new region
+        # Buffers of samples copied out of regions (send_sample); used by the thread that
+        # reads the connection's replies, one at a time.
+        self._payloads = PayloadPool()
 
     @property
     def nbytes(self) -> int:
@@ -190,6 +199,31 @@ class InsertArena:
                                         "rows": rows})
             request_id, future = self.conn.submit(staged, (), decode,
                                                   caller_waits=caller_waits)
+        except BaseException:
+            self._abandon(region)
+            raise
+        region.request = future
+        return request_id, future
+
+    def send_sample(self, meta: Dict[str, Any], nbytes: int, decode: Any,
+                    allocate: Optional[Any] = None) -> Optional[Tuple[int, "Future[Any]"]]:
+        """Sends the plain sample `meta` naming a region of `nbytes` (its reply's columns)
+        that the server writes the rows into (``"into"``, shm/sample_into.py); (request id,
+        future of the decoded Sample), or None when no region is free at once (send it
+        through the socket: a sample never waits for room). The region is free again once
+        the reply is decoded (its rows copied out), failed or lost."""
+        nbytes = _padded_size(nbytes)
+        if not self.fits_bytes(nbytes):
+            return None
+        region = self._reserve(nbytes, 0.0)
+        if region is None:
+            return None
+        try:
+            into = dict(meta, into={"arena": self.arena.id, "offset": region.start,
+                                    "bytes": region.end - region.start})
+            decoder = region_decoder(self.arena.id, self._bytes, region.start, region.end,
+                                     decode, allocate, self._payloads)
+            request_id, future = self.conn.submit(into, (), decoder)
         except BaseException:
             self._abandon(region)
             raise
@@ -262,6 +296,32 @@ def open_insert_arena(conn: Any, nbytes: int, timeout: Optional[float]
         return None
     try:
         return InsertArena(conn, map_staging(conn, size, timeout))
+    except ARENA_REFUSED:
+        return None
+
+
+def open_sample_arena(client: Any, conn: Any, table: str, batch_size: int, regions: int,
+                      timeout: Optional[float]) -> Optional[Tuple[InsertArena, int]]:
+    """An arena on `conn` for `regions` plain samples of `batch_size` items of `table` at
+    once, whose rows the server writes into it (``"into"``, shm/sample_into.py), and the
+    bytes of one; None where its samples keep the socket: no plane, a table with frame
+    fields, a reply under INTO_MIN_BYTES, regions too large, or the arena refused. For a
+    Sampler's own connection (the client's insert arena serves `Client.sample_async`)."""
+    if not getattr(conn, "shm_offered", False) or not client.shm_enabled():
+        return None
+    schema = client.schema(table)
+    if any(field.is_frame for field in schema.fields):
+        return None
+    nbytes = sample_nbytes(schema.fields, int(batch_size))
+    if nbytes < sample_into.INTO_MIN_BYTES:
+        return None
+    size = ARENA_BYTES
+    while size < max(2, regions) * _padded_size(nbytes) and size < MAX_ARENA_BYTES:
+        size *= 2
+    if 2 * _padded_size(nbytes) > size:
+        return None
+    try:
+        return InsertArena(conn, map_staging(conn, size, timeout)), nbytes
     except ARENA_REFUSED:
         return None
 

@@ -204,6 +204,51 @@ TEST_CASE("extending a column reply keeps the existing columns' contents") {
   CHECK(reply->offsets() == std::vector<std::uint64_t>{0, 16});
 }
 
+TEST_CASE("a column reply laid out in a region writes its columns there and sends none") {
+  std::vector<ReplyColumn> columns = draw_columns();
+  columns.push_back(ReplyColumn{"flags", "uint8", {3}, 3, {}, false});
+  // The same layout as the frame's payload, within the region: 104 bytes, padding zeroed.
+  std::vector<std::byte> region(128, std::byte{0xee});
+  auto reply = ColumnReply::create_in(columns, {3}, region);
+  REQUIRE(reply);
+  CHECK(reply->payload_bytes() == 104);
+  CHECK(reply->offsets() == std::vector<std::uint64_t>{0, 24, 48, 72, 88});
+  reply->as<std::uint64_t>(0)[1] = 11;
+  std::memset(reply->column(4).data(), 0xab, 9);
+  CHECK(reply->column(4).data() == region.data() + 88);
+  for (std::size_t i = 97; i < 104; ++i)
+    CHECK(region[i] == std::byte{0});     // flags padding
+  CHECK(region[104] == std::byte{0xee});  // past the columns: untouched
+  std::uint64_t second_key;
+  std::memcpy(&second_key, region.data() + 8, 8);
+  CHECK(second_key == 11);
+  const Reply finished = reply->finish(5, R"(,"into":{})");
+  CHECK(finished.payload_bytes() == 0);
+  CHECK_FALSE(finished.borrows());
+  CHECK(json::parse(finished.meta).at("columns").as_array()[4].at("offset").as_int64() == 88);
+  CHECK_FALSE(reply->extend({ReplyColumn{"b", "int64", {}, 8, {}, false}}));
+}
+
+TEST_CASE("a region too small for the columns is refused naming both sizes") {
+  std::vector<std::byte> region(100);
+  auto reply = ColumnReply::create_in(draw_columns(), {4}, region);
+  REQUIRE_FALSE(reply);
+  CHECK(reply.error().code == ErrorCode::invalid_argument);
+  CHECK_THAT(reply.error().message, Contains("take 112 bytes") && Contains("holds 100"));
+}
+
+TEST_CASE("a plain sample reply into a region copies every field, large ones too") {
+  const auto schema = schema_of({Field{"x", DType::int64, {}}, Field{"big", DType::uint8, {8192}}});
+  std::vector<std::byte> region(sample_reply_bytes(schema, 2) - kHeaderBytes);
+  auto sample = plain_sample_reply(schema, 2, true, false, true, region);
+  REQUIRE(sample);
+  REQUIRE(sample->columns.size() == 2);
+  CHECK(sample->columns[1].size() == 2 * 8192);  // not viewed: written into the region
+  CHECK(sample->columns[1].data() >= region.data());
+  CHECK(sample->columns[1].data() + sample->columns[1].size() <= region.data() + region.size());
+  CHECK(sample->rows[1].empty());
+}
+
 TEST_CASE("a reply of no rows has empty columns and a payload of nothing") {
   auto reply = ColumnReply::create(draw_columns(), {0});
   REQUIRE(reply);

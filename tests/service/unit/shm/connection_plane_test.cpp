@@ -147,6 +147,28 @@ TEST_CASE("the server keeps no descriptor of an arena: its memfd goes to the rep
   CHECK(plane.staged_bytes(grant->arena->id));
 }
 
+TEST_CASE("a reply target is the arena's writable bytes, kept mapped after its release") {
+  auto budget = budget_of(1 << 20);
+  shm::ConnectionPlane plane(-1, {true, ""}, budget, limits_of(1 << 20));
+  auto grant = plane.create_arena(8192);
+  REQUIRE(grant);
+  auto target = plane.reply_target(grant->arena->id);
+  REQUIRE(target);
+  REQUIRE(target->bytes.size() == 8192);
+  CHECK(plane.release_arena(grant->arena->id));
+  grant->arena.reset();
+  std::memset(target->bytes.data(), 0x5a, target->bytes.size());  // still mapped: its hold
+  CHECK(target->bytes[8191] == std::byte{0x5a});
+  auto gone = plane.reply_target(999);
+  REQUIRE_FALSE(gone);
+  CHECK(gone.error().code == ErrorCode::invalid_argument);
+  CHECK_THAT(gone.error().message, Contains("into.arena") && Contains("map_staging"));
+  shm::ConnectionPlane refused(-1, {false, "TCP"}, budget, limits_of(1 << 20));
+  auto no_plane = refused.reply_target(1);
+  REQUIRE_FALSE(no_plane);
+  CHECK(no_plane.error().code == ErrorCode::permission_denied);
+}
+
 TEST_CASE("replies carrying descriptors are bounded until the client reads them") {
   SocketPair pair(AF_UNIX);
   auto budget = budget_of(1 << 20);
