@@ -1,6 +1,6 @@
 """Plain samples whose rows the server writes into the learner's staging arena ("into",
 docs/SHM.md, "Rows into the learner's arena") against the real server: a table the client
-cannot map (a file tier, a queue) is sampled by `sample_async` and the `Sampler` through a
+cannot map (a file tier, a queue) is sampled by `sample`, `sample_async` and the `Sampler` through a
 region of an arena, with exactly the rows the socket gives; the reply frame then carries no
 rows; every way to misuse "into" is refused with a message naming it."""
 from __future__ import annotations
@@ -77,6 +77,24 @@ def test_sample_async_of_a_tiered_table_reads_its_rows_from_the_arena(tiered, se
             batch = c.sample_async("t", BATCH).result()
             np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
         assert all(sent_into[-10:]), sent_into[-10:]
+
+
+def test_sample_of_a_tiered_table_reads_its_rows_from_the_arena(tiered, sent_into):
+    with replayd.Client(tiered.unix_address, timeout=30) as c:
+        fill_tiered(c)
+        # The first reply brings its rows through the socket: the client learns then that
+        # the table is not mapped.
+        batch = c.sample("t", BATCH)
+        np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
+        assert sent_into == []
+        for _ in range(12):  # more than the ring holds at once: each region freed in time
+            batch = c.sample("t", BATCH)
+            np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
+        assert sent_into == [True] * 12
+        # Small replies keep the socket.
+        batch = c.sample("t", 4)
+        np.testing.assert_array_equal(batch["obs"], rows_of(batch["item"]))
+        assert len(sent_into) == 12
 
 
 def test_the_reply_frame_carries_no_rows_and_the_arena_holds_the_socket_payload(tiered):

@@ -991,6 +991,10 @@ class Client:
         copy are drawn again, within the call's timeout (RedrawBound). With `allocate`,
         the keys arrive in the caller's buffer and the rows are gathered into it, laid out
         as a socket reply would be."""
+        if bound is None and self._planes.get(table, _UNMAPPED) is None:  # known: not mapped
+            into = self._sample_into_wait(table, n, beta, timeout, allocate)
+            if into is not None:
+                return into
         redraws = RedrawBound(table, self._timeout_of(timeout))
         members = None if bound is None else dict(bound)
         received = _ReceivedInto(allocate, self.sample_nbytes(table, n)) if allocate else None
@@ -1001,6 +1005,8 @@ class Client:
                            timeout=timeout, server_timeout=True,
                            allocate=None if received is None else received.allocate)
         if isinstance(reply, Sample):
+            if bound is None and table not in self._planes:
+                self._learn_unmapped(table)
             return reply
         plane = self._plane_of(table, reply.region)
         sample, bad = plane.complete(
@@ -1150,16 +1156,17 @@ class Client:
         elif shm:
             into = self._sample_into(table, batch_size, meta, decode, allocate)
             if into is not None:
-                return into
+                return into[2]
         return self.connection().submit(meta, (), decode, allocate=allocate)[1]
 
     def _sample_into(self, table: str, batch_size: int, meta: Dict[str, Any],
-                     decode: Any, allocate: Optional[Allocator]
-                     ) -> "Optional[Future[Sample]]":
-        """A plain sample of a table not sampled over the plane, its rows written by the
-        server into a region of this process's insert arena (shm/sample_into.py); None
-        where it goes through the socket: a reply under INTO_MIN_BYTES, a table with
-        frame fields (sampled as n-step transitions), no arena, or no room in it now."""
+                     decode: Any, allocate: Optional[Allocator], *, caller_waits: bool = False
+                     ) -> Optional[Tuple[InsertArena, int, "Future[Sample]"]]:
+        """Sends a plain sample of a table not sampled over the plane, its rows written by
+        the server into a region of this process's insert arena (shm/sample_into.py): the
+        arena, request id and future; None where it goes through the socket: a reply under
+        INTO_MIN_BYTES, a table with frame fields (sampled as n-step transitions), no
+        arena, or no room in it now."""
         schema = self.schema(table)
         if any(field.is_frame for field in schema.fields):
             return None
@@ -1167,8 +1174,41 @@ class Client:
         if nbytes < rows_into_arena.INTO_MIN_BYTES:
             return None
         arena = self._insert_arena_for(self.connection(), nbytes)
-        sent = None if arena is None else arena.send_sample(meta, nbytes, decode, allocate)
-        return None if sent is None else sent[1]
+        if arena is None:
+            return None
+        sent = arena.send_sample(meta, nbytes, decode, allocate, caller_waits=caller_waits)
+        return None if sent is None else (arena, sent[0], sent[1])
+
+    def _learn_unmapped(self, table: str) -> None:
+        """After a plane sample of `table` came back with its rows copied: asks once
+        whether it is mapped (`plane_table`), so that its next samples have their rows
+        written into the arena when it is not. A table gone meanwhile is left unknown."""
+        try:
+            self.plane_table(table)
+        except ReplayError:
+            pass
+
+    def _sample_into_wait(self, table: str, n: int, beta: float, timeout: Any,
+                          allocate: Optional[Allocator]) -> Optional[Sample]:
+        """`sample` of a table the client cannot map, its rows written into a region of the
+        insert arena (`_sample_into`), or None (then through the socket). A local timeout
+        leaves the region's fate unknown: the arena is given up, as for inserts."""
+        seconds = self._timeout_of(timeout)
+        meta = requests.sample_meta(table, n, beta, seconds)
+        sent = self._sample_into(table, n, meta, self._sample_decoder(table, None), allocate,
+                                 caller_waits=True)
+        if sent is None:
+            return None
+        arena, request_id, future = sent
+        local = None if seconds is None else seconds + _GRACE_S
+        self._notice_wait(arena.conn, future, local, "sample", table, n)
+        try:
+            sample: Sample = arena.conn.wait(request_id, future, local)
+            return sample
+        except TimeoutError as exc:
+            if not future.done():  # forgotten: its region too
+                self._drop_insert_arena(arena)
+            raise wait_notice.with_reason(self, "sample", table, n, exc) from None
 
     def sampler(self, table: Union[str, MixLike, Schedule], batch_size: int, *,
                 prefetch: int = 4, beta: float = 0.4,

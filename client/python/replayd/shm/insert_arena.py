@@ -206,12 +206,14 @@ class InsertArena:
         return request_id, future
 
     def send_sample(self, meta: Dict[str, Any], nbytes: int, decode: Any,
-                    allocate: Optional[Any] = None) -> Optional[Tuple[int, "Future[Any]"]]:
+                    allocate: Optional[Any] = None, *, caller_waits: bool = False
+                    ) -> Optional[Tuple[int, "Future[Any]"]]:
         """Sends the plain sample `meta` naming a region of `nbytes` (its reply's columns)
         that the server writes the rows into (``"into"``, shm/sample_into.py); (request id,
         future of the decoded Sample), or None when no region is free at once (send it
         through the socket: a sample never waits for room). The region is free again once
-        the reply is decoded (its rows copied out), failed or lost."""
+        the reply is decoded (its rows copied out), failed or lost; a caller that stops
+        waiting for it (a local timeout) must retire the arena."""
         nbytes = _padded_size(nbytes)
         if not self.fits_bytes(nbytes):
             return None
@@ -223,7 +225,8 @@ class InsertArena:
                                     "bytes": region.end - region.start})
             decoder = region_decoder(self.arena.id, self._bytes, region.start, region.end,
                                      decode, allocate, self._payloads)
-            request_id, future = self.conn.submit(into, (), decoder)
+            request_id, future = self.conn.submit(into, (), decoder,
+                                                  caller_waits=caller_waits)
         except BaseException:
             self._abandon(region)
             raise

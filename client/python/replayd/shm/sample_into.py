@@ -9,8 +9,9 @@ copy off the server's core and one system call's worth off both. The learner cop
 region into the Sample's buffer (the caller's `allocate` one, or one of its own) when the
 reply is handled, after which the region is free again.
 
-Used by `Client.sample_async` and the `Sampler` for plain samples of such tables of at least
-`INTO_MIN_BYTES` a reply (smaller ones cost the socket less than a region's bookkeeping).
+Used by `Client.sample`, `sample_async` and the `Sampler` for plain samples of such tables
+of at least `INTO_MIN_BYTES` a reply (smaller ones cost the socket less than a region's
+bookkeeping).
 A region is taken only when the ring has room at once; otherwise the request goes through
 the socket, as does everything when the plane is off. Both give the same rows.
 """
