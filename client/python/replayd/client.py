@@ -1167,11 +1167,8 @@ class Client:
         arena, request id and future; None where it goes through the socket: a reply under
         INTO_MIN_BYTES, a table with frame fields (sampled as n-step transitions), no
         arena, or no room in it now."""
-        schema = self.schema(table)
-        if any(field.is_frame for field in schema.fields):
-            return None
-        nbytes = sample_nbytes(schema.fields, int(batch_size))
-        if nbytes < rows_into_arena.INTO_MIN_BYTES:
+        nbytes = rows_into_arena.into_bytes(self.schema(table), batch_size)
+        if nbytes is None:
             return None
         arena = self._insert_arena_for(self.connection(), nbytes)
         if arena is None:

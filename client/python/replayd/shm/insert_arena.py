@@ -33,11 +33,11 @@ import collections
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..columns import InsertBatch, decode_keys, sample_nbytes
+from ..columns import InsertBatch, decode_keys
 from ..schema import TableSchema
 from ..wire import PayloadPool, encode_meta, padded
 from . import sample_into
@@ -161,20 +161,16 @@ class InsertArena:
         region = self._reserve(plan.nbytes, room_wait)
         if region is None:
             return None
-        try:
-            target, start = self._bytes, region.start
+
+        def fill(at: _Region) -> bytes:
+            target, start = self._bytes, at.start
             for offset, array in zip(plan.offsets, part.arrays):
                 _copy_in(target, start + offset, array)
             if part.priorities is not None:
                 _copy_in(target, start + plan.offsets[-1], part.priorities)
-            meta = b"%s%d,\"offset\":%d%s" % (plan.head, self.arena.id, start, plan.tail)
-            request_id, future = self.conn.submit(meta, (), decode_keys,
-                                                  caller_waits=caller_waits)
-        except BaseException:
-            self._abandon(region)
-            raise
-        region.request = future
-        return request_id, future
+            return b"%s%d,\"offset\":%d%s" % (plan.head, self.arena.id, start, plan.tail)
+
+        return self._submit_in(region, fill, decode_keys, caller_waits)
 
     def send_columns(self, meta: Dict[str, Any], columns: List[np.ndarray[Any, Any]],
                      rows: int, *, decode: Any = decode_keys, caller_waits: bool = False
@@ -192,18 +188,13 @@ class InsertArena:
         region = self._reserve(nbytes, ROOM_WAIT_S)
         if region is None:
             return None
-        try:
+
+        def fill(at: _Region) -> Dict[str, Any]:
             for offset, array in zip(offsets, columns):
-                _copy_in(self._bytes, region.start + offset, array)
-            staged = dict(meta, staged={"arena": self.arena.id, "offset": region.start,
-                                        "rows": rows})
-            request_id, future = self.conn.submit(staged, (), decode,
-                                                  caller_waits=caller_waits)
-        except BaseException:
-            self._abandon(region)
-            raise
-        region.request = future
-        return request_id, future
+                _copy_in(self._bytes, at.start + offset, array)
+            return dict(meta, staged={"arena": self.arena.id, "offset": at.start, "rows": rows})
+
+        return self._submit_in(region, fill, decode, caller_waits)
 
     def send_sample(self, meta: Dict[str, Any], nbytes: int, decode: Any,
                     allocate: Optional[Any] = None, *, caller_waits: bool = False
@@ -220,18 +211,14 @@ class InsertArena:
         region = self._reserve(nbytes, 0.0)
         if region is None:
             return None
-        try:
-            into = dict(meta, into={"arena": self.arena.id, "offset": region.start,
-                                    "bytes": region.end - region.start})
-            decoder = region_decoder(self.arena.id, self._bytes, region.start, region.end,
-                                     decode, allocate, self._payloads)
-            request_id, future = self.conn.submit(into, (), decoder,
-                                                  caller_waits=caller_waits)
-        except BaseException:
-            self._abandon(region)
-            raise
-        region.request = future
-        return request_id, future
+
+        def fill(at: _Region) -> Dict[str, Any]:
+            return dict(meta, into={"arena": self.arena.id, "offset": at.start,
+                                    "bytes": at.end - at.start})
+
+        decoder = region_decoder(self.arena.id, self._bytes, region.start, region.end,
+                                 decode, allocate, self._payloads)
+        return self._submit_in(region, fill, decoder, caller_waits)
 
     def fits_bytes(self, nbytes: int) -> bool:
         """Whether a region of `nbytes` is small enough for this arena's ring."""
@@ -282,6 +269,20 @@ class InsertArena:
             return _Region(0, nbytes) if nbytes <= first else None
         return _Region(last, last + nbytes) if last + nbytes <= first else None
 
+    def _submit_in(self, region: _Region, fill: Callable[[_Region], Any], decode: Any,
+                   caller_waits: bool) -> Tuple[int, "Future[Any]"]:
+        """Fills `region` (`fill(region)` copies what the request names into it and returns
+        its metadata) and sends the request; the region is then done when its request is. If
+        either raises, the region is free again at once."""
+        try:
+            request_id, future = self.conn.submit(fill(region), (), decode,
+                                                  caller_waits=caller_waits)
+        except BaseException:
+            self._abandon(region)
+            raise
+        region.request = future
+        return request_id, future
+
     def _abandon(self, region: _Region) -> None:
         """A region whose request was not sent: done at once."""
         failed: "Future[Any]" = Future()
@@ -312,11 +313,8 @@ def open_sample_arena(client: Any, conn: Any, table: str, batch_size: int, regio
     Sampler's own connection (the client's insert arena serves `Client.sample_async`)."""
     if not getattr(conn, "shm_offered", False) or not client.shm_enabled():
         return None
-    schema = client.schema(table)
-    if any(field.is_frame for field in schema.fields):
-        return None
-    nbytes = sample_nbytes(schema.fields, int(batch_size))
-    if nbytes < sample_into.INTO_MIN_BYTES:
+    nbytes = sample_into.into_bytes(client.schema(table), batch_size)
+    if nbytes is None:
         return None
     size = ARENA_BYTES
     while size < max(2, regions) * _padded_size(nbytes) and size < MAX_ARENA_BYTES:

@@ -21,16 +21,28 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
+from ..columns import sample_nbytes
 from ..errors import ProtocolError
+from ..schema import TableSchema
 from ..wire import Allocator, PayloadPool
 from .sampling import allocated_buffer
 
-__all__ = ["INTO_MIN_BYTES", "region_decoder"]
+__all__ = ["INTO_MIN_BYTES", "into_bytes", "region_decoder"]
 
 #: The smallest reply (its columns' bytes) sent into an arena rather than the socket.
 INTO_MIN_BYTES = 256 << 10
 
 Decoder = Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Any]
+
+
+def into_bytes(schema: TableSchema, batch_size: int) -> Optional[int]:
+    """The bytes of a plain sample of `batch_size` items of a table of `schema` (its reply's
+    columns) when its rows may go into an arena, else None: a table with frame fields
+    (sampled as n-step transitions), or a reply under INTO_MIN_BYTES."""
+    if any(field.is_frame for field in schema.fields):
+        return None
+    nbytes = sample_nbytes(schema.fields, int(batch_size))
+    return nbytes if nbytes >= INTO_MIN_BYTES else None
 
 
 def region_decoder(arena_id: int, arena_bytes: memoryview, start: int, end: int,
