@@ -17,7 +17,7 @@ the socket, as does everything when the plane is off. Both give the same rows.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -35,13 +35,26 @@ INTO_MIN_BYTES = 256 << 10
 Decoder = Callable[[Mapping[str, Any], np.ndarray[Any, Any]], Any]
 
 
+# into_bytes per (schema, batch size): laying a reply out costs tens of microseconds, and a
+# learner asks again for every request. Holds the schema, so that its id is not reused.
+_INTO_BYTES: Dict[Tuple[int, int], Tuple[TableSchema, int]] = {}
+_MAX_CACHED = 256
+
+
 def into_bytes(schema: TableSchema, batch_size: int) -> Optional[int]:
     """The bytes of a plain sample of `batch_size` items of a table of `schema` (its reply's
     columns) when its rows may go into an arena, else None: a table with frame fields
-    (sampled as n-step transitions), or a reply under INTO_MIN_BYTES."""
-    if any(field.is_frame for field in schema.fields):
-        return None
-    nbytes = sample_nbytes(schema.fields, int(batch_size))
+    (sampled as n-step transitions), or a reply under INTO_MIN_BYTES. Thread-safe: racing
+    threads compute equal values."""
+    key = (id(schema), int(batch_size))
+    cached = _INTO_BYTES.get(key)
+    if cached is None or cached[0] is not schema:
+        frames = any(field.is_frame for field in schema.fields)
+        cached = (schema, 0 if frames else sample_nbytes(schema.fields, int(batch_size)))
+        if len(_INTO_BYTES) >= _MAX_CACHED:
+            _INTO_BYTES.clear()
+        _INTO_BYTES[key] = cached
+    nbytes = cached[1]
     return nbytes if nbytes >= INTO_MIN_BYTES else None
 
 
