@@ -166,26 +166,28 @@ void ConnectionPlane::block_sent(std::uint64_t block, std::uint64_t bytes) {
   ++sent.holders;
 }
 
-Result<StagedBytes> ConnectionPlane::staged_bytes(std::uint64_t arena) const {
-  REPLAYD_RETURN_IF_ERROR(require_offered("a staged payload"));
+Result<std::shared_ptr<StagingArena>> ConnectionPlane::find_arena(std::uint64_t arena,
+                                                                  std::string_view use,
+                                                                  std::string_view key) const {
+  REPLAYD_RETURN_IF_ERROR(require_offered(use));
   auto it = arenas_.find(arena);
   if (it == arenas_.end()) {
     return make_error(ErrorCode::invalid_argument,
-                      "staged.arena: this connection has no staging arena " +
+                      std::string(key) + ": this connection has no staging arena " +
                           std::to_string(arena) + " (map_staging creates one)");
   }
-  return StagedBytes{it->second->mapping.bytes(), it->second};
+  return it->second;
+}
+
+Result<StagedBytes> ConnectionPlane::staged_bytes(std::uint64_t arena) const {
+  REPLAYD_ASSIGN_OR_RETURN(auto found, find_arena(arena, "a staged payload", "staged.arena"));
+  return StagedBytes{found->mapping.bytes(), found};
 }
 
 Result<ArenaTarget> ConnectionPlane::reply_target(std::uint64_t arena) const {
-  REPLAYD_RETURN_IF_ERROR(require_offered("a reply into a staging arena"));
-  auto it = arenas_.find(arena);
-  if (it == arenas_.end()) {
-    return make_error(ErrorCode::invalid_argument,
-                      "into.arena: this connection has no staging arena " + std::to_string(arena) +
-                          " (map_staging creates one)");
-  }
-  return ArenaTarget{it->second->mapping.bytes(), it->second};
+  REPLAYD_ASSIGN_OR_RETURN(auto found,
+                           find_arena(arena, "a reply into a staging arena", "into.arena"));
+  return ArenaTarget{found->mapping.bytes(), found};
 }
 
 }  // namespace replayd::service::shm

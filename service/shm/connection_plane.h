@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/result.h"
 #include "service/protocol/staged_payload.h"
@@ -134,6 +135,11 @@ class ConnectionPlane final : public StagingLookup {
     std::uint64_t queued = 0;
     std::uint64_t unread = 0;
   };
+
+  // Arena `arena` of this connection; permission_denied without the plane (naming `use`),
+  // invalid_argument naming `key` when there is no such arena.
+  Result<std::shared_ptr<StagingArena>> find_arena(std::uint64_t arena, std::string_view use,
+                                                   std::string_view key) const;
 
   int socket_fd_;
   PlaneAccess access_;
