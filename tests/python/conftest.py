@@ -166,6 +166,16 @@ def make_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
         proc.stop()
 
 
+@pytest.fixture
+def tiered(make_server: Callable[..., ServerProcess], tmp_path: Path) -> ServerProcess:
+    """A server with a tier directory (docs/FILE_TIER.md) and 1 MiB segments, so that a test
+    fills several."""
+    config = tmp_path / "tier-config.json"
+    config.write_text(json.dumps({"limits": {"tier_segment_bytes": 1 << 20}}))
+    return make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--config",
+                                   str(config)])
+
+
 @pytest.fixture(params=TRANSPORTS)
 def transport(request: pytest.FixtureRequest) -> str:
     return request.param

@@ -33,15 +33,6 @@ def rows_of(items: np.ndarray) -> np.ndarray:
     return np.stack([row_of(int(i)) for i in items])
 
 
-@pytest.fixture
-def tiered(make_server, tmp_path) -> ServerProcess:
-    """A server with a tier directory, 1 MiB segments (so that a test fills several)."""
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"limits": {"tier_segment_bytes": 1 << 20}}))
-    return make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--config",
-                                   str(config)])
-
-
 def tier_info(client: replayd.Client, table: str) -> Dict[str, Any]:
     return client.info(table)["file_tier"]
 

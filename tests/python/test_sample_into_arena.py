@@ -5,7 +5,6 @@ region of an arena, with exactly the rows the socket gives; the reply frame then
 rows; every way to misuse "into" is refused with a message naming it."""
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any, List
 
@@ -25,14 +24,6 @@ def region_column(region: np.ndarray, reply: Any, name: str) -> np.ndarray:
     shape = tuple(column["shape"])
     return np.frombuffer(region, np.dtype(column["dtype"]), int(np.prod(shape)),
                          column["offset"]).reshape(shape)
-
-
-@pytest.fixture
-def tiered(make_server, tmp_path):
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"limits": {"tier_segment_bytes": 1 << 20}}))
-    return make_server(extra_args=["--tier-dir", str(tmp_path / "tier"), "--config",
-                                   str(config)])
 
 
 @pytest.fixture
