@@ -20,9 +20,7 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -32,20 +30,11 @@ sys.path.insert(0, str(HERE))
 
 import file_tier_bench as tier  # noqa: E402
 from file_tier_bench import replayd  # noqa: E402
+from pinned_server import cpu_seconds, pinned_server_process  # noqa: E402
 from replayd.shm import sample_into  # noqa: E402
 from workloads import W2  # noqa: E402
 
 INTO_MIN_BYTES = sample_into.INTO_MIN_BYTES
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """User + system time of every thread of `pid`."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def one_run(binary: str, rows: int, ram_bytes: Optional[int], seconds: float,
@@ -54,15 +43,10 @@ def one_run(binary: str, rows: int, ram_bytes: Optional[int], seconds: float,
     sample_into.INTO_MIN_BYTES = 1 << 62 if socket_only else INTO_MIN_BYTES
     shutil.rmtree(tier_dir, ignore_errors=True)
     tier_dir.mkdir(parents=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        socket, ready = f"{tmp}/s.sock", f"{tmp}/ready"
-        server = subprocess.Popen(["taskset", "-c", "0", binary, "--unix", socket, "--tcp", "",
-                                   "--metrics", "", "--ready-file", ready, "--log-level",
-                                   "warn", "--tier-dir", str(tier_dir)])
-        try:
-            while not os.path.exists(ready):
-                time.sleep(0.05)
-            client = replayd.Client(f"unix://{socket}", timeout=300)
+    try:
+        with pinned_server_process(binary, extra_args=["--tier-dir", str(tier_dir)]) as (
+                address, pid):
+            client = replayd.Client(address, timeout=300)
             fields = {name: (dtype, shape) for name, dtype, shape in W2.fields}
             if ram_bytes is None:
                 client.create_table("t", fields, rows)
@@ -73,18 +57,16 @@ def one_run(binary: str, rows: int, ram_bytes: Optional[int], seconds: float,
                 tier.wait_written_out(client, "t")
                 tier.warm_cache(tier.segment_files(tier_dir, "t"))
             tier.sample_rate(client, "t", 1.0)  # warm-up
-            cpu_before, own_before = server_cpu_seconds(server.pid), os.times()
+            cpu_before, own_before = cpu_seconds(pid), os.times()
             started = time.perf_counter()
             rate = tier.sample_rate(client, "t", seconds)
             elapsed = time.perf_counter() - started
-            cpu_after, own_after = server_cpu_seconds(server.pid), os.times()
+            cpu_after, own_after = cpu_seconds(pid), os.times()
             own = (own_after.user + own_after.system - own_before.user - own_before.system)
             return {"rate": rate, "server_cores": (cpu_after - cpu_before) / elapsed,
                     "client_cores": own / elapsed}
-        finally:
-            server.terminate()
-            server.wait()
-            shutil.rmtree(tier_dir, ignore_errors=True)
+    finally:  # after the server stopped
+        shutil.rmtree(tier_dir, ignore_errors=True)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ import argparse
 import cProfile
 import functools
 import io
-import os
 import pstats
 import sys
 import tempfile
@@ -23,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 
+from pinned_server import cpu_seconds  # noqa: E402
 from runner import LAST_TIMING, MEASURES, _loop, fill  # noqa: E402
 from systems import SYSTEMS, load_system  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
@@ -51,11 +51,7 @@ def _profile_client_threads() -> None:
 
 def _cpu_s(pid: Optional[int]) -> float:
     """User+system CPU seconds of process `pid` so far (0 when unknown)."""
-    if pid is None:
-        return 0.0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0 if pid is None else cpu_seconds(pid)
 
 
 def main() -> int:
