@@ -19,6 +19,7 @@ requires it (PermissionDenied with the server's reason otherwise).
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 from concurrent.futures import Future
@@ -38,10 +39,10 @@ from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError,
                      TimeoutError)
 from .insert_parts import gathered_keys, insert_parts, split_insert
 from .limiter_state import limiter_bounds
-from .mixed import Mix, MixedSample, MixLike, Schedule, is_mix, priority_parts, schedule_of
+from .mixed import Mix, MixedSample, MixLike, Schedule, priority_parts, schedule_of
 from .mixed_bounds import MixBound, PerTable, PerValue, asked, mixed_bound, table_bound
 from .mixed_draw import DrawKind, MixedDraw, combine, sample_plain_mix
-from .policy_versions import row_versions, sample_version_meta
+from .policy_versions import row_versions
 from .rate_limiters import RateLimiter
 from .sample import Sample
 from .sampler import Sampler
@@ -73,6 +74,7 @@ DEFAULT: Any = _Default()  # "use the Client's timeout"
 _UNMAPPED: Any = object()  # plane_table: a table not looked up yet (None: not offered)
 _GRACE_S = 2.0  # extra local wait beyond a server-side timeout, for the reply to arrive
 _MAX_ASYNC_INSERTS = 32  # insert_async requests in flight per Client and process
+_RELEASE_TAKES_COUNT = sys.version_info >= (3, 9)  # Semaphore.release(n)
 
 
 def _no_nstep_bound(name: str, nstep: Optional[int]) -> None:
@@ -637,9 +639,12 @@ class Client:
             raise
 
     def _release_insert_slots(self, count: int) -> None:
-        """Gives back `count` slots of the insert_async window (one release each: Python
-        3.8's semaphores take no count)."""
+        """Gives back `count` slots of the insert_async window (at once where the
+        semaphore takes a count: Python 3.9 and later)."""
         window = self._insert_window
+        if _RELEASE_TAKES_COUNT:
+            window.release(count)  # type: ignore[call-arg]
+            return
         for _ in range(count):
             window.release()
 

@@ -317,6 +317,8 @@ class Connection:
         unasked (its last error before closing an idle connection, the end of the stream),
         so that a connection the server closed is seen dead before a request goes out on
         it. Costs one poll system call; nothing with a reader thread."""
+        if self._reader is not None:
+            return  # set once, never unset: the reader thread handles the stream
         with self._read_turn:
             if self._reading or self._reader is not None or self._dead is not None:
                 return
