@@ -10,6 +10,8 @@ request in flight is done, and on close.
 
 To hold calls back deterministically, the first shared request's Future is held (its
 request went to the server; the client learns its reply only when the test says so).
+While one request is in flight, a group of fewer than SECOND_REQUEST_CALLS calls waits;
+the tests that hold calls back hold fewer than that, unless they test that rule.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import numpy as np
 import pytest
 
 import replayd
+from replayd.shm.insert_sharing import SECOND_REQUEST_CALLS, SHARED_IN_FLIGHT
 
 FIELDS = {"obs": ("float32", (4,)), "act": ("int64", ()), "rew": ("float32", ()),
           "done": ("bool", ())}
@@ -41,9 +44,11 @@ def stored(client: replayd.Client, table: str) -> Dict[str, np.ndarray]:
 
 class HeldFirstRequest:
     """Wraps a Client's sending of shared requests: records each request's rows, and
-    holds the first one's Future until `release()` (its request is sent as usual)."""
+    holds the first `held` ones' Futures until `release()` (their requests are sent as
+    usual)."""
 
-    def __init__(self, client: replayd.Client) -> None:
+    def __init__(self, client: replayd.Client, held: int = 1) -> None:
+        holds = held
         self.rows: List[int] = []
         self._released = threading.Event()
         real = client._send_shared
@@ -52,7 +57,7 @@ class HeldFirstRequest:
                  from_callback: bool) -> "Future[Any]":
             self.rows.append(part.n)
             future = real(conn, table, schema, part, seconds, from_callback)
-            if len(self.rows) > 1:
+            if len(self.rows) > holds:
                 return future
             held: "Future[Any]" = Future()
             held.set_running_or_notify_cancel()
@@ -77,7 +82,7 @@ def test_shared_calls_store_the_sockets_rows_and_each_gets_its_keys(server, tabl
     plane_table, socket_table = table_name + "-plane", table_name + "-socket"
     with replayd.Client(server.unix_address, timeout=30) as plane, \
             replayd.Client(server.unix_address, timeout=30, shm=False) as socket_client:
-        held = HeldFirstRequest(plane)
+        held = HeldFirstRequest(plane, held=SHARED_IN_FLIGHT)
         keys: Dict[str, List[np.ndarray]] = {}
         for client, table in ((plane, plane_table), (socket_client, socket_table)):
             client.create_table(table, FIELDS, capacity=600, sampler="prioritized")
@@ -107,13 +112,13 @@ def test_a_refused_shared_request_fails_each_of_its_calls_with_the_servers_error
         plane.create_table(table_name, FIELDS, capacity=100)
         held = HeldFirstRequest(plane)
         first = plane.insert_async(table_name, batch(4, 0))
-        waiting = [plane.insert_async(table_name, batch(3, i)) for i in range(1, 6)]
-        assert plane._sharing is not None and plane._sharing.pending() == 5
+        waiting = [plane.insert_async(table_name, batch(3, i)) for i in range(1, 4)]
+        assert plane._sharing is not None and plane._sharing.pending() == 3
         other.drop_table(table_name)  # the group's request will find no table
         held.release()
         assert len(first.result(30)) == 4  # sent before the drop
         errors = [call.exception(30) for call in waiting]
-        assert len(held.rows) == 2  # the five calls went as one request
+        assert len(held.rows) == 2  # the three calls went as one request
         other.create_table(table_name, FIELDS, capacity=100)
         other.drop_table(table_name)
         with pytest.raises(replayd.NotFound) as alone:
@@ -121,6 +126,38 @@ def test_a_refused_shared_request_fails_each_of_its_calls_with_the_servers_error
         for error in errors:
             assert isinstance(error, replayd.NotFound)
             assert (error.code, error.message) == (alone.value.code, alone.value.message)
+
+
+def test_two_shared_requests_go_at_most_the_second_once_its_group_holds_enough_calls(
+        server, table_name):
+    """A call finding nothing in flight goes at once; while one request is in flight,
+    calls wait until their group holds SECOND_REQUEST_CALLS, which then go as the second;
+    with two in flight every later call waits, and goes when one of them is done."""
+    assert SHARED_IN_FLIGHT == 2 and SECOND_REQUEST_CALLS > 3  # the other tests hold 3
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, FIELDS, capacity=1000)
+        held = HeldFirstRequest(c, held=2)
+        first = c.insert_async(table_name, batch(2, 0))
+        assert held.rows == [2]
+        second = [c.insert_async(table_name, batch(1, 1 + i))
+                  for i in range(SECOND_REQUEST_CALLS)]
+        assert held.rows == [2, SECOND_REQUEST_CALLS]
+        assert c._sharing is not None and c._sharing.pending() == 0
+        third = [c.insert_async(table_name, batch(1, 100 + i))
+                 for i in range(2 * SECOND_REQUEST_CALLS)]
+        assert len(held.rows) == 2 and c._sharing.pending() == 2 * SECOND_REQUEST_CALLS
+        held.release()
+        keys = [first.result(30)] + [call.result(30) for call in second + third]
+        assert held.rows == [2, SECOND_REQUEST_CALLS, 2 * SECOND_REQUEST_CALLS]
+        assert [len(k) for k in keys] == [2] + [1] * (3 * SECOND_REQUEST_CALLS)
+        flat = np.concatenate(keys)
+        assert (np.diff(flat.astype(np.int64)) > 0).all()  # in call order
+        got = stored(c, table_name)
+        want = [batch(2, 0)] + [batch(1, 1 + i) for i in range(SECOND_REQUEST_CALLS)] + \
+            [batch(1, 100 + i) for i in range(2 * SECOND_REQUEST_CALLS)]
+        for name in FIELDS:
+            np.testing.assert_array_equal(
+                got[name], np.concatenate([rows[name] for rows in want]), err_msg=name)
 
 
 def test_a_table_whose_limiter_holds_inserts_back_makes_each_call_wait_then_succeed(
@@ -176,18 +213,18 @@ def test_close_sends_the_held_calls(server, table_name):
         c = replayd.Client(server.unix_address, timeout=30)
         held = HeldFirstRequest(c)
         c.insert_async(table_name, batch(2, 0))
-        calls = [c.insert_async(table_name, batch(2, 1 + i)) for i in range(4)]
-        assert c._sharing is not None and c._sharing.pending() == 4
+        calls = [c.insert_async(table_name, batch(2, 1 + i)) for i in range(3)]
+        assert c._sharing is not None and c._sharing.pending() == 3
         c.close()
         held.release()
         for call in calls:  # sent, then the connection closed: keys or ConnectionLost
             error = call.exception(30)
             assert error is None or isinstance(error, replayd.ConnectionLost)
         for _ in range(100):
-            if observer.size(table_name) == 10:
+            if observer.size(table_name) == 8:
                 break
             threading.Event().wait(0.05)
-        assert observer.size(table_name) == 10
+        assert observer.size(table_name) == 8
 
 
 def test_calls_held_when_their_connection_is_lost_fail_and_never_go_on_a_new_one(
@@ -216,13 +253,13 @@ def test_a_held_call_copied_its_rows_so_the_caller_may_reuse_its_arrays(server, 
         reused = batch(4, 0)
         want = []
         calls = []
-        for i in range(6):
+        for i in range(4):
             fresh = batch(4, 100 + i)
             for name in reused:
                 reused[name][...] = fresh[name]  # the same arrays, new rows
             want.append(fresh)
             calls.append(c.insert_async(table_name, reused))
-        assert c._sharing is not None and c._sharing.pending() == 5
+        assert c._sharing is not None and c._sharing.pending() == 3
         held.release()
         for call in calls:
             call.result(30)
@@ -240,8 +277,8 @@ def test_shared_calls_futures_work_as_any_future_does(server, table_name):
         plane.create_table(table_name, FIELDS, capacity=1000)
         held = HeldFirstRequest(plane)
         first = plane.insert_async(table_name, batch(4, 0))
-        waiting = [plane.insert_async(table_name, batch(3, i)) for i in range(1, 6)]
-        assert plane._sharing is not None and plane._sharing.pending() == 5
+        waiting = [plane.insert_async(table_name, batch(3, i)) for i in range(1, 4)]
+        assert plane._sharing is not None and plane._sharing.pending() == 3
         called: List[Any] = []
         for call in waiting:
             call.add_done_callback(called.append)
@@ -260,7 +297,7 @@ def test_shared_calls_futures_work_as_any_future_does(server, table_name):
         assert sorted(map(id, called)) == sorted(map(id, waiting))  # each once
         assert set(cf.as_completed(waiting, timeout=30)) == set(waiting)
         keys = np.concatenate([first.result()] + [call.result() for call in waiting])
-        assert len(keys) == 19 and (np.diff(keys.astype(np.int64)) > 0).all()
+        assert len(keys) == 13 and (np.diff(keys.astype(np.int64)) > 0).all()
         late: List[Any] = []
         waiting[0].add_done_callback(late.append)  # on a done Future: runs at once
         assert late == [waiting[0]] and not waiting[0].cancel()

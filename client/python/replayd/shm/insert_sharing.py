@@ -3,12 +3,15 @@
 
 An insert request costs the client about 100 us of Python and system calls whatever its
 size (the send, the reply's read and decode, the futures), against a microsecond to copy
-64 rows of 45 bytes. So while a shared request of the connection is in flight, the next
+64 rows of 45 bytes. So while shared requests of the connection are in flight, the next
 calls are not sent: each is copied into the current *group* (one buffer per field, filled
 row after row) and returns a Future of its own keys. The group goes as one request when:
 
-- the shared request in flight is done (the connection would otherwise go idle: the
-  flush runs in the thread that completed it, the reader thread, without waiting);
+- no shared request is in flight (a call then goes at once), or one is and the group holds
+  `SECOND_REQUEST_CALLS` calls (it goes as the second);
+- a shared request in flight is done and the rule above holds (no request left in flight
+  always sends it: the flush runs in the thread that completed the request, the reader
+  thread, without waiting);
 - it is full (`SHARE_ROWS` rows, `SHARE_BYTES` bytes, the server's limits, the table's
   capacity), or a call of another table, timeout, version or priorities arrives;
 - any other request is about to be sent on the connection (`Connection.before_submit`),
@@ -39,6 +42,8 @@ from __future__ import annotations
 import functools
 import threading
 from concurrent.futures import Future
+from concurrent.futures._base import FINISHED as _FINISHED
+from concurrent.futures._base import RUNNING as _RUNNING
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -47,17 +52,23 @@ from ..columns import InsertBatch, _dtype_name
 from ..schema import TableSchema
 
 __all__ = ["SharedInserts", "ShareRule", "CallFuture", "SHARE_CALL_BYTES", "SHARE_BYTES",
-           "SHARE_ROWS", "FRAME_SLACK", "shareable_priorities"]
+           "SHARE_ROWS", "SHARED_IN_FLIGHT", "SECOND_REQUEST_CALLS", "FRAME_SLACK",
+           "shareable_priorities"]
 
 #: A call with more bytes than this is sent alone (its bytes, not the request, dominate).
 SHARE_CALL_BYTES = 64 << 10
 #: The most bytes of rows and rows one shared request carries.
 SHARE_BYTES = 256 << 10
 SHARE_ROWS = 4096
-#: Shared requests in flight before calls wait in a group: one (the group fills while the
-#: server applies the request in flight, and goes when it is done). Two made smaller
-#: groups and were no faster on W1 (docs/BENCHMARKS.md).
-SHARED_IN_FLIGHT = 1
+#: Shared requests in flight at most: two, one filled while the server applies the other.
+#: A call finding none in flight goes at once (alone: nothing to wait for); while one is in
+#: flight, a group goes as the second once it holds SECOND_REQUEST_CALLS calls, and fewer
+#: go when the first is done. Calls of a caller that keeps 8 in flight then share requests
+#: four by four, the client's core never idle (one in flight: groups of 8 and of 1
+#: alternated, the core idle while each was applied; docs/BENCHMARKS.md).
+SHARED_IN_FLIGHT = 2
+#: Calls a group holds before it goes as the second request in flight.
+SECOND_REQUEST_CALLS = 4
 #: Room kept for an insert frame's header and metadata under the server's max_frame_bytes.
 FRAME_SLACK = 64 << 10
 
@@ -102,8 +113,7 @@ class ShareRule:
         self.specs = list(zip(self.names, self.shapes, self.dtypes))
         # Buffers of groups already sent (their rows copied into the arena or handed to
         # the kernel), for the next groups: list.pop and append are atomic.
-        self.spares: List[Tuple[List[np.ndarray[Any, Any]], List[memoryview],
-                                np.ndarray[Any, Any]]] = []
+        self.spares: List[Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]] = []
         self._columns: Dict[int, List[Dict[str, Any]]] = {}
 
     def columns(self, n: int) -> List[Dict[str, Any]]:
@@ -117,27 +127,24 @@ class ShareRule:
                 for name, dtype, shape in zip(self.names, self.columns_dtype, self.shapes)]
         return columns
 
-    def buffers(self) -> Tuple[List[np.ndarray[Any, Any]], List[memoryview],
-                               np.ndarray[Any, Any]]:
+    def buffers(self) -> Tuple[List[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
         """A group's buffers: a spare one, or new ones (one per field, and priorities)."""
         try:
             return self.spares.pop()
         except IndexError:
             arrays = [np.empty((self.cap, *shape), dtype)
                       for shape, dtype in zip(self.shapes, self.dtypes)]
-            # Byte views: a call's column goes in with one slice assignment (a memcpy).
-            views = [memoryview(a).cast("B") for a in arrays]  # type: ignore[arg-type]
-            return arrays, views, np.empty(self.cap, "<f8")
+            return arrays, np.empty(self.cap, "<f8")
 
-    def exact_arrays(self, data: Any) -> Optional[Tuple[List[memoryview], int]]:
-        """`data`'s columns in field order, as byte views, and their rows, when `data` is
-        exactly the table's columns (C-contiguous arrays of each field's dtype and shape,
-        with a batch axis) and small enough to share; None otherwise (the ordinary path
-        takes it: conversions, single items, the server's error for a wrong one)."""
+    def exact_arrays(self, data: Any) -> Optional[Tuple[List[np.ndarray[Any, Any]], int]]:
+        """`data`'s columns in field order and their rows, when `data` is exactly the
+        table's columns (numpy arrays of each field's dtype and shape, with a batch axis)
+        and small enough to share; None otherwise (the ordinary path takes it:
+        conversions, single items, the server's error for a wrong one)."""
         if type(data) is not dict or len(data) != len(self.names):
             return None
         get = data.get
-        views: List[memoryview] = []
+        arrays: List[np.ndarray[Any, Any]] = []
         n = -1
         for name, shape, dtype in self.specs:
             array = get(name)
@@ -153,13 +160,10 @@ class ShareRule:
                 if n != -1:
                     return None
                 n = array_shape[0]
-            try:
-                views.append(memoryview(array).cast("B"))  # type: ignore[arg-type]
-            except TypeError:
-                return None  # not C-contiguous
+            arrays.append(array)
         if n < 1 or n > self.cap or n * self.total_bytes > SHARE_CALL_BYTES:
             return None
-        return views, n
+        return arrays, n
 
 
 class CallFuture(Future):  # type: ignore[type-arg]
@@ -168,11 +172,17 @@ class CallFuture(Future):  # type: ignore[type-arg]
 
     def __init__(self, sharing: "SharedInserts", group: "_Group") -> None:
         super().__init__()
-        self.set_running_or_notify_cancel()  # like a sent request: cannot be cancelled
+        # Like a sent request: cannot be cancelled (set_running_or_notify_cancel's effect;
+        # nothing can wait on a Future not yet returned, so no lock or notice is needed).
+        self._state = _RUNNING
         self._sharing = sharing
         self._group: Optional[_Group] = group
 
     def result(self, timeout: Optional[float] = None) -> Any:
+        # Settled with keys: the state is set last and never changes again, so it is read
+        # without the Future's lock (the usual case of a caller keeping calls in flight).
+        if self._state == _FINISHED and self._exception is None:  # type: ignore[comparison-overlap]
+            return self._result
         self._send_group()
         return super().result(timeout)
 
@@ -190,7 +200,7 @@ class _Group:
     """The rows of the calls waiting to share one request, copied into one buffer per
     field (laid out for `cap` rows; the request takes the first `rows`)."""
 
-    __slots__ = ("key", "table", "rule", "seconds", "version", "arrays", "views", "prio",
+    __slots__ = ("key", "table", "rule", "seconds", "version", "arrays", "prio",
                  "priorities", "rows", "calls", "sent")
 
     def __init__(self, key: Tuple[Any, ...], table: str, rule: ShareRule,
@@ -200,21 +210,22 @@ class _Group:
         self.rule = rule
         self.seconds = seconds
         self.version = version
-        self.arrays, self.views, self.prio = rule.buffers()
+        self.arrays, self.prio = rule.buffers()
         self.priorities = priorities
         self.rows = 0
         self.calls: List[Tuple[CallFuture, int, int]] = []
         self.sent = False
 
-    def append(self, future: CallFuture, columns: List[memoryview], n: int,
+    def append(self, future: CallFuture, columns: List[np.ndarray[Any, Any]], n: int,
                priorities: Optional[np.ndarray[Any, Any]]) -> None:
         start = self.rows
-        for view, size, column in zip(self.views, self.rule.row_bytes, columns):
-            view[start * size:(start + n) * size] = column
+        stop = start + n
+        for array, column in zip(self.arrays, columns):
+            array[start:stop] = column
         if priorities is not None:
             self.prio[start:start + n] = priorities
-        self.rows = start + n
-        self.calls.append((future, start, start + n))
+        self.rows = stop
+        self.calls.append((future, start, stop))
 
     def part(self) -> InsertBatch:
         """The group's rows as one InsertBatch (views of its buffers)."""
@@ -227,7 +238,7 @@ class _Group:
         buffers serve a later group."""
         spares = self.rule.spares
         if len(spares) < 2:
-            spares.append((self.arrays, self.views, self.prio))
+            spares.append((self.arrays, self.prio))
 
     def settle(self, request: "Future[Any]", release: Callable[[int], None]) -> None:
         """Each call's outcome from the shared request's: its keys, or the request's
@@ -263,7 +274,7 @@ class SharedInserts:
         self._sender: Optional[int] = None  # the thread sending a group
         conn.before_submit = self._before_submit
 
-    def add(self, table: str, rule: ShareRule, columns: List[memoryview], n: int,
+    def add(self, table: str, rule: ShareRule, columns: List[np.ndarray[Any, Any]], n: int,
             priorities: Optional[np.ndarray[Any, Any]], version: Optional[int],
             seconds: Optional[float], timeout_ms: Optional[int]) -> CallFuture:
         """Copies one call's rows (`columns` of `rule.exact_arrays`) into the group and
@@ -280,7 +291,7 @@ class SharedInserts:
                                                      priorities is not None)
                     future = CallFuture(self, group)
                     group.append(future, columns, n, priorities)
-                    send_now = (self._in_flight < SHARED_IN_FLIGHT
+                    send_now = (self._should_send(group)
                                 or group.rows + n > group.rule.cap)
                     break
             self.flush()  # another kind of call, or no room: the group goes first
@@ -323,9 +334,16 @@ class SharedInserts:
             self._sender = None
             self._order.release()
         with self._state:
-            again = self._group is not None and self._in_flight < SHARED_IN_FLIGHT
+            again = self._group is not None and self._should_send(self._group)
         if again:
             self.flush(from_callback)
+
+    def _should_send(self, group: _Group) -> bool:
+        """Whether `group` goes now (called with _state held; see SHARED_IN_FLIGHT). A
+        group held back always has a request in flight whose end sends it."""
+        in_flight = self._in_flight
+        return in_flight == 0 or (in_flight < SHARED_IN_FLIGHT
+                                  and len(group.calls) >= SECOND_REQUEST_CALLS)
 
     def pending(self) -> int:
         """Calls waiting in the group (for tests and benchmarks)."""
@@ -335,12 +353,14 @@ class SharedInserts:
     # -- internals ---------------------------------------------------------------------
 
     def _done(self, group: _Group, request: "Future[Any]") -> None:
-        group.settle(request, self._release)
+        # The next group goes before this one's calls are settled: a caller woken by its
+        # Future would otherwise wait for this thread (the interpreter's lock) meanwhile.
         with self._state:
             self._in_flight -= 1
-            idle = self._in_flight < SHARED_IN_FLIGHT and self._group is not None
+            idle = self._group is not None and self._should_send(self._group)
         if idle:
             self.flush(from_callback=True)
+        group.settle(request, self._release)
 
     def _before_submit(self) -> None:
         if self._group is not None:
