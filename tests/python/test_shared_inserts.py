@@ -301,3 +301,23 @@ def test_shared_calls_futures_work_as_any_future_does(server, table_name):
         late: List[Any] = []
         waiting[0].add_done_callback(late.append)  # on a done Future: runs at once
         assert late == [waiting[0]] and not waiting[0].cancel()
+
+
+def test_a_call_of_strided_arrays_shares_and_stores_its_rows(server, table_name):
+    """Columns that are views (every other row of a larger array, a transposed copy) share
+    a request like contiguous ones and store exactly their rows."""
+    with replayd.Client(server.unix_address, timeout=30) as c:
+        c.create_table(table_name, FIELDS, capacity=1000)
+        held = HeldFirstRequest(c)
+        first = c.insert_async(table_name, batch(2, 0))
+        wide = batch(6, 1)
+        strided = {name: column[::2] for name, column in wide.items()}
+        strided["obs"] = np.asfortranarray(strided["obs"])
+        assert not strided["act"].flags.c_contiguous and not strided["obs"].flags.c_contiguous
+        call = c.insert_async(table_name, strided)
+        assert c._sharing is not None and c._sharing.pending() == 1  # shares, not alone
+        held.release()
+        assert len(first.result(30)) == 2 and len(call.result(30)) == 3
+        got = stored(c, table_name)
+        for name in FIELDS:
+            np.testing.assert_array_equal(got[name][2:], wide[name][::2], err_msg=name)
