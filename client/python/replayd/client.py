@@ -643,7 +643,8 @@ class Client:
         semaphore takes a count: Python 3.9 and later)."""
         window = self._insert_window
         if _RELEASE_TAKES_COUNT:
-            window.release(count)  # type: ignore[call-arg]
+            release: Any = window.release  # typed with no count where 3.8 is targeted
+            release(count)
             return
         for _ in range(count):
             window.release()
