@@ -358,9 +358,11 @@ class SharedInserts:
         with self._state:
             self._in_flight -= 1
             idle = self._group is not None and self._should_send(self._group)
-        if idle:
-            self.flush(from_callback=True)
-        group.settle(request, self._release)
+        try:
+            if idle:
+                self.flush(from_callback=True)
+        finally:  # whatever the send raised, this group's calls are done
+            group.settle(request, self._release)
 
     def _before_submit(self) -> None:
         if self._group is not None:
