@@ -1,8 +1,8 @@
 """Plain samples whose rows the server writes into the learner's staging arena ("into",
 docs/SHM.md, "Rows into the learner's arena") against the real server: a table the client
-cannot map (a file tier, a queue) is sampled by `sample`, `sample_async` and the `Sampler` through a
-region of an arena, with exactly the rows the socket gives; the reply frame then carries no
-rows; every way to misuse "into" is refused with a message naming it."""
+cannot map (a file tier, a queue) is sampled by `sample`, `sample_async` and the `Sampler`
+through a region of an arena, with exactly the rows the socket gives; the reply frame then
+carries no rows; every way to misuse "into" is refused with a message naming it."""
 from __future__ import annotations
 
 import threading

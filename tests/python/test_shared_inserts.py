@@ -48,7 +48,6 @@ class HeldFirstRequest:
     usual)."""
 
     def __init__(self, client: replayd.Client, held: int = 1) -> None:
-        holds = held
         self.rows: List[int] = []
         self._released = threading.Event()
         real = client._send_shared
@@ -57,20 +56,20 @@ class HeldFirstRequest:
                  from_callback: bool) -> "Future[Any]":
             self.rows.append(part.n)
             future = real(conn, table, schema, part, seconds, from_callback)
-            if len(self.rows) > holds:
+            if len(self.rows) > held:
                 return future
-            held: "Future[Any]" = Future()
-            held.set_running_or_notify_cancel()
+            hold: "Future[Any]" = Future()
+            hold.set_running_or_notify_cancel()
 
             def hand_over() -> None:
                 self._released.wait(30)
                 error = future.exception(30)
                 if error is not None:
-                    held.set_exception(error)
+                    hold.set_exception(error)
                 else:
-                    held.set_result(future.result())
+                    hold.set_result(future.result())
             threading.Thread(target=hand_over, daemon=True).start()
-            return held
+            return hold
 
         client._send_shared = send  # type: ignore[method-assign]
 
