@@ -82,6 +82,21 @@ def test_synchronous_calls_read_their_own_replies_without_a_reader_thread(server
         assert len(reader_threads()) == before + 1  # an async call starts the reader
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_the_reader_thread_never_preempts_the_callers_thread(server):
+    # Woken by a reply, a SCHED_BATCH reader waits for the caller's thread to block or its
+    # time slice to end: the caller's own policy is left as it was.
+    callers_policy = os.sched_getscheduler(0)
+    with replayd.Client(server.unix_address, timeout=30) as client:
+        make(client, "batch_reader")
+        client.insert_async("batch_reader", items([1])).result(timeout=30)
+        reader = client.connection()._reader
+        assert reader is not None and reader.native_id is not None
+        assert os.sched_getscheduler(reader.native_id) == os.SCHED_BATCH
+        assert os.sched_getscheduler(0) == callers_policy
+        assert client.size("batch_reader") == 1
+
+
 def test_waiting_callers_hand_over_to_a_reader_thread_started_meanwhile(server):
     with replayd.Client(server.unix_address, timeout=30) as client:
         make(client, "handover")

@@ -11,6 +11,9 @@ same time take turns (one reads, the others wait for their future or for their t
 saves a wake-up of a second thread per synchronous call. The first request whose caller
 does not wait at once (``caller_waits=False``: the _async calls, the Writer) starts a daemon
 reader thread, which from then on reads every reply; waiting callers then just wait.
+The reader thread runs under SCHED_BATCH where Linux allows it (`_never_preempt_callers`):
+woken by a reply on a core the caller's thread is using, it waits for that thread to block
+or its time slice to end instead of preempting it.
 
 Futures may complete in the reader thread or in another caller's: callbacks added to them
 must be quick and must not wait for another reply on the same connection.
@@ -526,6 +529,24 @@ def _send_all(sock: socket.socket, pieces: List[Any]) -> None:
                 sent = 0
 
 
+def _never_preempt_callers() -> None:
+    """Puts the calling thread (the reader) under SCHED_BATCH, where Linux allows it: a
+    thread of that policy woken up does not preempt the running one. A reply arriving
+    while the caller's thread runs Python on the same core would otherwise preempt it only
+    to find the interpreter's lock held and sleep again (two context switches for
+    nothing, about one per insert_async call of 64 rows; docs/BENCHMARKS.md); the reply
+    is read as soon as the caller blocks (waiting for a result, sending) or its time slice
+    ends. Where the policy cannot be set (not Linux, refused), nothing changes but speed."""
+    set_policy = getattr(os, "sched_setscheduler", None)
+    batch = getattr(os, "SCHED_BATCH", None)
+    if set_policy is None or batch is None:
+        return
+    try:
+        set_policy(0, batch, os.sched_param(0))  # 0: the calling thread
+    except OSError:
+        pass
+
+
 def _read_loop(ref: "weakref.ref[Connection]") -> None:
     """The reader thread: once no waiting caller reads, takes the socket for good and
     dispatches frames until it ends.
@@ -533,6 +554,7 @@ def _read_loop(ref: "weakref.ref[Connection]") -> None:
     Holds only a weak reference to its Connection between frames, so an unreferenced
     connection can be collected (its __del__ shuts the socket down, which ends this loop).
     """
+    _never_preempt_callers()
     conn = ref()
     if conn is None:
         return
