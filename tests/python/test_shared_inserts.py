@@ -270,8 +270,9 @@ def test_a_held_call_copied_its_rows_so_the_caller_may_reuse_its_arrays(server, 
 
 def test_shared_calls_futures_work_as_any_future_does(server, table_name):
     """The Futures of calls that shared a request are Futures like any other: threads
-    blocked on them wake, done callbacks run once each, and concurrent.futures.wait and
-    as_completed see every one."""
+    blocked on them wake (several on calls of one request: they share its Condition),
+    done callbacks run once each, and concurrent.futures.wait and as_completed see every
+    one."""
     with replayd.Client(server.unix_address, timeout=30) as plane:
         plane.create_table(table_name, FIELDS, capacity=1000)
         held = HeldFirstRequest(plane)
@@ -285,12 +286,17 @@ def test_shared_calls_futures_work_as_any_future_does(server, table_name):
         blocked = [threading.Thread(target=lambda: got.__setitem__("first", first.result(30))),
                    threading.Thread(target=lambda: got.__setitem__(
                        "wait", cf.wait(waiting, timeout=30)))]
+        blocked += [threading.Thread(target=lambda i=i: got.__setitem__(i, waiting[i].result(30)))
+                    for i in range(len(waiting))]
         for thread in blocked:
             thread.start()
         held.release()
         for thread in blocked:
             thread.join(30)
         assert len(got["first"]) == 4
+        for i, call in enumerate(waiting):
+            np.testing.assert_array_equal(got[i], call.result())
+            assert len(got[i]) == 3
         done, not_done = got["wait"]
         assert done == set(waiting) and not not_done
         assert sorted(map(id, called)) == sorted(map(id, waiting))  # each once

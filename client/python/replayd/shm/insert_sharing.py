@@ -171,10 +171,17 @@ class CallFuture(Future):  # type: ignore[type-arg]
     if it is still waiting for the requests in flight."""
 
     def __init__(self, sharing: "SharedInserts", group: "_Group") -> None:
-        super().__init__()
-        # Like a sent request: cannot be cancelled (set_running_or_notify_cancel's effect;
-        # nothing can wait on a Future not yet returned, so no lock or notice is needed).
+        # Future.__init__'s attributes, with the group's Condition instead of one of its
+        # own: the group's calls are settled together, under one hold of it, and notified
+        # once (`_Group.settle`), so a waiter never wakes to find its call unsettled.
+        # RUNNING, like a sent request: cannot be cancelled (set_running_or_notify_cancel's
+        # effect; nothing waits on a Future not yet returned, so no notice is needed).
+        self._condition = group.condition
         self._state = _RUNNING
+        self._result = None
+        self._exception = None
+        self._waiters: List[Any] = []
+        self._done_callbacks: List[Any] = []
         self._sharing = sharing
         self._group: Optional[_Group] = group
 
@@ -201,7 +208,7 @@ class _Group:
     field (laid out for `cap` rows; the request takes the first `rows`)."""
 
     __slots__ = ("key", "table", "rule", "seconds", "version", "arrays", "prio",
-                 "priorities", "rows", "calls", "sent")
+                 "priorities", "rows", "calls", "sent", "condition")
 
     def __init__(self, key: Tuple[Any, ...], table: str, rule: ShareRule,
                  seconds: Optional[float], version: Optional[int], priorities: bool) -> None:
@@ -215,6 +222,7 @@ class _Group:
         self.rows = 0
         self.calls: List[Tuple[CallFuture, int, int]] = []
         self.sent = False
+        self.condition = threading.Condition()  # the calls' Futures' (CallFuture)
 
     def append(self, future: CallFuture, columns: List[np.ndarray[Any, Any]], n: int,
                priorities: Optional[np.ndarray[Any, Any]]) -> None:
@@ -248,14 +256,35 @@ class _Group:
             self.fail(error, release)
             return
         keys = request.result()
-        for future, start, stop in self.calls:
-            future.set_result(keys[start:stop])
-        release(len(self.calls))
+        self._finish([keys[start:stop] for _, start, stop in self.calls], None, release)
 
     def fail(self, error: BaseException, release: Callable[[int], None]) -> None:
-        for future, _, _ in self.calls:
-            future.set_exception(error)
-        release(len(self.calls))
+        self._finish(None, error, release)
+
+    def _finish(self, results: Optional[List[Any]], error: Optional[BaseException],
+                release: Callable[[int], None]) -> None:
+        """Future.set_result / set_exception for every call at once: all settled under
+        one hold of the group's Condition, then one notify (a waiter woken finds its call
+        settled), then each call's callbacks."""
+        # Any: Future's private fields, typed by CallFuture.__init__'s first values
+        futures: List[Any] = [future for future, _, _ in self.calls]
+        with self.condition:
+            for index, future in enumerate(futures):
+                if results is not None:
+                    future._result = results[index]
+                else:
+                    future._exception = error
+                future._state = _FINISHED
+                future._group = None  # no cycle left for the collector
+                for waiter in future._waiters:  # concurrent.futures.wait / as_completed
+                    if results is not None:
+                        waiter.add_result(future)
+                    else:
+                        waiter.add_exception(future)
+            self.condition.notify_all()
+        for future in futures:
+            future._invoke_callbacks()
+        release(len(futures))
 
 
 class SharedInserts:
