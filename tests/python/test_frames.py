@@ -121,6 +121,13 @@ def test_metadata_must_be_a_json_object():
         read_all(encode_header(KIND_REPLY, 1, 3, 0) + b"{x}", 4096)
     with pytest.raises(ProtocolError, match="object"):
         read_all(encode_header(KIND_REPLY, 1, 2, 0) + b"[]", 4096)
+    for broken in (b'{"a":1}x', b'{"a":1}{}', b'x{"a":1}', b'{"a":"\xff"}', b" "):
+        with pytest.raises(ProtocolError, match="not valid JSON"):
+            read_all(encode_header(KIND_REPLY, 1, len(broken), 0) + broken, 4096)
+    # As json.loads: whitespace may surround the object.
+    for meta in (b'{"a":1} \n', ' \t{"a":[1,"\u00e9"]}'.encode(), b'{"a":{}}'):
+        frames = read_all(encode_header(KIND_REPLY, 1, len(meta), 0) + meta, 4096)
+        assert frames[0].meta == json.loads(meta)
 
 
 def test_absurd_sizes_are_refused_before_allocating():

@@ -264,7 +264,7 @@ class FrameReader:
                 if available < header.meta_bytes:
                     self._make_room(header.meta_bytes)
                     return frames
-                raw = bytes(self._stage[self._start:self._start + header.meta_bytes])
+                raw = self._stage[self._start:self._start + header.meta_bytes]
                 self._start += header.meta_bytes
                 self._meta = _parse_meta(raw)
                 continue
@@ -322,11 +322,21 @@ class FrameReader:
         self._start, self._end = 0, pending
 
 
-def _parse_meta(raw: bytes) -> Dict[str, Any]:
+#: Decodes one JSON value from the start of a str: json.loads without its encoding
+#: detection and whitespace matching (about 1 us less a reply); _parse_meta skips the
+#: whitespace around the value and refuses anything else, as json.loads does.
+_DECODE_JSON = json.JSONDecoder().raw_decode
+_JSON_SPACE = " \t\n\r"
+
+
+def _parse_meta(raw: Union[bytes, bytearray]) -> Dict[str, Any]:
     try:
-        meta = json.loads(raw)
+        text = raw.decode("utf-8")
+        meta, end = _DECODE_JSON(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+        if end != len(text) and text[end:].strip(_JSON_SPACE):
+            raise ValueError(f"extra data after the value at {end}")
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"frame metadata is not valid JSON: {exc}") from None
     if not isinstance(meta, dict):
-        raise ProtocolError(f"frame metadata is not a JSON object: {raw[:80]!r}")
+        raise ProtocolError(f"frame metadata is not a JSON object: {bytes(raw[:80])!r}")
     return meta
