@@ -127,6 +127,32 @@ def test_a_refused_shared_request_fails_each_of_its_calls_with_the_servers_error
             assert (error.code, error.message) == (alone.value.code, alone.value.message)
 
 
+def test_a_shared_request_refused_for_a_stale_schema_makes_the_next_call_use_the_new_one(
+        server, table_name):
+    """The table was dropped and made again with other fields by another client: the
+    shared calls made with the old fields fail with the server's error, and the client
+    then forgets the old schema, so a call with the new fields shares and succeeds."""
+    wider = dict(FIELDS, obs=("float32", (6,)))
+    with replayd.Client(server.unix_address, timeout=30) as plane, \
+            replayd.Client(server.unix_address, timeout=30, shm=False) as other:
+        plane.create_table(table_name, FIELDS, capacity=100)
+        shared = HeldFirstRequest(plane, held=0)  # records the shared requests' rows
+        plane.insert_async(table_name, batch(2, 0)).result(30)  # schema and rule cached
+        other.drop_table(table_name)
+        other.create_table(table_name, wider, capacity=100)
+        stale = [plane.insert_async(table_name, batch(2, i)) for i in range(3)]
+        for call in stale:
+            assert isinstance(call.exception(30), replayd.InvalidArgument)
+        fields = {f.name: f for f in plane.schema(table_name).fields}
+        assert fields["obs"].shape == (6,)  # asked for again: the stale one was dropped
+        before = len(shared.rows)
+        new_rows = dict(batch(2, 9), obs=np.arange(12, dtype=np.float32).reshape(2, 6))
+        keys = plane.insert_async(table_name, new_rows).result(30)
+        assert shared.rows[before:] == [2]  # it shared a request: the new fields' rule
+        assert len(keys) == 2 and plane.size(table_name) == 2
+        np.testing.assert_array_equal(stored(plane, table_name)["obs"], new_rows["obs"])
+
+
 def test_two_shared_requests_go_at_most_the_second_once_its_group_holds_enough_calls(
         server, table_name):
     """A call finding nothing in flight goes at once; while one request is in flight,

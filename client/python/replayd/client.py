@@ -626,7 +626,8 @@ class Client:
                 sharing = self._sharing
                 if sharing is None or sharing.conn is not conn:
                     sharing = self._sharing = SharedInserts(conn, self._send_shared,
-                                                            self._release_insert_slots)
+                                                            self._release_insert_slots,
+                                                            self._forget_schema_after)
         window = self._insert_window
         if not window.acquire(blocking=False):
             sharing.flush()  # the calls holding the window may be waiting in the group
@@ -690,9 +691,7 @@ class Client:
         if sent is None:
             sent = conn.submit(requests.insert_meta(table, part, seconds), part.buffers(),
                                decode_keys)
-        future = sent[1]
-        future.add_done_callback(self._schema_check(table))
-        return future
+        return sent[1]  # its error reaches _forget_schema_after through SharedInserts
 
     def send_insert(self, table: str, batch: InsertBatch, *,
                     timeout: Optional[float] = None) -> "Future[np.ndarray[Any, Any]]":
@@ -1481,10 +1480,16 @@ class Client:
         in a way a stale schema could explain."""
         def check(future: Future[Any]) -> None:
             exc = future.exception()
-            if isinstance(exc, (InvalidArgument, NotFound)):
-                self._schemas.pop(table, None)
-                self._share_rules.pop(table, None)
+            if exc is not None:
+                self._forget_schema_after(table, exc)
         return check
+
+    def _forget_schema_after(self, table: str, error: BaseException) -> None:
+        """Drops `table`'s cached schema (and share rule) when an insert's `error` could
+        come from it being stale."""
+        if isinstance(error, (InvalidArgument, NotFound)):
+            self._schemas.pop(table, None)
+            self._share_rules.pop(table, None)
 
 
 # Clients alive in this process, reset in a forked child (their locks may have been held

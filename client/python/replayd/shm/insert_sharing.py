@@ -104,7 +104,9 @@ class ShareRule:
         self.schema = schema
         self.names = [f.name for f in fields]
         self.shapes = [tuple(f.shape) for f in fields]
-        self.dtypes = [f.dtype for f in fields]
+        # The canonical dtype objects (numpy's own for native byte order, the ones arrays
+        # carry), so that exact_arrays' `is` test settles most checks without `!=`.
+        self.dtypes = [np.dtype(f.dtype.str) for f in fields]
         self.columns_dtype = [_dtype_name(np.dtype(f.dtype)) for f in fields]
         self.row_bytes = [np.dtype(f.dtype).itemsize * int(np.prod(f.shape, dtype=np.int64))
                           for f in fields]
@@ -290,12 +292,15 @@ class _Group:
 class SharedInserts:
     """The shared insert requests of one connection (see the module's docstring)."""
 
-    def __init__(self, conn: Any, send: SendPart, release: Callable[[int], None]) -> None:
+    def __init__(self, conn: Any, send: SendPart, release: Callable[[int], None],
+                 refused: Callable[[str, BaseException], None]) -> None:
         """`send`: how a group's request goes; `release(k)`: k calls' Futures are done
-        (the Client's window of insert_async calls)."""
+        (the Client's window of insert_async calls); `refused(table, error)`: a shared
+        request failed (before its calls are settled; in the thread that completed it)."""
         self.conn = conn
         self._send = send
         self._release = release
+        self._refused = refused
         self._state = threading.Lock()
         self._order = threading.Lock()
         self._group: Optional[_Group] = None
@@ -391,6 +396,9 @@ class SharedInserts:
             if idle:
                 self.flush(from_callback=True)
         finally:  # whatever the send raised, this group's calls are done
+            error = request.exception()
+            if error is not None:
+                self._refused(group.table, error)
             group.settle(request, self._release)
 
     def _before_submit(self) -> None:
