@@ -250,14 +250,8 @@ class _Group:
         if len(spares) < 2:
             spares.append((self.arrays, self.prio))
 
-    def settle(self, request: "Future[Any]", release: Callable[[int], None]) -> None:
-        """Each call's outcome from the shared request's: its keys, or the request's
-        error; then `release(calls)`."""
-        error = request.exception()
-        if error is not None:
-            self.fail(error, release)
-            return
-        keys = request.result()
+    def settle(self, keys: Any, release: Callable[[int], None]) -> None:
+        """Each call's keys, its slice of the shared request's; then `release(calls)`."""
         self._finish([keys[start:stop] for _, start, stop in self.calls], None, release)
 
     def fail(self, error: BaseException, release: Callable[[int], None]) -> None:
@@ -396,10 +390,12 @@ class SharedInserts:
             if idle:
                 self.flush(from_callback=True)
         finally:  # whatever the send raised, this group's calls are done
-            error = request.exception()
+            error = request.exception()  # done: neither waits
             if error is not None:
                 self._refused(group.table, error)
-            group.settle(request, self._release)
+                group.fail(error, self._release)
+            else:
+                group.settle(request.result(), self._release)
 
     def _before_submit(self) -> None:
         if self._group is not None:
