@@ -19,7 +19,6 @@ requires it (PermissionDenied with the server's reason otherwise).
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import weakref
 from concurrent.futures import Future
@@ -38,6 +37,7 @@ from .episodes import EpisodeWriter
 from .errors import (InvalidArgument, NotFound, PermissionDenied, ProtocolError, ReplayError,
                      TimeoutError)
 from .insert_parts import gathered_keys, insert_parts, split_insert
+from .insert_window import InsertWindow
 from .limiter_state import limiter_bounds
 from .mixed import Mix, MixedSample, MixLike, Schedule, priority_parts, schedule_of
 from .mixed_bounds import MixBound, PerTable, PerValue, asked, mixed_bound, table_bound
@@ -74,7 +74,6 @@ DEFAULT: Any = _Default()  # "use the Client's timeout"
 _UNMAPPED: Any = object()  # plane_table: a table not looked up yet (None: not offered)
 _GRACE_S = 2.0  # extra local wait beyond a server-side timeout, for the reply to arrive
 _MAX_ASYNC_INSERTS = 32  # insert_async requests in flight per Client and process
-_RELEASE_TAKES_COUNT = sys.version_info >= (3, 9)  # Semaphore.release(n)
 
 
 def _no_nstep_bound(name: str, nstep: Optional[int]) -> None:
@@ -125,7 +124,7 @@ class Client:
         # Tables sampled over the plane, by name (None: through the socket), for this
         # process's current connection (a new one may be another server's).
         self._planes: Dict[str, Optional[PlaneTable]] = {}
-        self._insert_window = threading.BoundedSemaphore(_MAX_ASYNC_INSERTS)
+        self._insert_window = InsertWindow(_MAX_ASYNC_INSERTS)
         # The staging arena of insert and insert_async (shm/insert_arena.py), for this
         # process's current connection; the connection whose server refused one.
         self._insert_arena: Optional[InsertArena] = None
@@ -640,15 +639,8 @@ class Client:
             raise
 
     def _release_insert_slots(self, count: int) -> None:
-        """Gives back `count` slots of the insert_async window (at once where the
-        semaphore takes a count: Python 3.9 and later)."""
-        window = self._insert_window
-        if _RELEASE_TAKES_COUNT:
-            release: Any = window.release  # typed with no count where 3.8 is targeted
-            release(count)
-            return
-        for _ in range(count):
-            window.release()
+        """Gives back `count` slots of the insert_async window."""
+        self._insert_window.release(count)
 
     def _share_rule(self, conn: Connection, table: str,
                     schema: TableSchema) -> Optional[ShareRule]:
