@@ -10,7 +10,8 @@ process on CPU 1): the steps of the client's staged path run alone in a loop
 arena and the request's send, the reply's decode in the reader thread; and those of a call
 that shares a request: its checks, its Future and copy into the group), then whole
 `insert_async` calls with 8 in flight, in wall time and in CPU time of the calling thread
-and of the process (the difference is the reader thread's: the replies).
+and of the process (the difference is the reader thread's: the replies); over the plane,
+also the calls per shared request and the reader thread's CPU per shared request (us).
 """
 from __future__ import annotations
 
@@ -49,10 +50,26 @@ def per_call_us(step: Callable[[], Any], calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def count_shared_requests(client: replayd.Client) -> List[int]:
+    """Counts the shared requests `client` sends from now on (call before its first
+    insert_async: its SharedInserts keeps the send function it was made with)."""
+    sent = [0]
+    send = client._send_shared
+
+    def counted(*args: Any) -> Any:
+        sent[0] += 1
+        return send(*args)
+    client._send_shared = counted  # type: ignore[method-assign]
+    return sent
+
+
 def pipelined(client: replayd.Client, table: str, batch: Dict[str, np.ndarray],
-              calls: int) -> Dict[str, float]:
-    """Wall, calling-thread CPU and process CPU per call of insert_async, 8 in flight."""
+              calls: int, shared: List[int]) -> Dict[str, float]:
+    """Wall, calling-thread CPU and process CPU per call of insert_async, 8 in flight;
+    over the plane, the calls per shared request and the other threads' CPU (the reader
+    thread's: the replies) per shared request."""
     in_flight: Deque[Any] = collections.deque()
+    shared[0] = 0
     wall, thread, process = time.perf_counter(), time.thread_time(), time.process_time()
     for _ in range(calls):
         in_flight.append(client.insert_async(table, batch))
@@ -60,9 +77,14 @@ def pipelined(client: replayd.Client, table: str, batch: Dict[str, np.ndarray],
             in_flight.popleft().result()
     while in_flight:
         in_flight.popleft().result()
-    return {"wall": (time.perf_counter() - wall) / calls * 1e6,
-            "thread_cpu": (time.thread_time() - thread) / calls * 1e6,
-            "process_cpu": (time.process_time() - process) / calls * 1e6}
+    result = {"wall": (time.perf_counter() - wall) / calls * 1e6,
+              "thread_cpu": (time.thread_time() - thread) / calls * 1e6,
+              "process_cpu": (time.process_time() - process) / calls * 1e6}
+    if shared[0]:
+        result["calls_per_request"] = calls / shared[0]
+        result["reader_cpu_per_request"] = ((result["process_cpu"] - result["thread_cpu"])
+                                            * result["calls_per_request"])
+    return result
 
 
 def main(argv: List[str]) -> int:
@@ -119,6 +141,8 @@ def main(argv: List[str]) -> int:
         rows["copy into the arena + send (+ reply)"] = []
         whole: Dict[str, Dict[str, List[float]]] = {"plane": collections.defaultdict(list),
                                                      "socket": collections.defaultdict(list)}
+        shared_requests = {"plane": count_shared_requests(plane),
+                           "socket": count_shared_requests(socket_client)}
         for _ in range(args.reps):
             for name, step in steps.items():
                 rows[name].append(per_call_us(step, args.calls))
@@ -130,7 +154,8 @@ def main(argv: List[str]) -> int:
             rows["copy into the arena + send (+ reply)"].append(
                 per_call_us(send_and_wait, args.calls // 4))
             for label, client in (("plane", plane), ("socket", socket_client)):
-                for key, value in pipelined(client, "t", batch, args.calls).items():
+                for key, value in pipelined(client, "t", batch, args.calls,
+                                            shared_requests[label]).items():
                     whole[label][key].append(value)
         print(f"# {args.workload}, 64 rows per call, {args.calls} calls per run, median of "
               f"{args.reps} runs; server on CPU 0, client on CPU 1")
