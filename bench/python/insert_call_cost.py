@@ -2,7 +2,8 @@
 cost per call that bounds W1 batched inserts (45-byte rows: the bytes are nothing, the
 call is everything).
 
-    /usr/bin/python3 bench/python/insert_call_cost.py [--calls 20000] [--workload W1]
+    /usr/bin/python3 bench/python/insert_call_cost.py [--calls 20000] [--workload W1] \
+        [--client DIR]
 
 Times, per call (median of 5 runs of `--calls` calls each, the server on CPU 0 and this
 process on CPU 1): the steps of the client's staged path run alone in a loop
@@ -25,7 +26,11 @@ from typing import Any, Callable, Deque, Dict, List
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
+# --client DIR (parsed here, before replayd is imported): measure another copy of the
+# Python client, e.g. an older commit's (`git archive REV client/python | tar -x -C DIR`).
+_CLIENT = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--client"),
+               str(HERE.parents[1] / "client" / "python"))
+sys.path.insert(0, _CLIENT)
 
 import os  # noqa: E402
 
@@ -92,6 +97,9 @@ def main(argv: List[str]) -> int:
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--workload", default="W1")
+    p.add_argument("--client", default=_CLIENT,
+                   help="directory holding the replayd Python package to measure "
+                        "(default: client/python of this checkout)")
     p.add_argument("--binary", default=os.environ.get(
         "REPLAYD_BIN", str(HERE.parents[1] / "build" / "service" / "replayd")))
     args = p.parse_args(argv)
