@@ -279,7 +279,8 @@ class _Group:
                         waiter.add_exception(future)
             self.condition.notify_all()
         for future in futures:
-            future._invoke_callbacks()
+            if future._done_callbacks:  # usually none: a caller keeping calls in flight
+                future._invoke_callbacks()
         release(len(futures))
 
 
