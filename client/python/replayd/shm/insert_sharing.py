@@ -392,11 +392,13 @@ class SharedInserts:
                 self.flush(from_callback=True)
         finally:  # whatever the send raised, this group's calls are done
             error = request.exception()  # done: neither waits
-            if error is not None:
-                self._refused(group.table, error)
-                group.fail(error, self._release)
-            else:
+            if error is None:
                 group.settle(request.result(), self._release)
+            else:
+                try:  # first: a caller woken by its call's error finds the schema dropped
+                    self._refused(group.table, error)
+                finally:
+                    group.fail(error, self._release)
 
     def _before_submit(self) -> None:
         if self._group is not None:
