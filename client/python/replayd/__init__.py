@@ -33,7 +33,9 @@ from .vector_writers import VectorEpisodeWriter, VectorWriter
 
 # The module's former name: ``replayd.frame_fields.CorruptFrame`` (as documented before the
 # rename) still names the same class.
-from . import pixel_frame_fields as frame_fields
+from . import pixel_frame_fields
+
+frame_fields = pixel_frame_fields
 
 __version__ = "0.1.0"
 

@@ -483,8 +483,9 @@ class Client:
         carries no value bytes, so an explorer may ask between episodes for nothing.
         `arrays` maps each name to an array viewing the reply's payload (no copy;
         writable, and owned by this result alone); over the shared-memory plane, the
-        value's block in the server's shared memory, mapped copy-on-write. Raises replayd.TimeoutError only when
-        no reply arrives within `timeout` plus a grace of 2 s.
+        value's block in the server's shared memory, mapped copy-on-write. Raises
+        replayd.TimeoutError only when no reply arrives within `timeout` plus a grace of
+        2 s.
         """
         fetched = values.fetch(self.connection(), name, newer_than=newer_than,
                                seconds=self._timeout_of(timeout), grace=_GRACE_S,
@@ -1336,7 +1337,8 @@ class Client:
         at most `page` items: dicts of arrays ``key`` (uint64), ``priority`` (float64)
         and the fields (nested ones as dicts); each page one ``read_steps`` round trip,
         bounded in memory whatever the table's size. Items inserted meanwhile appear in
-        later pages (under fifo); `after` starts after that key. The server keeps serving meanwhile."""
+        later pages (under fifo); `after` starts after that key. The server keeps serving
+        meanwhile."""
         return (nest_page(columns) for columns in iterate_steps(self, table, page, after))
 
     def episodes(self, table: str, *, page: int = 4096) -> Iterator[Dict[str, Any]]:

@@ -24,7 +24,7 @@ from . import requests
 from .client_interface import ClientLike
 from .columns import decode_sample
 from .errors import ProtocolError, ReplayError
-from .mixed import FieldSpec, Mix, MixedSample, check_fields, mixed_sample, selected
+from .mixed import FieldSpec, MixedSample, check_fields, mixed_sample, selected
 from .mixed_bounds import MixBound
 from .sample import Sample
 from .wire import encode_meta

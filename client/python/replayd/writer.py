@@ -36,7 +36,7 @@ from . import requests, wait_notice
 from .batch_limits import writer_batch
 from .client_interface import ClientLike
 from .columns import InsertBatch, convert_item, decode_keys
-from .errors import InvalidArgument, PermissionDenied, ReplayError
+from .errors import InvalidArgument, ReplayError
 from .policy_versions import MAX_VERSION, check_version
 from .row_writer import RowWriter, compile_row_writer
 from .schema import Field

@@ -23,8 +23,9 @@ server copies them up to 2 x prefetch batches ahead (the same depth by default).
 Why few, large requests: a reply costs the caller's thread about 100-140 us of Python
 (receive, parse, decode, split, and the next request's send) whatever its size, against
 20-30 us per small batch gathered; one reply of 8 batches instead of two of 4 took W1
-(batch 256) from 1.5-1.7x to 2.0-2.6x the socket path's rate (bench/python/compare.py). The request in flight still
-has the caller's time for the whole reply in hand to come back.
+(batch 256) from 1.5-1.7x to 2.0-2.6x the socket path's rate (bench/python/compare.py).
+The request in flight still has the caller's time for the whole reply in hand to come
+back.
 
 Why no thread: a learner that takes batches as fast as it can spent most of a batch's time
 handing it from a sampler thread to itself (a lock and a wake-up per batch, and the GIL in
