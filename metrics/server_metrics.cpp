@@ -70,6 +70,13 @@ ServerMetrics::ServerMetrics(std::string_view version, std::span<const OpLabel> 
                      .Help("Bytes written to client connections")
                      .Register(registry)
                      .Add({});
+  busy_poll_seconds_ = &BuildCounter()
+                            .Name("replayd_busy_poll_seconds_total")
+                            .Help(
+                                "Seconds the server's thread spent polling for work with "
+                                "nothing to run (busy_poll_us; 0 while it is off)")
+                            .Register(registry)
+                            .Add({});
   snapshot_items_saved_ = &BuildCounter()
                                .Name("replayd_snapshot_items_saved_total")
                                .Help("Items written to snapshot files, summed over snapshots")
@@ -193,6 +200,10 @@ void ServerMetrics::bytes_received(std::uint64_t bytes) {
 
 void ServerMetrics::bytes_sent(std::uint64_t bytes) {
   sent_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void ServerMetrics::busy_polled(std::chrono::nanoseconds idle) {
+  busy_poll_seconds_->Increment(std::chrono::duration<double>(idle).count());
 }
 
 ServerMetrics::ErrorSeries& ServerMetrics::error_series(std::string_view code) {

@@ -52,6 +52,8 @@ class ServerMetrics {
   void connection_closed();
   void bytes_received(std::uint64_t bytes);
   void bytes_sent(std::uint64_t bytes);
+  // The owner thread polled this long with nothing to run (busy_poll_us; never when 0).
+  void busy_polled(std::chrono::nanoseconds idle);
 
   // The reply to a request of `op` was queued, `elapsed` after the request was read.
   // error_code: the reply's wire error code, empty for success. Counts requests by op and
@@ -98,6 +100,7 @@ class ServerMetrics {
   prometheus::Counter* connections_refused_ = nullptr;
   prometheus::Counter* received_bytes_ = nullptr;
   prometheus::Counter* sent_bytes_ = nullptr;
+  prometheus::Counter* busy_poll_seconds_ = nullptr;
   prometheus::Counter* snapshot_items_saved_ = nullptr;
   prometheus::Counter* snapshot_items_dropped_ = nullptr;
   prometheus::Gauge* last_snapshot_items_saved_ = nullptr;

@@ -120,6 +120,11 @@ struct ServerConfig {
   // all kept); false: refuse to start.
   bool allow_empty_start = false;
   std::uint32_t snapshot_test_pause_ms = 0;  // test-only flag; 0 in production
+  // How long the owner thread keeps polling for work after the last handler ran before it
+  // sleeps, microseconds, 0 - 100000 (service/owner_loop.h); 0: it sleeps at once. For a
+  // server with a core of its own: it trades that core's idle time for cheaper, faster
+  // requests (docs/OPERATIONS.md, "Busy polling").
+  std::uint32_t busy_poll_us = 0;
 };
 
 // Parses a whole config document. `seed_source` gives seeds to tables that state none.

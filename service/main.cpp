@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   bool insecure = false;
   bool allow_empty_start = false;
   std::optional<bool> shared_memory;
+  std::optional<std::uint32_t> busy_poll_us;
   app.add_option("--config", config_path, "JSON config file (docs/CONFIG.md)")
       ->check(CLI::ExistingFile);
   app.add_option("--unix", unix_path,
@@ -101,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--shared-memory", shared_memory,
                  "true or false: tables' columns in shared memory, offered to Unix clients of "
                  "this uid (docs/SHM.md; default true)");
+  app.add_option("--busy-poll-us", busy_poll_us,
+                 "microseconds the server's thread keeps polling for requests before it sleeps, "
+                 "0 - 100000 (docs/OPERATIONS.md, Busy polling; default 0: it sleeps at once)")
+      ->check(CLI::Range(0u, 100000u));
   app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
                  "TEST ONLY: each snapshot write pauses this long after its header")
       ->group("");
@@ -149,6 +154,7 @@ int main(int argc, char** argv) {
     if (insecure) config.insecure = true;
     if (allow_empty_start) config.allow_empty_start = true;
     if (shared_memory) config.shared_memory = *shared_memory;
+    if (busy_poll_us) config.busy_poll_us = *busy_poll_us;
     // The environment wins over the file, so a deployment can inject the secret without
     // writing it into the config; there is no flag (command lines are visible to every user).
     if (const char* token = std::getenv("REPLAYD_TOKEN"); token && *token) {

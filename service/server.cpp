@@ -14,6 +14,7 @@
 #include "service/memory_trimmer.h"
 #include "service/net/listener.h"
 #include "service/net/session.h"
+#include "service/owner_loop.h"
 #include "service/snapshot/segment_links.h"
 #include "service/snapshot/snapshot_files.h"
 #include "service/snapshot/snapshot_restore.h"
@@ -259,7 +260,8 @@ Status Server::run() {
   serving_ = true;
   snapshotter_->start();
   ready_promise_.set_value(addresses_);
-  io_.run();
+  run_owner_loop(io_, std::chrono::microseconds(config_.busy_poll_us),
+                 [this](std::chrono::nanoseconds idle) { context_.metrics.busy_polled(idle); });
   return snapshotter_->write_final().status;
 }
 

@@ -38,6 +38,7 @@ TEST_CASE("an empty config gives the documented defaults") {
   CHECK(config->limits.requests_per_turn == 64);
   CHECK(config->limits.learner_share == 0.7);
   CHECK(config->snapshot_keep == 3);
+  CHECK(config->busy_poll_us == 0);
   CHECK(config->tables.empty());
 }
 
@@ -50,6 +51,7 @@ TEST_CASE("every key is read") {
     "data_dir": "/tmp/replayd-data",
     "snapshot_interval_s": 60,
     "snapshot_keep": 5,
+    "busy_poll_us": 200,
     "limits": {"max_frame_bytes": 8192, "max_meta_bytes": 1024, "max_batch_items": 10,
                "max_waiting_per_connection": 3, "max_queued_reply_bytes": 10000,
                "max_buffered_bytes": 20000, "max_connections": 7, "max_table_bytes": 123456, "max_tables": 4,
@@ -68,6 +70,7 @@ TEST_CASE("every key is read") {
   CHECK(config->data_dir == "/tmp/replayd-data");
   CHECK(config->snapshot_interval_s == 60);
   CHECK(config->snapshot_keep == 5);
+  CHECK(config->busy_poll_us == 200);
   const Limits& l = config->limits;
   CHECK(l.max_frame_bytes == 8192);
   CHECK(l.max_meta_bytes == 1024);
@@ -106,6 +109,9 @@ TEST_CASE("bad values are refused with an error that names the key") {
   CHECK_THAT(error_of(R"({"auth": {"token": "has space"}})"), Catch::Contains("auth.token"));
   CHECK_THAT(error_of(R"({"log_level": "loud"})"), Catch::Contains("log_level"));
   CHECK_THAT(error_of(R"({"snapshot_keep": 0})"), Catch::Contains("snapshot_keep"));
+  CHECK_THAT(error_of(R"({"busy_poll_us": 100001})"),
+             Catch::Contains("busy_poll_us") && Catch::Contains("between"));
+  CHECK_THAT(error_of(R"({"busy_poll_us": -1})"), Catch::Contains("busy_poll_us"));
   CHECK_THAT(error_of(R"({"tables": {}})"), Catch::Contains("tables"));
   CHECK_THAT(error_of(R"({"surprise": 1})"), Catch::Contains("surprise"));
   CHECK_THAT(error_of("{not json"), Catch::Contains("JSON"));
