@@ -3,7 +3,7 @@ cost per call that bounds W1 batched inserts (45-byte rows: the bytes are nothin
 call is everything).
 
     /usr/bin/python3 bench/python/insert_call_cost.py [--calls 20000] [--workload W1] \
-        [--client DIR]
+        [--client DIR] [--busy-poll-us US]
 
 Times, per call (median of 5 runs of `--calls` calls each, the server on CPU 0 and this
 process on CPU 1): the steps of the client's staged path run alone in a loop
@@ -100,13 +100,16 @@ def main(argv: List[str]) -> int:
     p.add_argument("--client", default=_CLIENT,
                    help="directory holding the replayd Python package to measure "
                         "(default: client/python of this checkout)")
+    p.add_argument("--busy-poll-us", type=int, default=0,
+                   help="the server's busy_poll_us (docs/OPERATIONS.md, Busy polling)")
     p.add_argument("--binary", default=os.environ.get(
         "REPLAYD_BIN", str(HERE.parents[1] / "build" / "service" / "replayd")))
     args = p.parse_args(argv)
     os.sched_setaffinity(0, {1})
     workload = WORKLOADS[args.workload]
     batch = workload.batch(64, seed=1)
-    with pinned_server(args.binary) as address, \
+    server_args = ["--busy-poll-us", str(args.busy_poll_us)] if args.busy_poll_us else []
+    with pinned_server(args.binary, extra_args=server_args) as address, \
             replayd.Client(address, timeout=60) as plane, \
             replayd.Client(address, timeout=60, shm=False) as socket_client:
         plane.create_table("t", {n: (d, s) for n, d, s in workload.fields},

@@ -15,6 +15,7 @@ SYSTEMS: Dict[str, Tuple[str, str]] = {
     "replayd-socket": ("systems.replayd_system", "ReplaydSocketSystem"),
     "replayd-writer": ("systems.replayd_system", "ReplaydRowsSystem"),
     "replayd-deep": ("systems.replayd_system", "ReplaydDeepSystem"),
+    "replayd-poll": ("systems.replayd_system", "ReplaydPollSystem"),
     "replayd.cpprb": ("systems.replayd_cpprb", "ReplaydCpprbSystem"),
     "cpprb": ("systems.cpprb_real", "CpprbRealSystem"),
     "cpprb-mp": ("systems.cpprb_mp", "CpprbMPSystem"),
@@ -29,9 +30,10 @@ SYSTEMS: Dict[str, Tuple[str, str]] = {
 BUILT_APART = ("cpprb", "cpprb-mp")
 
 #: Variants measured on request only, also left out of compare.py's default: replayd's
-#: 64-row inserts through a VectorWriter (consecutive calls sharing requests), and
-#: insert_async with 32 calls in flight instead of 8.
-ON_REQUEST = ("replayd-writer", "replayd-deep")
+#: 64-row inserts through a VectorWriter (consecutive calls sharing requests),
+#: insert_async with 32 calls in flight instead of 8, and the server polling 200 us before
+#: it sleeps (--busy-poll-us 200).
+ON_REQUEST = ("replayd-writer", "replayd-deep", "replayd-poll")
 
 #: Alternatives reached through a socket (the "best networked" ratio is against these).
 NETWORKED_ALTERNATIVES = ("manager", "redis", "zmq")

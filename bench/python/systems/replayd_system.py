@@ -16,7 +16,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Deque, Dict, Iterator, Optional
+from typing import Any, Deque, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -98,6 +98,8 @@ class ReplaydSystem(System):
     name = "replayd"
     networked = True
     endpoint_type = ReplaydEndpoint
+    #: More of the server's flags (the default configuration: none).
+    server_args: Tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.proc: Optional[subprocess.Popen] = None
@@ -114,7 +116,8 @@ class ReplaydSystem(System):
         pin = os.environ.get("REPLAYD_BENCH_SERVER_CPU")
         self.proc = subprocess.Popen([*(["taskset", "-c", pin] if pin else []),
                                       str(binary), "--unix", str(sock), "--tcp", "", "--metrics", "",
-                                      "--ready-file", str(ready), "--log-level", "warn"],
+                                      "--ready-file", str(ready), "--log-level", "warn",
+                                      *self.server_args],
                                      stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
         log.close()
@@ -201,6 +204,15 @@ class ReplaydDeepSystem(ReplaydSystem):
     @staticmethod
     def connect(handle: Any) -> Endpoint:
         return ReplaydDeepEndpoint(handle)
+
+
+class ReplaydPollSystem(ReplaydSystem):
+    """The same client, the server's thread polling 200 us for work before it sleeps
+    (``--busy-poll-us 200``, docs/OPERATIONS.md, Busy polling): for a server with a core
+    of its own."""
+
+    name = "replayd-poll"
+    server_args = ("--busy-poll-us", "200")
 
 
 class ReplaydSocketSystem(ReplaydSystem):
