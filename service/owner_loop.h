@@ -10,8 +10,8 @@
 
 namespace replayd::service {
 
-// Called once per polling spell that ended without work (the thread then sleeps) or with
-// some (the time polled before it came): how long the thread polled with nothing to run.
+// Told how long the thread polled with nothing to run, each time such a stretch ends (a
+// handler ran, or the thread goes to sleep); called on the owner thread.
 using PolledIdle = std::function<void(std::chrono::nanoseconds)>;
 
 // Runs `io` until it stops. busy_poll == 0: io.run(), the thread sleeps in the reactor
@@ -19,9 +19,9 @@ using PolledIdle = std::function<void(std::chrono::nanoseconds)>;
 // polling (ready handlers, timers, the sockets without blocking) until `busy_poll` has
 // passed since the last handler ran, and only then sleeps until the next event; any
 // handler restarts the window. A request arriving within the window is read without the
-// thread being woken: no wake-up for its sender to pay (about 8 us of the sender's CPU on
-// a virtual machine here) and no cold start for the thread (docs/BENCHMARKS.md, "busy
-// poll"). The price: the thread's core stays busy for the window after every burst, even
+// thread being woken: no wake-up for its sender to pay (a few us of the sender's CPU on a
+// virtual machine) and no cold start for the thread (docs/OPERATIONS.md, "Busy polling",
+// with the figures). The price: the thread's core stays busy for the window after every burst, even
 // when no request follows. `on_polled_idle` (may be empty) is told each spell's idle time.
 void run_owner_loop(asio::io_context& io, std::chrono::microseconds busy_poll,
                     const PolledIdle& on_polled_idle);
