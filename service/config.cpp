@@ -212,7 +212,8 @@ Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*
   REPLAYD_RETURN_IF_ERROR(
       read_limit(reader, "snapshot_interval_s", config.snapshot_interval_s, 0, 1u << 24));
   REPLAYD_RETURN_IF_ERROR(read_limit(reader, "snapshot_keep", config.snapshot_keep, 1, 1000));
-  REPLAYD_RETURN_IF_ERROR(read_limit(reader, "busy_poll_us", config.busy_poll_us, 0, 100000));
+  REPLAYD_RETURN_IF_ERROR(
+      read_limit(reader, "busy_poll_us", config.busy_poll_us, 0, kMaxBusyPollUs));
   REPLAYD_ASSIGN_OR_RETURN(config.allow_empty_start, reader.boolean_or("allow_empty_start", false));
   if (const json::value* limits = reader.value("limits"); limits && !limits->is_null()) {
     REPLAYD_RETURN_IF_ERROR(parse_limits(*limits, config.limits));

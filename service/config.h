@@ -127,6 +127,9 @@ struct ServerConfig {
   std::uint32_t busy_poll_us = 0;
 };
 
+// The largest busy_poll_us the config file or --busy-poll-us accepts: 0.1 s.
+inline constexpr std::uint32_t kMaxBusyPollUs = 100000;
+
 // Parses a whole config document. `seed_source` gives seeds to tables that state none.
 // Errors name the key ("limits.max_batch_items: expected a non-negative integer").
 Result<ServerConfig> parse_server_config(std::string_view text, std::uint64_t (*seed_source)());

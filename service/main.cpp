@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--busy-poll-us", busy_poll_us,
                  "microseconds the server's thread keeps polling for requests before it sleeps, "
                  "0 - 100000 (docs/OPERATIONS.md, Busy polling; default 0: it sleeps at once)")
-      ->check(CLI::Range(0u, 100000u));
+      ->check(CLI::Range(0u, replayd::service::kMaxBusyPollUs));
   app.add_option("--snapshot-test-pause-ms", snapshot_test_pause_ms,
                  "TEST ONLY: each snapshot write pauses this long after its header")
       ->group("");

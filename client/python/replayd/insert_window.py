@@ -60,5 +60,5 @@ class InsertWindow:
 
     @property
     def free(self) -> int:
-        """Slots not taken (for tests and metrics; may change at once)."""
+        """Slots not taken (for tests; may change at once)."""
         return self._free
